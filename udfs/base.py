@@ -1,0 +1,124 @@
+"""The sampling-UDF protocol, vectorized over a contiguous range of rows.
+
+The paper's sampling-UDF maps ``row_id, rng, params`` to zero or more
+``(sample_id, relative_pos)`` occurrences.  Ours is the same contract for a
+whole range ``[start, stop)`` of row ids at once: it returns three parallel
+arrays (row offset from ``start``, sample id, relative position).  The engine
+sorts each sample's occurrences by ``(relative position, row id)``, so the
+relative position decides where a row lands in the sample.
+
+A UDF must be a pure function of its parameters, the RNG's seed and the row
+ids: the same row asked twice, in any range, on any machine, gets the same
+occurrences.  The built-in UDFs draw everything from
+:class:`udfs.rng.PositionRNG` lane blocks keyed by row id, which guarantees it.
+"""
+import abc
+from typing import NamedTuple
+
+import numpy as np
+
+from .errors import ParameterError, SamplegenError, check_int
+
+
+class UDFError(SamplegenError):
+    """A sampling-UDF returned something that breaks the protocol."""
+
+
+class Occurrences(NamedTuple):
+    """Occurrences of rows of ``[start, stop)`` in the sample matrices."""
+
+    offset: np.ndarray   # int64, row id minus start
+    sample: np.ndarray   # int64, sample matrix id
+    relpos: np.ndarray   # uint64, sort key inside the sample
+
+
+def empty_occurrences():
+    return Occurrences(np.empty(0, np.int64), np.empty(0, np.int64), np.empty(0, np.uint64))
+
+
+def concat_occurrences(parts):
+    parts = [p for p in parts if p.offset.size]
+    if not parts:
+        return empty_occurrences()
+    return Occurrences(*(np.concatenate(cols) for cols in zip(*parts)))
+
+
+class SamplingUDF(abc.ABC):
+    """Base class: bookkeeping here, the sampling decision in subclasses.
+
+    Subclasses validate their parameters in ``__init__`` (after calling
+    ``super().__init__(n_rows)``) and implement :meth:`occurrences`; the
+    engine calls the instance, which checks what the subclass returned.
+    """
+
+    #: short name used in manifests and on the command line
+    name = "udf"
+    #: True when the samples are k folds to be composed into training sets
+    composes_folds = False
+
+    def __init__(self, n_rows):
+        self.n_rows = check_int("number of rows", n_rows, lo=1)
+
+    # -- to override -------------------------------------------------------
+    def sample_names(self):
+        """Names of the sample matrices, indexed by sample id; ``None`` when
+        they are only known from the output (named ``sample-<id>``)."""
+        return None
+
+    def expected_rows(self, sample_id):
+        """Expected number of rows of a sample (sizes shuffle bins only)."""
+        return float(self.n_rows)
+
+    def params(self):
+        """The parameters, JSON-able, as recorded in the run manifest."""
+        return {}
+
+    @abc.abstractmethod
+    def occurrences(self, start, stop, rng):
+        """Occurrences of the rows ``[start, stop)``, drawn from *rng*
+        (a :class:`udfs.rng.PositionRNG`)."""
+
+    # -- engine entry point -------------------------------------------------
+    def __call__(self, start, stop, rng):
+        start, stop = int(start), int(stop)
+        if not 0 <= start <= stop <= self.n_rows:
+            raise ParameterError(f"row range [{start}, {stop}) is outside the matrix "
+                                 f"of {self.n_rows} rows")
+        occ = self.occurrences(start, stop, rng)
+        return self._checked(occ, stop - start)
+
+    def _checked(self, occ, n):
+        try:
+            offset, sample, relpos = occ
+        except (TypeError, ValueError):
+            raise UDFError(f"sampling-UDF {self.name!r} must return three arrays "
+                           f"(offset, sample, relpos), got {type(occ).__name__}") from None
+        offset = np.asarray(offset)
+        sample = np.asarray(sample)
+        relpos = np.asarray(relpos)
+        if not (offset.shape == sample.shape == relpos.shape) or offset.ndim != 1:
+            raise UDFError(f"sampling-UDF {self.name!r} returned arrays of shapes "
+                           f"{offset.shape}, {sample.shape}, {relpos.shape}; "
+                           "they must be 1-D and of equal length")
+        for label, arr in (("offset", offset), ("sample", sample), ("relpos", relpos)):
+            if arr.size and arr.dtype.kind not in "iu":
+                raise UDFError(f"sampling-UDF {self.name!r}: {label} must be integers, "
+                               f"got dtype {arr.dtype}")
+        if offset.size:
+            if offset.min() < 0 or offset.max() >= n:
+                raise UDFError(f"sampling-UDF {self.name!r} returned a row offset outside "
+                               f"[0, {n})")
+            names = self.sample_names()
+            limit = len(names) if names is not None else 1 << 31
+            if sample.min() < 0 or sample.max() >= limit:
+                raise UDFError(f"sampling-UDF {self.name!r} returned a sample id outside "
+                               f"[0, {limit})")
+            if relpos.dtype.kind == "i" and relpos.min() < 0:
+                raise UDFError(f"sampling-UDF {self.name!r} returned a negative relative position")
+        return Occurrences(offset.astype(np.int64, copy=False),
+                           sample.astype(np.int64, copy=False),
+                           relpos.astype(np.uint64, copy=False))
+
+    def __repr__(self):
+        args = ", ".join(f"{k}={v!r}" for k, v in self.params().items())
+        return f"{type(self).__name__}(n_rows={self.n_rows}, {args})"

@@ -1,0 +1,158 @@
+"""User sampling-UDFs: loading by ``module:function`` and the scalar adapter.
+
+Three shapes of user code are accepted:
+
+* a :class:`~udfs.base.SamplingUDF` subclass, instantiated as
+  ``cls(n_rows, **params)``;
+* a vectorized function ``f(start, stop, rng, params)`` returning
+  ``(offset, sample, relpos)`` arrays for the rows ``[start, stop)``
+  (``rng`` is a :class:`~udfs.rng.PositionRNG`; draw from
+  ``stream(Purpose.USER, k)`` streams);
+* a scalar function in the paper's form, ``f(row_id, rng, params)``
+  returning an iterable of ``(sample_id, relative_pos)``, marked with the
+  :func:`scalar_udf` decorator.  ``rng`` is a :class:`~udfs.rng.SkipAheadRNG`
+  (``skip``, ``random``, ``binomial``), positioned at element ``row_id`` of
+  its sequence; ``relative_pos`` is a float in [0, 1)
+  or a non-negative integer below 2**64.  Scalar UDFs run one Python call per
+  row: convenient for prototyping, slow on big inputs.
+
+A function may carry a ``sample_names`` attribute (a list, or a callable
+``(params, n_rows) -> list``) to name its samples; otherwise sample ``i`` is
+called ``sample-<i>``.
+"""
+import importlib
+import inspect
+
+import numpy as np
+
+from .base import Occurrences, SamplingUDF, UDFError
+from .builtin import Bootstrap, HoldOut, KFold
+from .errors import ParameterError
+from .rng import SkipAheadRNG
+
+BUILTIN = {"holdout": HoldOut, "kfold": KFold, "bootstrap": Bootstrap}
+
+_SCALAR_MARK = "__samplegen_scalar__"
+
+
+def scalar_udf(func):
+    """Mark *func* as a scalar sampling-UDF ``f(row_id, rng, params)``."""
+    setattr(func, _SCALAR_MARK, True)
+    return func
+
+
+def _names_for(func, params, n_rows):
+    names = getattr(func, "sample_names", None)
+    if callable(names):
+        names = names(params, n_rows)
+    return None if names is None else [str(n) for n in names]
+
+
+class FunctionUDF(SamplingUDF):
+    """A vectorized user function ``f(start, stop, rng, params)``."""
+
+    def __init__(self, n_rows, func, params, spec):
+        super().__init__(n_rows)
+        self.func = func
+        self.user_params = dict(params)
+        self.name = spec
+        self._names = _names_for(func, self.user_params, self.n_rows)
+
+    def sample_names(self):
+        return self._names
+
+    def params(self):
+        return dict(self.user_params)
+
+    def occurrences(self, start, stop, rng):
+        return self.func(start, stop, rng, self.user_params)
+
+
+def _relpos_word(value):
+    if isinstance(value, (float, np.floating)):
+        if not 0.0 <= value < 1.0:
+            raise UDFError(f"scalar UDF returned relative position {value!r}; "
+                           "floats must be in [0, 1)")
+        return min(int(value * 2.0 ** 64), (1 << 64) - 1)
+    value = int(value)
+    if not 0 <= value < 1 << 64:
+        raise UDFError(f"scalar UDF returned relative position {value}; "
+                       "integers must be in [0, 2**64)")
+    return value
+
+
+class ScalarUDF(FunctionUDF):
+    """Adapter for the paper's per-row signature ``f(row_id, rng, params)``."""
+
+    def occurrences(self, start, stop, rng):
+        seq = SkipAheadRNG(rng)
+        offset, sample, relpos = [], [], []
+        for row in range(start, stop):
+            seq.skip(row)  # the UDF may skip elsewhere, as the paper's UDFs do
+            for occ in self.func(row, seq, self.user_params) or ():
+                try:
+                    sample_id, rel = occ
+                except (TypeError, ValueError):
+                    raise UDFError(f"scalar UDF {self.name!r} must yield (sample_id, "
+                                   f"relative_pos) pairs, got {occ!r}") from None
+                offset.append(row - start)
+                sample.append(int(sample_id))
+                relpos.append(_relpos_word(rel))
+        return Occurrences(np.array(offset, np.int64), np.array(sample, np.int64),
+                           np.array(relpos, np.uint64))
+
+
+def parse_param(text):
+    """Turn a ``KEY=VALUE`` string into (key, value) with int/float/bool/str value."""
+    if "=" not in text:
+        raise ParameterError(f"--param must look like KEY=VALUE, got {text!r}")
+    key, value = text.split("=", 1)
+    key = key.strip()
+    if not key.isidentifier():
+        raise ParameterError(f"--param key must be an identifier, got {key!r}")
+    for convert in (int, float):
+        try:
+            return key, convert(value)
+        except ValueError:
+            pass
+    if value.lower() in ("true", "false"):
+        return key, value.lower() == "true"
+    return key, value
+
+
+def load_udf(spec, n_rows, params=None):
+    """Instantiate the sampling-UDF named by *spec* for a matrix of *n_rows*.
+
+    *spec* is a built-in name (``holdout``, ``kfold``, ``bootstrap``) or
+    ``module:attribute``.
+    """
+    params = dict(params or {})
+    if spec in BUILTIN:
+        return _construct(BUILTIN[spec], n_rows, params, spec)
+    if ":" not in spec:
+        raise ParameterError(f"unknown UDF {spec!r}: use one of {', '.join(sorted(BUILTIN))} "
+                             "or MODULE:FUNCTION")
+    module_name, attr = spec.split(":", 1)
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as exc:
+        raise ParameterError(f"unknown UDF {spec!r}: cannot import module "
+                             f"{module_name!r} ({exc})") from None
+    target = getattr(module, attr, None)
+    if target is None:
+        raise ParameterError(f"unknown UDF {spec!r}: module {module_name!r} has no "
+                             f"attribute {attr!r}")
+    if inspect.isclass(target) and issubclass(target, SamplingUDF):
+        return _construct(target, n_rows, params, spec)
+    if not callable(target):
+        raise ParameterError(f"UDF {spec!r} is neither a SamplingUDF class nor a function")
+    if getattr(target, _SCALAR_MARK, False):
+        return ScalarUDF(n_rows, target, params, spec)
+    return FunctionUDF(n_rows, target, params, spec)
+
+
+def _construct(cls, n_rows, params, spec):
+    try:
+        return cls(n_rows, **params)
+    except TypeError as exc:
+        raise ParameterError(f"bad parameters for UDF {spec!r}: {exc}") from None

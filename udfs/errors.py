@@ -1,0 +1,52 @@
+"""Exception types shared by every layer of samplegen.
+
+The command line turns any :class:`SamplegenError` into one line on stderr and
+exit status 2; the Python API lets them propagate.  Messages name the
+parameter or file, echo the offending value, and say what is allowed.
+"""
+
+
+class SamplegenError(Exception):
+    """Base class for errors caused by the user's input or parameters."""
+
+
+class ParameterError(SamplegenError, ValueError):
+    """A parameter is out of range or of the wrong type."""
+
+
+class InputError(SamplegenError):
+    """Input data is missing, unreadable, corrupt, or not a matrix."""
+
+
+class OutputError(SamplegenError):
+    """The destination cannot be written (exists, not empty, ...)."""
+
+
+def check_int(name, value, lo=None, hi=None):
+    """Return *value* as an int, or raise ParameterError naming *name*."""
+    if isinstance(value, bool):
+        raise ParameterError(f"{name} must be an integer, got {value!r}")
+    try:
+        as_int = int(value)
+    except (TypeError, ValueError):
+        raise ParameterError(f"{name} must be an integer, got {value!r}") from None
+    if isinstance(value, float) and value != as_int:
+        raise ParameterError(f"{name} must be an integer, got {value!r}")
+    if isinstance(value, str) and value.strip() != str(as_int) and not value.strip().lstrip("+").isdigit():
+        raise ParameterError(f"{name} must be an integer, got {value!r}")
+    if lo is not None and as_int < lo:
+        raise ParameterError(f"{name} must be >= {lo}, got {as_int}")
+    if hi is not None and as_int > hi:
+        raise ParameterError(f"{name} must be <= {hi}, got {as_int}")
+    return as_int
+
+
+def check_fraction(name, value):
+    """Return *value* as a float in (0, 1], or raise ParameterError."""
+    try:
+        as_float = float(value)
+    except (TypeError, ValueError):
+        raise ParameterError(f"{name} must be a number in (0, 1], got {value!r}") from None
+    if not 0.0 < as_float <= 1.0:  # also rejects NaN
+        raise ParameterError(f"{name} must be in (0, 1], got {value!r}")
+    return as_float

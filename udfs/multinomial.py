@@ -1,0 +1,138 @@
+"""Distributed multinomial: how often each row occurs in a bootstrap sample.
+
+A bootstrap sample of size ``total`` over ``m`` rows is a draw from the
+multinomial M_m(total; 1/m, ..., 1/m).  Its components are correlated, so they
+cannot be drawn row by row independently; Algorithm 7 of the sample-generation
+paper instead splits the count recursively: a node covering rows
+``[start, start + size)`` with count ``t`` sends ``Binomial(t, left/size)`` of
+its occurrences to its left half (``left = size // 2`` rows) and the rest to
+the right.  Conditioning a multinomial on the total of a subset of its cells
+leaves multinomials on both sides, so the leaves are an exact draw.
+
+Each node's binomial is a pure function of (seed, sample, node): any machine
+holding any range of rows walks down from the root and reaches the same counts,
+whatever the blocking or the task layout.  Two levels of keying keep the cost
+per block at O(rows + log m):
+
+* nodes above the *chunk level* (the first depth at which no node has more
+  than ``CHUNK_ROWS`` rows) each draw from a generator keyed by
+  (BOOTSTRAP_NODE, sample, depth, node index); these few draws are memoized;
+* below that level the tree is not split further: a chunk node with count T
+  draws its conditional multinomial directly, as T independent uniform picks
+  among its rows (the paper's "temporary multinomial" for the rows of a
+  block), followed by one 64-bit relative position per occurrence, all from
+  one generator keyed by (BOOTSTRAP_CHUNK, sample, chunk index).  A block
+  that covers part of a chunk computes the whole chunk (at most
+  ``CHUNK_ROWS`` rows) and keeps its share; chunks are memoized so a task
+  walking consecutive blocks draws each chunk once.
+
+Both stages are exact, so the counts are exactly multinomial; the result is
+the same for any split of the rows into blocks and tasks.
+
+``CHUNK_ROWS`` is part of the sampling contract: changing it changes samples.
+"""
+from collections import OrderedDict
+
+import numpy as np
+
+from .rng import Purpose, stream
+
+CHUNK_ROWS = 1024
+
+
+def chunk_depth(n_rows):
+    """First depth at which every node of the tree has <= CHUNK_ROWS rows."""
+    depth = 0
+    while -(-n_rows // (1 << depth)) > CHUNK_ROWS:  # ceil(n_rows / 2**depth)
+        depth += 1
+    return depth
+
+
+class _Chunk:
+    """Occurrences inside one chunk node: their rows and order keys."""
+
+    __slots__ = ("rows", "relpos")
+
+    def __init__(self, rows, relpos):
+        self.rows = rows        # absolute row ids, non-decreasing
+        self.relpos = relpos    # uint64, one per occurrence
+
+
+class MultinomialTree:
+    """Occurrence counts of one bootstrap sample, for any range of rows."""
+
+    def __init__(self, rng, n_rows, total, sample, cache_chunks=8):
+        self.rng = rng
+        self.n_rows = int(n_rows)
+        self.total = int(total)
+        self.sample = int(sample)
+        self.depth = chunk_depth(self.n_rows)
+        self._node_counts = {}              # (depth, index) -> count
+        self._chunks = OrderedDict()        # chunk index -> _Chunk
+        self._cache_chunks = cache_chunks
+
+    # -- nodes above the chunk level ------------------------------------
+    def _left_count(self, depth, index, size, count):
+        key = (depth, index)
+        left = self._node_counts.get(key)
+        if left is None:
+            if count == 0:
+                left = 0
+            else:
+                gen = self.rng.generator(stream(Purpose.BOOTSTRAP_NODE, self.sample, depth), index)
+                left = int(gen.binomial(count, (size // 2) / size))
+            self._node_counts[key] = left
+        return left
+
+    def _chunk_nodes(self, start, stop):
+        """Chunk nodes (index, row start, size, count) intersecting [start, stop)."""
+        nodes = [(0, 0, self.n_rows, self.total)]
+        for depth in range(self.depth):
+            children = []
+            for index, lo, size, count in nodes:
+                half = size // 2
+                left = self._left_count(depth, index, size, count)
+                for child in ((2 * index, lo, half, left),
+                              (2 * index + 1, lo + half, size - half, count - left)):
+                    c_lo, c_size = child[1], child[2]
+                    if c_size and c_lo < stop and c_lo + c_size > start:
+                        children.append(child)
+            nodes = children
+        return nodes
+
+    # -- inside a chunk ---------------------------------------------------
+    def _expand(self, index, lo, size, count):
+        chunk = self._chunks.get(index)
+        if chunk is not None:
+            self._chunks.move_to_end(index)
+            return chunk
+        gen = self.rng.generator(stream(Purpose.BOOTSTRAP_CHUNK, self.sample), index)
+        picks = gen.integers(0, size, count, dtype=np.int64)
+        rows = np.repeat(np.arange(lo, lo + size, dtype=np.int64),
+                         np.bincount(picks, minlength=size))
+        relpos = gen.bit_generator.random_raw(count).astype(np.uint64, copy=False)
+        chunk = _Chunk(rows, relpos)
+        self._chunks[index] = chunk
+        if len(self._chunks) > self._cache_chunks:
+            self._chunks.popitem(last=False)
+        return chunk
+
+    def occurrences(self, start, stop):
+        """Rows (absolute ids, non-decreasing) and relative positions of the
+        occurrences of rows in ``[start, stop)``."""
+        rows, relpos = [], []
+        for index, lo, size, count in self._chunk_nodes(start, stop):
+            if count == 0:
+                continue
+            chunk = self._expand(index, lo, size, count)
+            i, j = np.searchsorted(chunk.rows, [start, stop])
+            rows.append(chunk.rows[i:j])
+            relpos.append(chunk.relpos[i:j])
+        if not rows:
+            return np.empty(0, np.int64), np.empty(0, np.uint64)
+        return np.concatenate(rows), np.concatenate(relpos)
+
+    def counts(self, start, stop):
+        """Occurrence count of every row in ``[start, stop)``."""
+        rows, _ = self.occurrences(start, stop)
+        return np.bincount(rows - start, minlength=stop - start)
