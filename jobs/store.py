@@ -1,0 +1,447 @@
+"""The block store: matrices as directories of block files.
+
+A matrix is a directory holding ``_matrix.json`` and ``part-*`` files of block
+lines (see :mod:`jobs.blocks`).  Blocks are ``block_size`` x ``block_size``
+(narrower in the last column of blocks, shorter in the last row of blocks);
+every block but the last of each column of blocks is full.
+
+``_matrix.json``::
+
+    {"format": "samplegen-matrix/1", "rows": R, "cols": C, "block_size": B,
+     "kind": "dense" | "sparse", "nnz": N, "fingerprint": "sha256:...",
+     "columns": [names] | null, "row_ids": "positions" | "stored",
+     "composed_of": null | [{"path": "../test-0", "blocks": n}, ...]}
+
+``row_ids: positions`` means row ``h * B + i`` has id ``h * B + i`` (imported
+matrices); ``stored`` means every block carries the ids of its rows (samples:
+the id of the input row each sample row came from).
+
+A *composed* matrix (a k-fold training set in fold mode) is a view: the first
+``blocks`` row-blocks of each listed matrix, in order, renumbered
+consecutively; ``"path": "."`` names the directory's own part files (the extra
+matrix re-blocked from the folds' partial bottom blocks).
+"""
+import hashlib
+import json
+import os
+import uuid
+import zlib
+
+import numpy as np
+
+from udfs.errors import InputError, OutputError
+
+from . import fs as fsmod
+from .blocks import DENSE, KIND_NAMES, KINDS, Block, parse_line
+
+FORMAT = "samplegen-matrix/1"
+META = "_matrix.json"
+MANIFEST = "_manifest.json"
+SUCCESS = "_SUCCESS"
+
+
+def n_blocks(extent, block_size):
+    return -(-extent // block_size)
+
+
+def block_list(rows, cols, block_size):
+    """``[h, v, rows, cols]`` of every block of a matrix, in (h, v) order."""
+    out = []
+    for h in range(n_blocks(rows, block_size)):
+        r = min(block_size, rows - h * block_size)
+        for v in range(n_blocks(cols, block_size)):
+            out.append([h, v, r, min(block_size, cols - v * block_size)])
+    return out
+
+
+def fingerprint(entries):
+    """Digest of a matrix's content from ``(h, v, rows, cols, crc32)`` entries."""
+    digest = hashlib.sha256()
+    for entry in sorted(tuple(e) for e in entries):
+        digest.update(b"%d,%d,%d,%d,%d;" % entry)
+    return "sha256:" + digest.hexdigest()
+
+
+def encode_block_line(h, v, block):
+    """``(line, crc)``: a block line and the CRC-32 of its payload."""
+    payload = block.encode()
+    return b"%d\t%d\t%s\n" % (h, v, payload), zlib.crc32(payload)
+
+
+def make_meta(rows, cols, block_size, kind, nnz, fp, columns=None, row_ids="positions",
+              composed_of=None):
+    return {"format": FORMAT, "rows": int(rows), "cols": int(cols),
+            "block_size": int(block_size), "kind": kind, "nnz": int(nnz), "fingerprint": fp,
+            "columns": columns, "row_ids": row_ids, "composed_of": composed_of}
+
+
+def write_meta(fs, uri, meta):
+    fs.write_bytes(fsmod.join(uri, META), json.dumps(meta, indent=1).encode() + b"\n")
+
+
+# ---------------------------------------------------------------------------
+# writing
+# ---------------------------------------------------------------------------
+class MatrixWriter:
+    """Write a plain matrix from rows arriving in order (import, make-matrix).
+
+    Rows are buffered into row-blocks of ``block_size`` rows; each row-block
+    is cut into column blocks and appended to the current part file.
+    """
+
+    def __init__(self, uri, cols, block_size, kind="dense", columns=None,
+                 part_bytes=128 << 20):
+        self.fs = fsmod.get_fs(uri)
+        self.uri, self.cols, self.block_size = uri, int(cols), int(block_size)
+        self.kind = kind
+        self.columns = columns
+        self.part_bytes = part_bytes
+        self.rows = 0
+        self.nnz = 0
+        self.entries = []
+        self._buffer, self._buffered = [], 0
+        self._h = 0
+        self._part = None
+        self._part_no = 0
+        self.fs.makedirs(uri)
+
+    def add_rows(self, data):
+        data = np.asarray(data, dtype=np.float64)
+        if data.ndim != 2 or data.shape[1] != self.cols:
+            raise InputError(f"expected rows with {self.cols} columns, got shape {data.shape}")
+        a = 0
+        while a < data.shape[0]:
+            take = min(self.block_size - self._buffered, data.shape[0] - a)
+            self._buffer.append(data[a:a + take])
+            self._buffered += take
+            a += take
+            if self._buffered == self.block_size:
+                self._flush()
+
+    def _flush(self):
+        rows = np.concatenate(self._buffer) if len(self._buffer) > 1 else self._buffer[0]
+        self._buffer, self._buffered = [], 0
+        B = self.block_size
+        for v in range(n_blocks(self.cols, B)):
+            block = Block.from_dense(rows[:, v * B:(v + 1) * B], KINDS[self.kind])
+            self.add_block(self._h, v, block)
+        self._h += 1
+        self.rows += rows.shape[0]
+
+    def add_block(self, h, v, block):
+        """Append one block (used directly by generators of sparse data)."""
+        if self._part is None or self._part.bytes >= self.part_bytes:
+            self._close_part()
+            self._part = self.fs.open_atomic(fsmod.join(self.uri, "part-%05d" % self._part_no))
+            self._part_no += 1
+        line, crc = encode_block_line(h, v, block)
+        self._part.write(line)
+        self.entries.append((h, v, block.rows, block.cols, crc))
+        self.nnz += block.nnz if block.kind != DENSE else int(np.count_nonzero(block.data))
+
+    def _close_part(self):
+        if self._part is not None:
+            self._part.close()
+            self._part = None
+
+    def close(self, rows=None):
+        """Flush, write ``_matrix.json``; returns the metadata."""
+        if self._buffered:
+            self._flush()
+        self._close_part()
+        if rows is not None:
+            self.rows = rows
+        meta = make_meta(self.rows, self.cols, self.block_size, self.kind, self.nnz,
+                         fingerprint(self.entries), self.columns)
+        write_meta(self.fs, self.uri, meta)
+        return meta
+
+    def abort(self):
+        if self._part is not None:
+            self._part.abort()
+            self._part = None
+
+
+def write_group(root, sample_name, v, blocks):
+    """Write one sample's column of blocks ``v`` to ``root/<sample>/part-v<v>``.
+
+    *blocks* yields ``(h, block)`` (relative positions are dropped, row ids
+    kept).  Returns the summary the driver needs: block entries and bytes.
+    """
+    fs = fsmod.get_fs(root)
+    writer = None
+    entries, nbytes = [], 0
+    try:
+        for h, block in blocks:
+            if writer is None:
+                writer = fs.open_atomic(fsmod.join(root, sample_name, "part-v%05d" % v))
+            line, crc = encode_block_line(h, v, block.replace(relpos=None))
+            writer.write(line)
+            nbytes += len(line)
+            entries.append([h, block.rows, block.cols, crc,
+                            block.nnz if block.kind != DENSE else block.rows * block.cols])
+    except BaseException:
+        if writer is not None:
+            writer.abort()
+        raise
+    if writer is not None:
+        writer.close()
+    return {"sample": sample_name, "v": v, "blocks": entries, "bytes": nbytes}
+
+
+# ---------------------------------------------------------------------------
+# reading
+# ---------------------------------------------------------------------------
+def read_json(uri, what):
+    fs = fsmod.get_fs(uri)
+    if not fs.exists(uri):
+        raise InputError(f"{what} not found: {uri}")
+    try:
+        return json.loads(fs.read_bytes(uri))
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise InputError(f"corrupt {what} {uri}: {exc}") from None
+
+
+def _check_meta(meta, uri):
+    required = ("rows", "cols", "block_size", "kind")
+    if not isinstance(meta, dict) or any(k not in meta for k in required):
+        raise InputError(f"corrupt matrix metadata in {uri}: missing one of {', '.join(required)}")
+    if meta["kind"] not in KINDS:
+        raise InputError(f"corrupt matrix metadata in {uri}: unknown kind {meta['kind']!r}")
+    return meta
+
+
+class Matrix:
+    """A matrix directory, opened for reading."""
+
+    def __init__(self, uri, meta):
+        self.uri = uri.rstrip("/")
+        self.fs = fsmod.get_fs(uri)
+        self.meta = meta
+        self._index = None
+
+    @classmethod
+    def open(cls, uri):
+        fs = fsmod.get_fs(uri)
+        if not fs.exists(uri):
+            raise InputError(f"matrix not found: {uri}")
+        if not fs.isdir(uri):
+            raise InputError(f"not a matrix directory: {uri} (import files with "
+                             "'samplegen import')")
+        meta_uri = fsmod.join(uri, META)
+        if not fs.exists(meta_uri):
+            raise InputError(f"not a samplegen matrix: {uri} has no {META} (import files "
+                             "with 'samplegen import')")
+        meta = _check_meta(read_json(meta_uri, "matrix metadata"), uri)
+        if meta.get("composed_of"):
+            return ComposedMatrix(uri, meta)
+        return cls(uri, meta)
+
+    rows = property(lambda self: self.meta["rows"])
+    cols = property(lambda self: self.meta["cols"])
+    block_size = property(lambda self: self.meta["block_size"])
+    kind = property(lambda self: self.meta["kind"])
+
+    def blocks(self):
+        return block_list(self.rows, self.cols, self.block_size)
+
+    def part_uris(self):
+        if not self.fs.exists(self.uri):
+            return []
+        return [fsmod.join(self.uri, name) for name in self.fs.listdir(self.uri)
+                if name.startswith("part-")]
+
+    def index(self):
+        """``(h, v) -> (part uri, offset, length)``, checked against the shape."""
+        if self._index is not None:
+            return self._index
+        index = {}
+        for part in self.part_uris():
+            with self.fs.open_read(part) as f:
+                offset = 0
+                for line in f:
+                    tab = line.find(b"\t", line.find(b"\t") + 1)
+                    try:
+                        h, v = (int(x) for x in line[:tab].split(b"\t"))
+                    except ValueError:
+                        raise InputError(f"corrupt block file {part}: bad line at byte "
+                                         f"{offset}") from None
+                    if (h, v) in index:
+                        raise InputError(f"corrupt matrix {self.uri}: block ({h}, {v}) "
+                                         "appears twice")
+                    index[(h, v)] = (part, offset, len(line))
+                    offset += len(line)
+        expected = {(h, v) for h, v, _, _ in self.blocks()}
+        missing = sorted(expected - set(index))
+        if missing:
+            raise InputError(f"matrix {self.uri} is incomplete: block {missing[0]} is missing "
+                             f"({len(missing)} of {len(expected)} blocks)")
+        extra = sorted(set(index) - expected)
+        if extra:
+            raise InputError(f"corrupt matrix {self.uri}: unexpected block {extra[0]}")
+        self._index = index
+        return index
+
+    def read_block(self, h, v):
+        part, offset, length = self.index()[(h, v)]
+        with self.fs.open_read(part) as f:
+            if hasattr(f, "seek"):
+                f.seek(offset)
+                line = f.read(length)
+            else:  # streamed filesystems: skip to the line
+                line = f.read(offset + length)[offset:]
+        try:
+            h2, v2, block = parse_line(line)
+        except InputError as exc:
+            raise InputError(f"{exc} of {part}") from None
+        B = self.block_size
+        expected = (min(B, self.rows - h * B), min(B, self.cols - v * B))
+        if (block.rows, block.cols) != expected or (h2, v2) != (h, v):
+            raise InputError(f"corrupt block ({h}, {v}) in {part}: shape "
+                             f"{block.rows}x{block.cols}, expected {expected[0]}x{expected[1]}")
+        return block
+
+    def iter_row_blocks(self):
+        """Yield ``(h, [block for each v])`` in row order."""
+        nv = n_blocks(self.cols, self.block_size)
+        for h in range(n_blocks(self.rows, self.block_size)):
+            yield h, [self.read_block(h, v) for v in range(nv)]
+
+    def row_ids(self, h, block):
+        if block.row_ids is not None:
+            return np.asarray(block.row_ids)
+        start = h * self.block_size
+        return np.arange(start, start + block.rows, dtype=np.int64)
+
+    def iter_rows(self):
+        """Yield ``(row_ids, dense rows)`` one row-block at a time."""
+        for h, blocks in self.iter_row_blocks():
+            dense = np.hstack([b.to_dense() for b in blocks]) if len(blocks) > 1 \
+                else blocks[0].to_dense()
+            yield self.row_ids(h, blocks[0]), dense
+
+    def to_numpy(self):
+        """The whole matrix as ``(row_ids, dense array)``."""
+        ids, parts = [], []
+        for row_ids, dense in self.iter_rows():
+            ids.append(row_ids)
+            parts.append(dense)
+        if not parts:
+            return np.empty(0, np.int64), np.empty((0, self.cols))
+        return np.concatenate(ids), np.concatenate(parts)
+
+
+class ComposedMatrix(Matrix):
+    """A view over leading row-blocks of other matrices (fold-mode training sets)."""
+
+    def __init__(self, uri, meta):
+        super().__init__(uri, meta)
+        self.components = []
+        for part in meta["composed_of"]:
+            path = part["path"]
+            if path == ".":
+                own = dict(meta, composed_of=None)
+                own["rows"] = part["rows"]
+                matrix = Matrix(self.uri, own)
+            else:
+                matrix = Matrix.open(_resolve(self.uri, path))
+            self.components.append((matrix, int(part["blocks"])))
+
+    def index(self):
+        for matrix, _ in self.components:
+            matrix.index()
+        return None
+
+    def iter_row_blocks(self):
+        h = 0
+        for matrix, count in self.components:
+            for source_h, blocks in matrix.iter_row_blocks():
+                if source_h >= count:
+                    break
+                yield h, blocks
+                h += 1
+
+    def read_block(self, h, v):
+        for matrix, count in self.components:
+            if h < count:
+                return matrix.read_block(h, v)
+            h -= count
+        raise InputError(f"block ({h}, {v}) is outside composed matrix {self.uri}")
+
+    def row_ids(self, h, block):
+        return np.asarray(block.row_ids)
+
+
+def _resolve(base, rel):
+    if fsmod.is_local(base):
+        return os.path.normpath(os.path.join(fsmod.local_path(base), rel))
+    head = base.rstrip("/")
+    for piece in rel.split("/"):
+        if piece == "..":
+            head = head.rsplit("/", 1)[0]
+        elif piece not in (".", ""):
+            head = head + "/" + piece
+    return head
+
+
+# ---------------------------------------------------------------------------
+# destinations: whole or nothing
+# ---------------------------------------------------------------------------
+def _same_or_nested(a, b):
+    a, b = os.path.realpath(a), os.path.realpath(b)
+    return a == b or a.startswith(b + os.sep) or b.startswith(a + os.sep)
+
+
+class StagedOutput:
+    """Write a directory aside, then rename it into place.
+
+    ``with StagedOutput(dest, overwrite) as staging: ...`` writes into
+    *staging*; on success ``_SUCCESS`` is added and the directory renamed to
+    *dest* (replacing it when *overwrite*); on any error the staging directory
+    is removed and *dest* is left as it was.
+    """
+
+    def __init__(self, dest, overwrite=False, inputs=()):
+        self.dest = dest.rstrip("/") or dest
+        self.fs = fsmod.get_fs(dest)
+        self.overwrite = overwrite
+        if fsmod.is_local(dest):
+            for src in inputs:
+                if fsmod.is_local(src) and _same_or_nested(fsmod.local_path(dest),
+                                                           fsmod.local_path(src)):
+                    raise OutputError(f"destination {dest} overlaps the input {src}")
+        if self.fs.exists(self.dest):
+            if not self.fs.isdir(self.dest):
+                raise OutputError(f"destination {dest} exists and is not a directory")
+            if self.fs.listdir(self.dest) and not overwrite:
+                raise OutputError(f"destination {dest} is not empty (use --overwrite to "
+                                  "replace it)")
+        parent = self.dest.rsplit("/", 1)[0] if "/" in self.dest else "."
+        if fsmod.is_local(dest) and parent and not os.path.isdir(fsmod.local_path(parent)):
+            raise OutputError(f"cannot create {dest}: parent directory {parent} does not exist")
+        name = self.dest.rsplit("/", 1)[-1]
+        self.staging = (parent + "/" if "/" in self.dest else "") + \
+            f".{name}.tmp-{uuid.uuid4().hex[:12]}"
+
+    def __enter__(self):
+        self.fs.makedirs(self.staging)
+        return self.staging
+
+    def __exit__(self, exc_type, exc, tb):
+        if exc_type is not None:
+            self.fs.rmtree(self.staging)
+            return False
+        self.fs.touch(fsmod.join(self.staging, SUCCESS))
+        old = None
+        if self.fs.exists(self.dest):
+            old = self.staging + ".old"
+            self.fs.rename(self.dest, old)
+        try:
+            self.fs.rename(self.staging, self.dest)
+        except BaseException:
+            if old is not None:
+                self.fs.rename(old, self.dest)
+            raise
+        if old is not None:
+            self.fs.rmtree(old)
+        return False
