@@ -1,0 +1,344 @@
+"""Orchestration shared by the command line and the Python API.
+
+``generate`` runs a sampling-UDF over a matrix on an engine and commits the
+run directory whole or not at all::
+
+    DEST/_manifest.json     method, params, seed, engine, input fingerprint,
+                            every sample matrix with its shape and blocks
+    DEST/<sample>/          one matrix directory per sample matrix
+    DEST/_SUCCESS
+
+Engines are looked up by runner name; each is a function
+``run(plan, input_uris, runner, options) -> [summary, ...]`` that executes the
+phases of :mod:`jobs.phases` and returns the reducers' summaries (one per
+written column of blocks).
+"""
+import glob
+import json
+import os
+import tempfile
+import time
+
+import numpy as np
+
+from udfs.custom import load_udf
+from udfs.errors import InputError, ParameterError
+from udfs.rng import PositionRNG, Purpose, check_seed, stream
+
+from . import fs as fsmod
+from .blocks import KINDS, Block
+from .formats import open_source
+from .phases import DEFAULT_BIN_BUDGET, make_plan
+from .store import (MANIFEST, META, Matrix, MatrixWriter, StagedOutput, block_list,
+                    fingerprint, make_meta, n_blocks, read_json, write_meta)
+
+RUN_FORMAT = "samplegen-run/1"
+RUNNERS = ("inline", "local", "hadoop", "spark", "hive")
+
+
+def _version():
+    try:
+        from importlib.metadata import version
+        return version("samplegen")
+    except Exception:
+        return "unknown"
+
+
+# ---------------------------------------------------------------------------
+# engines
+# ---------------------------------------------------------------------------
+def run_mrjob(plan, inputs, runner, options):
+    """Run the phases as the mrjob job :class:`jobs.mr_sample.MRSample`."""
+    from mrjob.step import StepFailedException
+
+    from .mr_sample import MRSample, task_error
+
+    with tempfile.TemporaryDirectory(prefix="samplegen-") as tmp:
+        plan_path = os.path.join(tmp, "plan.json")
+        with open(plan_path, "w") as f:
+            f.write(plan.to_json())
+        args = ["-r", runner, "--plan", plan_path]
+        conf = options.get("mrjob_conf")
+        if conf == "":
+            args.append("--no-conf")
+        elif conf:
+            args += ["-c", conf]
+        if options.get("num_cores") and runner in ("inline", "local"):
+            args += ["--num-cores", str(options["num_cores"])]
+        for item in options.get("jobconf", ()):
+            args += ["--jobconf", item]
+        args += list(options.get("mrjob_args", ()))
+        job = MRSample(args=args + list(inputs))
+        with job.make_runner() as mr_runner:
+            try:
+                mr_runner.run()
+            except StepFailedException as exc:
+                raise _task_failure(mr_runner, exc) from None
+            lines = b"".join(mr_runner.cat_output()).splitlines()
+    summaries = []
+    for line in lines:
+        key, _, value = line.partition(b"\t")
+        if key == b"S":
+            summaries.append(json.loads(value))
+    return summaries
+
+
+def _task_failure(mr_runner, exc):
+    tmp = getattr(mr_runner, "_local_tmp_dir", None) or ""
+    for path in sorted(glob.glob(os.path.join(tmp, "step", "*", "*", "*", "stderr"))):
+        with open(path, "rb") as f:
+            message = _task_message(f.read())
+        if message:
+            return InputError(message)
+    reason = getattr(exc, "reason", None)
+    return RuntimeError(f"the MapReduce job failed: {reason or exc}")
+
+
+def _task_message(stderr):
+    from .mr_sample import task_error
+    return task_error(stderr)
+
+
+def _engine(runner):
+    if runner in ("inline", "local", "hadoop"):
+        return run_mrjob
+    if runner == "spark":
+        try:
+            from .spark_engine import run_spark
+        except ImportError as exc:
+            raise ParameterError(f"runner 'spark' is not available: {exc}") from None
+        return run_spark
+    if runner == "hive":
+        try:
+            from hive.engine import run_hive
+        except ImportError as exc:
+            raise ParameterError(f"runner 'hive' is not available: {exc}") from None
+        return run_hive
+    raise ParameterError(f"unknown runner {runner!r}: use one of {', '.join(RUNNERS)}")
+
+
+# ---------------------------------------------------------------------------
+# sampling runs
+# ---------------------------------------------------------------------------
+def open_input(src):
+    """Open and sanity-check a source matrix before any job starts."""
+    matrix = Matrix.open(src)
+    parts = matrix.part_uris()
+    if not parts:
+        raise InputError(f"matrix {src} has no part files (empty or truncated)")
+    if fsmod.is_local(src):
+        expected_blocks = len(block_list(matrix.rows, matrix.cols, matrix.block_size))
+        if expected_blocks and all(matrix.fs.size(p) == 0 for p in parts):
+            raise InputError(f"matrix {src} has only empty part files (truncated)")
+    return matrix
+
+
+def generate(src, dest, udf_spec, params, seed, runner="local", overwrite=False,
+             options=None, bin_budget=DEFAULT_BIN_BUDGET, log=None):
+    """Generate the samples of a sampling-UDF; returns the run manifest."""
+    log = log or (lambda message: None)
+    options = dict(options or {})
+    check_seed(seed)
+    engine = _engine(runner)
+    matrix = open_input(src)
+    if matrix.meta.get("composed_of"):
+        raise InputError(f"{src} is a composed view; export it and import the result to "
+                         "sample from it")
+    udf = load_udf(udf_spec, matrix.rows, params)
+    started = time.time()
+    with StagedOutput(dest, overwrite, inputs=[src]) as staging:
+        plan = make_plan(udf, seed, matrix.meta, staging, bin_budget)
+        log(f"{udf.name}: {matrix.rows} x {matrix.cols} {matrix.kind} matrix, "
+            f"{len(matrix.blocks())} blocks -> {dest} (runner {runner})")
+        inputs = [fsmod.join(src, "part-*")] if runner == "hadoop" else matrix.part_uris()
+        summaries = engine(plan, inputs, runner, options)
+        samples = commit_samples(plan, matrix.meta, summaries, staging)
+        manifest = {
+            "format": RUN_FORMAT,
+            "samplegen": _version(),
+            "method": udf.name,
+            "params": udf.params(),
+            "seed": plan.seed,
+            "rng": PositionRNG(plan.seed).describe(),
+            "engine": {"runner": runner, **{k: v for k, v in options.items()
+                                            if isinstance(v, (str, int, float, list))}},
+            "input": {"path": os.path.abspath(src) if fsmod.is_local(src) else src,
+                      "fingerprint": matrix.meta.get("fingerprint"), "rows": matrix.rows,
+                      "cols": matrix.cols, "block_size": matrix.block_size,
+                      "kind": matrix.kind},
+            "samples": samples,
+            "elapsed_seconds": round(time.time() - started, 3),
+        }
+        fsmod.get_fs(staging).write_bytes(fsmod.join(staging, MANIFEST),
+                                          json.dumps(manifest, indent=1).encode() + b"\n")
+    total = sum(s["bytes"] for s in samples)
+    log(f"wrote {len(samples)} sample matrices ({total / 1e6:.1f} MB) in "
+        f"{manifest['elapsed_seconds']:.1f} s")
+    return manifest
+
+
+def commit_samples(plan, input_meta, summaries, staging):
+    """Write every sample's ``_matrix.json`` from the reducers' summaries;
+    return the manifest's sample entries."""
+    fs = fsmod.get_fs(staging)
+    by_sample = {}
+    for summary in summaries:
+        by_sample.setdefault(summary["sample"], []).append(summary)
+    names = list(plan.names) if plan.names is not None else sorted(
+        by_sample, key=lambda n: int(n.rsplit("-", 1)[-1]) if n.rsplit("-", 1)[-1].isdigit() else n)
+    B, cols = plan.block_size, plan.cols
+    columns = input_meta.get("columns")
+    entries_of, rows_of, nbytes_of = {}, {}, {}
+    samples = []
+    for name in names + [n for n in plan.composed if n not in names]:
+        entries, nnz, nbytes = [], 0, 0
+        for summary in by_sample.get(name, []):
+            nbytes += summary["bytes"]
+            for h, r, c, crc, block_nnz in summary["blocks"]:
+                entries.append((h, summary["v"], r, c, crc))
+                nnz += block_nnz
+        entries_of[name] = sorted(entries)
+        rows_of[name] = sum(e[2] for e in entries if e[1] == 0)
+        nbytes_of[name] = nbytes
+        if name in plan.composed:
+            continue
+        meta = make_meta(rows_of[name], cols, B, plan.kind, nnz, fingerprint(entries),
+                         columns, row_ids="stored")
+        fs.makedirs(fsmod.join(staging, name))
+        write_meta(fs, fsmod.join(staging, name), meta)
+        samples.append(_sample_entry(name, meta, nbytes))
+    for round_, name in enumerate(plan.composed):
+        parts, entries, h0 = [], [], 0
+        for fold, fold_name in enumerate(names):
+            if fold == round_:
+                continue
+            full = rows_of[fold_name] // B
+            parts.append({"path": "../" + fold_name, "blocks": full, "rows": full * B})
+            entries += [(h0 + h, v, r, c, crc) for h, v, r, c, crc in entries_of[fold_name]
+                        if h < full]
+            h0 += full
+        extra_rows = rows_of[name]
+        parts.append({"path": ".", "blocks": n_blocks(extra_rows, B), "rows": extra_rows})
+        entries += [(h0 + h, v, r, c, crc) for h, v, r, c, crc in entries_of[name]]
+        rows = h0 * B + extra_rows
+        meta = make_meta(rows, cols, B, plan.kind, 0, fingerprint(entries), columns,
+                         row_ids="stored", composed_of=parts)
+        meta.pop("nnz")
+        fs.makedirs(fsmod.join(staging, name))
+        write_meta(fs, fsmod.join(staging, name), meta)
+        samples.append(_sample_entry(name, meta, nbytes_of[name]))
+    return samples
+
+
+def _sample_entry(name, meta, nbytes):
+    entry = {"name": name, "rows": meta["rows"], "cols": meta["cols"],
+             "block_size": meta["block_size"], "kind": meta["kind"],
+             "fingerprint": meta["fingerprint"], "bytes": nbytes,
+             "blocks": block_list(meta["rows"], meta["cols"], meta["block_size"])}
+    if meta.get("composed_of"):
+        entry["composed_of"] = meta["composed_of"]
+    return entry
+
+
+# ---------------------------------------------------------------------------
+# matrices in and out
+# ---------------------------------------------------------------------------
+def check_block_size(block_size):
+    from udfs.errors import check_int
+    return check_int("block size", block_size, lo=1, hi=1 << 20)
+
+
+def import_file(src, dest, block_size, kind="dense", columns=None, overwrite=False, log=None):
+    """Import a .npy / .csv / Parquet file of rows as a block matrix."""
+    log = log or (lambda message: None)
+    block_size = check_block_size(block_size)
+    if kind not in KINDS:
+        raise ParameterError(f"kind must be dense or sparse, got {kind!r}")
+    names, n_cols, chunks = open_source(src, columns)
+    with StagedOutput(dest, overwrite, inputs=[src]) as staging:
+        writer = MatrixWriter(staging, n_cols, block_size, kind, columns=names)
+        try:
+            for chunk in chunks:
+                writer.add_rows(chunk)
+        except BaseException:
+            writer.abort()
+            raise
+        meta = writer.close()
+    log(f"imported {meta['rows']} x {meta['cols']} ({kind}, block size {block_size}) "
+        f"into {dest}")
+    return meta
+
+
+def make_matrix(dest, rows, cols, block_size, density=None, seed=0, overwrite=False, log=None):
+    """Synthetic matrix: standard normal values; with *density*, a sparse
+    matrix whose cells are non-zero with that probability."""
+    from udfs.errors import check_fraction, check_int
+    log = log or (lambda message: None)
+    rows = check_int("rows", rows, lo=1)
+    cols = check_int("cols", cols, lo=1)
+    block_size = check_block_size(block_size)
+    if density is not None:
+        density = check_fraction("density", density)
+    rng = PositionRNG(seed)
+    kind = "dense" if density is None else "sparse"
+    with StagedOutput(dest, overwrite) as staging:
+        writer = MatrixWriter(staging, cols, block_size, kind)
+        for h in range(n_blocks(rows, block_size)):
+            gen = rng.generator(stream(Purpose.USER, 0xFFFF), h)
+            r = min(block_size, rows - h * block_size)
+            for v in range(n_blocks(cols, block_size)):
+                c = min(block_size, cols - v * block_size)
+                if kind == "dense":
+                    block = Block.dense(gen.standard_normal((r, c)))
+                else:
+                    nnz = int(gen.binomial(r * c, density))
+                    cells = np.sort(gen.choice(r * c, nnz, replace=False))
+                    indptr = np.zeros(r + 1, np.int64)
+                    np.cumsum(np.bincount(cells // c, minlength=r), out=indptr[1:])
+                    block = Block.sparse(r, c, indptr, cells % c, gen.standard_normal(nnz))
+                writer.add_block(h, v, block)
+        meta = writer.close(rows=rows)
+    log(f"made a {rows} x {cols} {kind} matrix (block size {block_size}) in {dest}")
+    return meta
+
+
+def info(path):
+    """Describe a run directory or a matrix directory (JSON-able)."""
+    fs = fsmod.get_fs(path)
+    manifest_uri = fsmod.join(path, MANIFEST)
+    if fs.exists(manifest_uri):
+        manifest = read_json(manifest_uri, "run manifest")
+        if not isinstance(manifest, dict) or "samples" not in manifest:
+            raise InputError(f"corrupt run manifest in {path}")
+        return dict(manifest, kind="run", path=path)
+    matrix = Matrix.open(path)
+    meta = matrix.meta
+    entry = {"kind": "matrix", "path": path, "rows": meta["rows"], "cols": meta["cols"],
+             "block_size": meta["block_size"], "matrix_kind": meta["kind"],
+             "fingerprint": meta.get("fingerprint"), "columns": meta.get("columns"),
+             "blocks": matrix.blocks()}
+    if meta.get("composed_of"):
+        entry["composed_of"] = meta["composed_of"]
+    entry["samples"] = [dict(name=os.path.basename(path.rstrip("/")), rows=meta["rows"],
+                             cols=meta["cols"], block_size=meta["block_size"],
+                             blocks=matrix.blocks())]
+    return entry
+
+
+def open_sample(path, name=None):
+    """The matrix for *name* in a run directory, or the matrix at *path*."""
+    fs = fsmod.get_fs(path)
+    if name is None:
+        if fs.exists(fsmod.join(path, MANIFEST)) and not fs.exists(fsmod.join(path, META)):
+            names = [s["name"] for s in info(path)["samples"]]
+            raise ParameterError(f"{path} is a run directory: name a sample "
+                                 f"({', '.join(names[:6])}{', ...' if len(names) > 6 else ''})")
+        return Matrix.open(path)
+    run = info(path)
+    if run["kind"] != "run":
+        raise ParameterError(f"{path} is a plain matrix; export it without a sample name")
+    names = [s["name"] for s in run["samples"]]
+    if name not in names:
+        raise ParameterError(f"unknown sample {name!r} in {path}: choose one of "
+                             f"{', '.join(names[:8])}{', ...' if len(names) > 8 else ''}")
+    return Matrix.open(fsmod.join(path, name))

@@ -1,0 +1,251 @@
+"""The three phases of single-pass sample generation, engine-agnostic.
+
+1. **local-sampling** (map): for one input block, ask the sampling-UDF which
+   rows occur in which samples, and emit the selected row partitions.
+2. **block-preparation** (shuffle): group by ``(sample, v_index)``, order by
+   ``(relative position, row id)``.
+3. **streaming-re-block** (reduce): fill one buffer block at a time in that
+   order; emit full blocks, then the last partial one.
+
+Engines (mrjob, PySpark, Hive TRANSFORM scripts) only move records between
+these functions.
+
+Rows travel as *chunks*, not one record per row: a chunk holds the rows of one
+input block that go to one ``(sample, v_index)`` and whose relative positions
+fall into one *bin* (a fixed range of the 64-bit relative-position space),
+already sorted by ``(relative position, row id)``.  The shuffle sorts records
+by ``(sample, v_index, bin, h_index)``; the reducer merges the chunks of one
+bin (a bounded amount of data) and streams them into the buffer block.  Which
+row lands where depends only on the ``(relative position, row id)`` order,
+never on the bins, the chunking, the number of tasks or the engine, so every
+engine produces byte-identical sample matrices.
+
+Bins are sized so one bin of one sample's column of blocks holds about
+``bin_budget`` bytes (default 16 MiB): that bounds a reducer's memory, and
+only changes how many records the shuffle moves.
+"""
+import json
+import math
+from dataclasses import asdict, dataclass, field
+
+import numpy as np
+
+from udfs.custom import load_udf
+from udfs.rng import PositionRNG
+
+from .blocks import DENSE, KINDS, Block
+
+DEFAULT_BIN_BUDGET = 16 << 20
+MAX_BIN_BITS = 24
+
+
+@dataclass
+class Plan:
+    """Everything a task needs to run the phases; travels as JSON."""
+
+    udf: str                      # built-in name or module:function
+    params: dict                  # UDF parameters
+    seed: int
+    rows: int
+    cols: int
+    block_size: int
+    kind: str                     # "dense" or "sparse"
+    output: str                   # directory (URI) receiving the sample matrices
+    names: list = None            # sample names by id (None: sample-<id>)
+    composed: list = field(default_factory=list)   # train-i names (fold mode)
+    bin_bits: list = None         # per sample id; None: one value for all
+    default_bin_bits: int = 0
+
+    # -- JSON ----------------------------------------------------------------------
+    def to_json(self):
+        return json.dumps(asdict(self), sort_keys=True)
+
+    @classmethod
+    def from_json(cls, text):
+        return cls(**json.loads(text))
+
+    # -- derived objects (built once per task) ------------------------------------
+    def sampler(self):
+        udf = getattr(self, "_udf_obj", None)
+        if udf is None:
+            udf = self._udf_obj = load_udf(self.udf, self.rows, self.params)
+        return udf
+
+    def rng(self):
+        rng = getattr(self, "_rng_obj", None)
+        if rng is None:
+            rng = self._rng_obj = PositionRNG(self.seed)
+        return rng
+
+    @property
+    def kind_code(self):
+        return KINDS[self.kind]
+
+    def n_vblocks(self):
+        return -(-self.cols // self.block_size)
+
+    def block_cols(self, v):
+        return min(self.block_size, self.cols - v * self.block_size)
+
+    def sample_name(self, sample_id):
+        if self.names is not None:
+            return self.names[sample_id]
+        return f"sample-{sample_id}"
+
+    def bits_of(self, samples):
+        """Bin bits for an array of sample ids."""
+        if self.bin_bits is None:
+            return np.full(samples.shape, self.default_bin_bits, np.int64)
+        return np.asarray(self.bin_bits, np.int64)[samples]
+
+
+def bin_bits(expected_rows, row_bytes, budget=DEFAULT_BIN_BUDGET):
+    """Number of relative-position bits that select a shuffle bin."""
+    total = expected_rows * row_bytes
+    if total <= budget:
+        return 0
+    return min(MAX_BIN_BITS, math.ceil(math.log2(total / budget)))
+
+
+def make_plan(udf, seed, meta, output, budget=DEFAULT_BIN_BUDGET):
+    """Build the plan for running *udf* (a SamplingUDF) over a matrix."""
+    cols = min(meta["block_size"], meta["cols"])
+    if meta["kind"] == "dense":
+        row_bytes = 8 * cols + 16
+    else:
+        row_bytes = 12 * meta.get("nnz", meta["rows"] * cols) / max(meta["rows"], 1) + 24
+    names = udf.sample_names()
+    plan = Plan(udf=udf.name, params=udf.params(), seed=udf_seed(seed), rows=meta["rows"],
+                cols=meta["cols"], block_size=meta["block_size"], kind=meta["kind"],
+                output=output, names=names,
+                composed=list(getattr(udf, "composed_names", lambda: [])()))
+    if names is None:
+        plan.default_bin_bits = bin_bits(meta["rows"], row_bytes, budget)
+    else:
+        plan.bin_bits = [bin_bits(udf.expected_rows(i), row_bytes, budget)
+                         for i in range(len(names))]
+    plan._udf_obj = udf
+    return plan
+
+
+def udf_seed(seed):
+    return PositionRNG(seed).seed  # validates
+
+
+# ---------------------------------------------------------------------------
+# Phase 1: local-sampling
+# ---------------------------------------------------------------------------
+def local_sampling(plan, h, v, block):
+    """Yield ``(sample, v, bin, h, chunk)`` for one input block ``(h, v)``.
+
+    Each chunk is a Block with ``row_ids`` and ``relpos``, sorted by
+    ``(relpos, row id)``.
+    """
+    start = h * plan.block_size
+    occ = plan.sampler()(start, start + block.rows, plan.rng())
+    if occ.offset.size == 0:
+        return
+    row_id = occ.offset + start
+    bits = plan.bits_of(occ.sample)
+    shift = (64 - bits).astype(np.uint64)
+    bins = np.where(bits > 0, occ.relpos >> np.minimum(shift, 63), 0).astype(np.int64)
+    order = np.lexsort((row_id, occ.relpos, bins, occ.sample))
+    sample, bins = occ.sample[order], bins[order]
+    edges = np.flatnonzero((np.diff(sample) != 0) | (np.diff(bins) != 0)) + 1
+    bounds = np.concatenate([[0], edges, [order.size]])
+    for a, b in zip(bounds[:-1], bounds[1:]):
+        idx = order[a:b]
+        chunk = block.take(occ.offset[idx], row_ids=row_id[idx], relpos=occ.relpos[idx])
+        yield int(sample[a]), v, int(bins[a]), h, chunk
+
+
+# ---------------------------------------------------------------------------
+# Phase 2: block-preparation keys (the shuffle itself is the engine's)
+# ---------------------------------------------------------------------------
+def group_key(sample, v):
+    """Partition / grouping key: fixed-width hex, so byte order = numeric order."""
+    return b"%08x.%08x" % (sample, v)
+
+
+def sort_key(bin_, h):
+    """Secondary sort key inside a group."""
+    return b"%06x.%016x" % (bin_, h)
+
+
+def parse_group_key(key):
+    sample, v = key.split(b".")
+    return int(sample, 16), int(v, 16)
+
+
+def parse_sort_key(key):
+    bin_, h = key.split(b".")
+    return int(bin_, 16), int(h, 16)
+
+
+def merge_sorted(chunks):
+    """Merge chunks (Blocks with row_ids and relpos) into one block in
+    ``(relpos, row id)`` order."""
+    merged = Block.concat(chunks)
+    if len(chunks) == 1:
+        return merged
+    order = np.lexsort((merged.row_ids, merged.relpos))
+    return merged.take(order, row_ids=merged.row_ids[order], relpos=merged.relpos[order])
+
+
+# ---------------------------------------------------------------------------
+# Phase 3: streaming-re-block
+# ---------------------------------------------------------------------------
+class ReBlocker:
+    """Fills one buffer block at a time from rows arriving in final order."""
+
+    def __init__(self, block_size, first_h=0):
+        self.block_size = block_size
+        self.h = first_h
+        self._pieces = []
+        self._count = 0
+
+    def add(self, block):
+        """Feed rows; yield ``(h, block)`` for every buffer that fills up."""
+        a = 0
+        while a < block.rows:
+            take = min(self.block_size - self._count, block.rows - a)
+            self._pieces.append(block.row_slice(a, a + take))
+            self._count += take
+            a += take
+            if self._count == self.block_size:
+                yield self._emit()
+
+    def finish(self):
+        """Yield the last, partial block if any."""
+        if self._count:
+            yield self._emit()
+
+    def _emit(self):
+        out = (self.h, Block.concat(self._pieces))
+        self.h += 1
+        self._pieces, self._count = [], 0
+        return out
+
+
+def reblock(block_size, binned_chunks):
+    """Streaming re-block of one group.
+
+    *binned_chunks* yields ``(bin, chunk)`` in bin order; the chunks of a bin
+    are merged in memory (one bin at a time) and streamed into the buffer.
+    Yields ``(h, block)``; blocks keep ``row_ids`` and ``relpos``.
+    """
+    buffer = ReBlocker(block_size)
+    current, pending = None, []
+    for bin_, chunk in binned_chunks:
+        if bin_ != current and pending:
+            yield from buffer.add(merge_sorted(pending))
+            pending = []
+        current = bin_
+        pending.append(chunk)
+    if pending:
+        yield from buffer.add(merge_sorted(pending))
+    yield from buffer.finish()
+
+
+def is_dense(plan):
+    return plan.kind_code == DENSE
