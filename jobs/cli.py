@@ -224,8 +224,12 @@ def main(argv=None):
         for name in ("mrjob", "py4j", "pyspark", "pyhive"):
             logging.getLogger(name).setLevel(logging.CRITICAL + 1)
 
-    def log(message):
-        if not args.quiet:
+    interactive = args.verbose or sys.stderr.isatty()
+
+    def log(message, progress=False):
+        """Results always (unless --quiet); progress only on a terminal or with -v,
+        so that a failing command in a script prints exactly one line."""
+        if not args.quiet and (interactive or not progress):
             sys.stderr.write(f"{PROG}: {message}\n")
     try:
         return dispatch(args, log)

@@ -67,6 +67,9 @@ def run_mrjob(plan, inputs, runner, options):
             args += ["--num-cores", str(options["num_cores"])]
         for item in options.get("jobconf", ()):
             args += ["--jobconf", item]
+        if runner not in ("inline", "local"):
+            from .package import build_zip
+            args += ["--py-files", build_zip(os.path.join(tmp, "samplegen.zip"))]
         args += list(options.get("mrjob_args", ()))
         job = MRSample(args=args + list(inputs))
         with job.make_runner() as mr_runner:
@@ -136,7 +139,7 @@ def open_input(src):
 def generate(src, dest, udf_spec, params, seed, runner="local", overwrite=False,
              options=None, bin_budget=DEFAULT_BIN_BUDGET, log=None):
     """Generate the samples of a sampling-UDF; returns the run manifest."""
-    log = log or (lambda message: None)
+    log = log or (lambda message, progress=False: None)
     options = dict(options or {})
     check_seed(seed)
     engine = _engine(runner)
@@ -149,7 +152,7 @@ def generate(src, dest, udf_spec, params, seed, runner="local", overwrite=False,
     with StagedOutput(dest, overwrite, inputs=[src]) as staging:
         plan = make_plan(udf, seed, matrix.meta, staging, bin_budget)
         log(f"{udf.name}: {matrix.rows} x {matrix.cols} {matrix.kind} matrix, "
-            f"{len(matrix.blocks())} blocks -> {dest} (runner {runner})")
+            f"{len(matrix.blocks())} blocks -> {dest} (runner {runner})", progress=True)
         inputs = [fsmod.join(src, "part-*")] if runner == "hadoop" else matrix.part_uris()
         summaries = engine(plan, inputs, runner, options)
         samples = commit_samples(plan, matrix.meta, summaries, staging)
@@ -250,7 +253,7 @@ def check_block_size(block_size):
 
 def import_file(src, dest, block_size, kind="dense", columns=None, overwrite=False, log=None):
     """Import a .npy / .csv / Parquet file of rows as a block matrix."""
-    log = log or (lambda message: None)
+    log = log or (lambda message, progress=False: None)
     block_size = check_block_size(block_size)
     if kind not in KINDS:
         raise ParameterError(f"kind must be dense or sparse, got {kind!r}")
@@ -273,7 +276,7 @@ def make_matrix(dest, rows, cols, block_size, density=None, seed=0, overwrite=Fa
     """Synthetic matrix: standard normal values; with *density*, a sparse
     matrix whose cells are non-zero with that probability."""
     from udfs.errors import check_fraction, check_int
-    log = log or (lambda message: None)
+    log = log or (lambda message, progress=False: None)
     rows = check_int("rows", rows, lo=1)
     cols = check_int("cols", cols, lo=1)
     block_size = check_block_size(block_size)

@@ -5,7 +5,6 @@
 (CSV, Parquet) or a ``<name>.row_ids.npy`` file next to a ``.npy`` export.
 Values travel as float64 bit patterns, so NaN and +-inf survive both ways.
 """
-import itertools
 import os
 import uuid
 
@@ -72,83 +71,93 @@ def _is_number(field):
         return False
 
 
+CSV_CHUNK_BYTES = 16 << 20
+
+
 def _open_csv(path, columns):
-    f = open(path, "r", newline="")
-    first = f.readline()
-    while first and not first.strip():
+    """CSV of numbers: an optional header line (detected: a non-numeric first
+    line), ``,`` or tab separated; empty fields, ``nan``, ``inf`` and ``-inf``
+    are accepted.  Rows with a different number of fields are an error."""
+    with open(path, "rb") as f:
         first = f.readline()
-    if not first:
-        f.close()
+        while first and not first.strip():
+            first = f.readline()
+        body_start = f.tell()
+    if not first.strip():
         raise InputError(f"input file is empty: {path}")
-    delimiter = "\t" if "\t" in first and "," not in first else ","
-    fields = [x.strip() for x in first.rstrip("\r\n").split(delimiter)]
-    header = None if all(_is_number(x) for x in fields) else fields
-    line_no = 1
-    pending = [] if header is not None else [first]
-    if header is not None:
-        line_no = 2
+    text = first.decode("utf-8", "replace").rstrip("\r\n")
+    delimiter = "\t" if "\t" in text and "," not in text else ","
+    fields = [x.strip().strip('"') for x in text.split(delimiter)]
+    has_header = not all(_is_number(x) or x == "" for x in fields)
+    header = fields if has_header else None
+    n_fields = len(fields)
     if columns is not None:
         if header is None:
-            f.close()
             raise ParameterError("--columns needs a CSV file with a header line")
         missing = [c for c in columns if c not in header]
         if missing:
-            f.close()
             raise ParameterError(f"--columns: no column {missing[0]!r} in {path} "
                                  f"(columns: {', '.join(header)})")
         usecols = [header.index(c) for c in columns]
     else:
         usecols = None
-    n_fields = len(fields)
     names = list(columns) if columns is not None else header
-
-    def parse(lines, first_line):
-        try:
-            data = np.loadtxt(lines, delimiter=delimiter, dtype=np.float64, ndmin=2,
-                              comments=None)
-        except ValueError as exc:
-            raise InputError(f"{path}: {_csv_problem(exc, first_line)}") from None
-        if data.shape[1] != n_fields:
-            raise InputError(f"{path}: line {first_line} has {data.shape[1]} fields, "
-                             f"expected {n_fields} (ragged CSV)")
-        return data if usecols is None else data[:, usecols]
+    offset = body_start if has_header else body_start - len(first)
+    first_line = 2 if has_header else 1
 
     def chunks():
-        nonlocal line_no
-        try:
-            lines = itertools.chain(pending, f)
-            produced = False
+        import pandas as pd
+        line_no, produced, carry = first_line, False, b""
+        with open(path, "rb") as f:
+            f.seek(offset)
             while True:
-                batch = [ln for ln in itertools.islice(lines, CHUNK_ROWS)]
-                if not batch:
+                data = f.read(CSV_CHUNK_BYTES)
+                buf = carry + data
+                if not data:
+                    chunk, carry = buf, b""
+                else:
+                    cut = buf.rfind(b"\n") + 1
+                    chunk, carry = buf[:cut], buf[cut:]
+                if chunk.strip():
+                    array = _parse_csv_chunk(pd, path, chunk, delimiter, n_fields, line_no)
+                    produced = produced or array.shape[0] > 0
+                    yield array if usecols is None else array[:, usecols]
+                line_no += chunk.count(b"\n")
+                if not data:
                     break
-                body = [ln for ln in batch if ln.strip()]
-                if body:
-                    yield parse(body, line_no)
-                    produced = True
-                line_no += len(batch)
-            if not produced:
-                raise InputError(f"{path}: no data rows")
-        finally:
-            f.close()
+        if not produced:
+            raise InputError(f"{path}: no data rows")
     return names, (len(columns) if columns is not None else n_fields), chunks()
 
 
-def _csv_problem(exc, first_line):
-    text = str(exc).strip().splitlines()[0]
-    # numpy reports "... at row N, column M." counting from the chunk start.
-    import re
-    match = re.search(r"at row (\d+), column (\d+)", text)
-    if "could not convert" in text and match:
-        bad = re.search(r"string '([^']*)'", text)
-        value = bad.group(1) if bad else "?"
-        return (f"non-numeric value {value!r} at line {first_line + int(match.group(1))}, "
-                f"column {int(match.group(2))}")
-    match = re.search(r"changed from (\d+) to (\d+) at row (\d+)", text)
-    if match:
-        return (f"ragged CSV: line {first_line + int(match.group(3)) - 1} has "
-                f"{match.group(2)} fields, expected {match.group(1)}")
-    return text
+def _parse_csv_chunk(pd, path, chunk, delimiter, n_fields, first_line):
+    raw = np.frombuffer(chunk, np.uint8)
+    ends = np.flatnonzero(raw == ord("\n"))
+    if not chunk.endswith(b"\n"):
+        ends = np.append(ends, raw.size)
+    seps = np.concatenate([[0], np.cumsum(raw == ord(delimiter))])
+    starts = np.concatenate([[0], ends[:-1] + 1])
+    per_line = seps[ends] - seps[starts]
+    blank = (ends - starts) <= np.where(raw[np.maximum(ends - 1, 0)] == ord("\r"), 1, 0)
+    bad = np.flatnonzero((per_line != n_fields - 1) & ~blank)
+    if bad.size:
+        i = int(bad[0])
+        raise InputError(f"{path}: ragged CSV: line {first_line + i} has {per_line[i] + 1} "
+                         f"fields, expected {n_fields}")
+    import io
+    try:
+        frame = pd.read_csv(io.BytesIO(chunk), header=None, sep=delimiter, dtype=np.float64,
+                            skip_blank_lines=True, engine="c")
+    except (ValueError, pd.errors.ParserError):
+        lines = chunk.decode("utf-8", "replace").splitlines()
+        for i, line in enumerate(lines):
+            for j, field in enumerate(line.split(delimiter)):
+                field = field.strip()
+                if field and not _is_number(field):
+                    raise InputError(f"{path}: non-numeric value {field!r} at line "
+                                     f"{first_line + i}, column {j + 1}") from None
+        raise InputError(f"{path}: cannot parse the CSV near line {first_line}") from None
+    return frame.to_numpy(dtype=np.float64)
 
 
 def _open_parquet(path, columns):
@@ -233,7 +242,8 @@ def _write_npy(matrix, path, ids_path):
             f.write(np.ascontiguousarray(dense, dtype="<f8").tobytes())
             ids.append(row_ids)
     if ids_path:
-        np.save(ids_path, np.concatenate(ids) if ids else np.empty(0, np.int64))
+        with open(ids_path, "wb") as f:
+            np.save(f, np.concatenate(ids) if ids else np.empty(0, np.int64))
 
 
 def _write_csv(matrix, path, names, row_ids):

@@ -1,0 +1,56 @@
+import hashlib
+import os
+
+import numpy as np
+import pytest
+
+from jobs import cli, driver
+
+# Never read the developer's own ~/.mrjob.conf in tests.
+NO_CONF = {"mrjob_conf": ""}
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _isolate_env():
+    os.environ.pop("MRJOB_CONF", None)
+    yield
+
+
+def make(tmp_path, name="m", rows=500, cols=6, block_size=64, density=None, seed=1):
+    path = str(tmp_path / name)
+    driver.make_matrix(path, rows, cols, block_size, density=density, seed=seed)
+    return path
+
+
+def run_cli(capsys, *argv):
+    """Run the samplegen CLI in-process: (exit status, stdout, stderr)."""
+    try:
+        code = cli.main([str(a) for a in argv])
+    except SystemExit as exc:  # argparse usage errors
+        code = exc.code
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def tree_digest(path):
+    """Digest of every file under *path* (names and bytes)."""
+    digest = hashlib.sha256()
+    for root, dirs, files in sorted(os.walk(path)):
+        dirs.sort()
+        for name in sorted(files):
+            full = os.path.join(root, name)
+            digest.update(os.path.relpath(full, path).encode())
+            with open(full, "rb") as f:
+                digest.update(f.read())
+    return digest.hexdigest()
+
+
+def sample_digests(run_dir):
+    """Digest of each sample directory of a run (the manifest excluded)."""
+    return {name: tree_digest(os.path.join(run_dir, name))
+            for name in sorted(os.listdir(run_dir)) if os.path.isdir(os.path.join(run_dir, name))}
+
+
+@pytest.fixture
+def matrix(tmp_path):
+    return make(tmp_path)

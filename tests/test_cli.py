@@ -1,0 +1,187 @@
+"""The samplegen command line: commands, outputs, and bad input."""
+import json
+import os
+import shutil
+import subprocess
+import sys
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from .conftest import make, run_cli, tree_digest
+
+R = ["--runner", "inline", "--mrjob-conf", ""]
+
+
+def test_import_sample_info_export_round_trip(tmp_path, capsys):
+    data = np.random.default_rng(0).standard_normal((300, 5))
+    data[3, 1], data[4, 2], data[5, 0] = np.nan, np.inf, -np.inf
+    np.save(tmp_path / "x.npy", data)
+    code, _, err = run_cli(capsys, "import", tmp_path / "x.npy", tmp_path / "m", "--block-size", 32)
+    assert code == 0 and "imported 300 x 5" in err
+    code, _, _ = run_cli(capsys, "holdout", tmp_path / "m", tmp_path / "run", "--ratio", 0.8,
+                         "--repeats", 2, "--seed", 3, *R)
+    assert code == 0
+    code, out, _ = run_cli(capsys, "info", tmp_path / "run", "--json")
+    desc = json.loads(out)
+    assert [s["name"] for s in desc["samples"]] == ["train-0", "test-0", "train-1", "test-1"]
+    for s in desc["samples"]:
+        assert {"rows", "cols", "block_size", "blocks"} <= set(s)
+        assert all(len(b) == 4 for b in s["blocks"]) and s["cols"] == 5
+    code, out, _ = run_cli(capsys, "info", tmp_path / "run")
+    assert code == 0 and "train-1" in out
+    code, _, _ = run_cli(capsys, "export", tmp_path / "run", "test-1", "--to", tmp_path / "t.csv")
+    frame = pd.read_csv(tmp_path / "t.csv")
+    assert frame.shape[1] == 6 and frame.columns[0] == "row_id"
+    ids = frame["row_id"].to_numpy()
+    assert np.array_equal(frame.iloc[:, 1:].to_numpy(), data[ids], equal_nan=True)
+    code, _, _ = run_cli(capsys, "export", tmp_path / "m", "--to", tmp_path / "all.npy")
+    assert np.array_equal(np.load(tmp_path / "all.npy"), data, equal_nan=True)
+
+
+def test_kfold_composed_set_exports(tmp_path, capsys):
+    src = make(tmp_path, rows=333, cols=4, block_size=50)
+    assert run_cli(capsys, "kfold", src, tmp_path / "run", "--k", 3, "--seed", 1, *R)[0] == 0
+    code, out, _ = run_cli(capsys, "info", tmp_path / "run", "--json")
+    train = [s for s in json.loads(out)["samples"] if s["name"] == "train-0"][0]
+    assert train["composed_of"] and train["blocks"][0][:2] == [0, 0]
+    assert [b[0] for b in train["blocks"]] == list(range(len(train["blocks"])))
+    run_cli(capsys, "export", tmp_path / "run", "train-0", "--to", tmp_path / "tr.npy")
+    run_cli(capsys, "export", tmp_path / "run", "test-0", "--to", tmp_path / "te.npy")
+    ids = np.concatenate([np.load(tmp_path / "tr.row_ids.npy"), np.load(tmp_path / "te.row_ids.npy")])
+    assert np.array_equal(np.sort(ids), np.arange(333))
+    code, out, _ = run_cli(capsys, "info", tmp_path / "run" / "train-0")
+    assert "composed of" in out
+
+
+def test_sample_with_user_udf_and_params(tmp_path, capsys):
+    src = make(tmp_path, rows=200)
+    code, _, _ = run_cli(capsys, "sample", src, tmp_path / "run", "--udf",
+                         "udfs.examples:paper_holdout_series", "--param", "ratio=0.5",
+                         "--param", "repeats=2", "--seed", 5, *R)
+    assert code == 0
+    assert sorted(os.listdir(tmp_path / "run"))[:2] == ["_SUCCESS", "_manifest.json"]
+
+
+def test_destination_rules(tmp_path, capsys):
+    src = make(tmp_path, rows=100)
+    dest = tmp_path / "out"
+    dest.mkdir()  # an existing empty directory is fine
+    assert run_cli(capsys, "bootstrap", src, dest, "--samples", 2, "--seed", 1, *R)[0] == 0
+    code, _, err = run_cli(capsys, "bootstrap", src, dest, "--samples", 3, "--seed", 1, *R)
+    assert code == 2 and "not empty" in err and len(os.listdir(dest)) == 4
+    assert run_cli(capsys, "bootstrap", src, dest, "--samples", 3, "--seed", 1, "--overwrite",
+                   *R)[0] == 0
+    assert sorted(os.listdir(dest))[-1] == "sample-2"
+
+
+def _corrupt(tmp_path):
+    src = make(tmp_path, "c", rows=300, block_size=32)
+    part = os.path.join(src, "part-00000")
+    data = bytearray(open(part, "rb").read())
+    data[1000] = ord("A") if data[1000] != ord("A") else ord("B")
+    open(part, "wb").write(bytes(data))
+    return src
+
+
+def _truncated(tmp_path):
+    src = make(tmp_path, "t", rows=300, block_size=32)
+    part = os.path.join(src, "part-00000")
+    os.truncate(part, os.path.getsize(part) // 2)
+    return src
+
+
+def _file(tmp_path, name, content):
+    path = tmp_path / name
+    if isinstance(content, np.ndarray):
+        np.save(path, content)
+    else:
+        path.write_text(content)
+    return path
+
+
+BAD = [
+    ("ratio > 1", lambda t: ["holdout", make(t), t / "o", "--ratio", 1.5, "--seed", 1], "ratio"),
+    ("ratio 0", lambda t: ["holdout", make(t), t / "o", "--ratio", 0, "--seed", 1], "ratio"),
+    ("fraction", lambda t: ["holdout", make(t), t / "o", "--ratio", .5, "--fraction", 2, "--seed", 1],
+     "fraction"),
+    ("k < 2", lambda t: ["kfold", make(t), t / "o", "--k", 1, "--seed", 1], "k must be"),
+    ("k > rows", lambda t: ["kfold", make(t, rows=20), t / "o", "--k", 21, "--seed", 1],
+     "k must be"),
+    ("samples < 1", lambda t: ["bootstrap", make(t), t / "o", "--samples", 0, "--seed", 1],
+     "samples"),
+    ("size < 1", lambda t: ["bootstrap", make(t), t / "o", "--samples", 1, "--size", 0,
+                            "--seed", 1], "size"),
+    ("missing source", lambda t: ["holdout", t / "nope", t / "o", "--ratio", .5, "--seed", 1],
+     "not found"),
+    ("empty source", lambda t: ["holdout", (t / "e").mkdir() or t / "e", t / "o", "--ratio", .5,
+                                "--seed", 1], "_matrix.json"),
+    ("corrupt block", lambda t: ["holdout", _corrupt(t), t / "o", "--ratio", .5, "--seed", 1],
+     "corrupt"),
+    ("truncated block", lambda t: ["holdout", _truncated(t), t / "o", "--ratio", .5, "--seed", 1],
+     "corrupt"),
+    ("bad seed", lambda t: ["holdout", make(t), t / "o", "--ratio", .5, "--seed", "x"], "seed"),
+    ("negative seed", lambda t: ["holdout", make(t), t / "o", "--ratio", .5, "--seed=-3"], "seed"),
+    ("unknown runner", lambda t: ["holdout", make(t), t / "o", "--ratio", .5, "--seed", 1,
+                                  "--runner", "nope"], "unknown runner"),
+    ("unknown UDF", lambda t: ["sample", make(t), t / "o", "--udf", "nope", "--seed", 1],
+     "unknown UDF"),
+    ("unknown UDF module", lambda t: ["sample", make(t), t / "o", "--udf", "no.such:f",
+                                      "--seed", 1], "unknown UDF"),
+    ("non-empty destination", lambda t: ["holdout", make(t), (t / "o").mkdir() or
+                                         (t / "o" / "f").write_text("x") or t / "o",
+                                         "--ratio", .5, "--seed", 1], "not empty"),
+    ("ragged CSV", lambda t: ["import", _file(t, "r.csv", "1,2\n3\n"), t / "o", "--block-size", 4],
+     "ragged"),
+    ("non-numeric CSV", lambda t: ["import", _file(t, "n.csv", "1,2\n3,b\n"), t / "o",
+                                   "--block-size", 4], "non-numeric"),
+    ("empty file", lambda t: ["import", _file(t, "z.csv", ""), t / "o", "--block-size", 4],
+     "empty"),
+    ("not 2-D", lambda t: ["import", _file(t, "v.npy", np.arange(4.0)), t / "o",
+                           "--block-size", 4], "not 2-D"),
+    ("block size < 1", lambda t: ["import", _file(t, "a.npy", np.ones((3, 3))), t / "o",
+                                  "--block-size", 0], "block size"),
+    ("make-matrix block size", lambda t: ["make-matrix", t / "o", "--rows", 5, "--cols", 5,
+                                          "--block-size", 0], "block size"),
+    ("unknown sample name", lambda t: ["export", _run(t), "nosuch", "--to", t / "o.csv"],
+     "unknown sample"),
+    ("run without sample name", lambda t: ["export", _run(t), "--to", t / "o.csv"],
+     "name a sample"),
+    ("unsupported export type", lambda t: ["export", make(t), "--to", t / "o.txt"],
+     "unsupported"),
+]
+
+
+def _run(tmp_path):
+    from jobs import driver
+    src = make(tmp_path, "src", rows=50)
+    driver.generate(src, str(tmp_path / "run"), "holdout", {"ratio": 0.5}, 1, runner="inline",
+                    options={"mrjob_conf": ""})
+    return tmp_path / "run"
+
+
+@pytest.mark.parametrize("label,argv,match", BAD, ids=[b[0] for b in BAD])
+def test_bad_input_is_one_line_exit_2_and_writes_nothing(tmp_path, capsys, label, argv, match):
+    args = argv(tmp_path)
+    if args[0] in ("holdout", "kfold", "bootstrap", "sample") and "--runner" not in args:
+        args += R
+    before = {p: tree_digest(p) if os.path.isdir(p) else None for p in os.listdir(tmp_path)}
+    before = tree_digest(tmp_path)
+    code, out, err = run_cli(capsys, *args)
+    assert code == 2, err
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("samplegen: error:"), err
+    assert match in lines[0]
+    assert "Traceback" not in err
+    assert tree_digest(tmp_path) == before  # nothing written, input unchanged
+
+
+def test_console_script_runs(tmp_path):
+    exe = os.path.join(os.path.dirname(sys.executable), "samplegen")
+    proc = subprocess.run([exe, "make-matrix", str(tmp_path / "m"), "--rows", "10", "--cols", "2",
+                           "--block-size", "4"], capture_output=True, text=True)
+    assert proc.returncode == 0 and "made a 10 x 2" in proc.stderr
+    proc = subprocess.run([exe, "holdout", str(tmp_path / "m"), str(tmp_path / "o"), "--seed", "1"],
+                          capture_output=True, text=True)
+    assert proc.returncode == 2 and proc.stderr.count("\n") == 1 and "--ratio" in proc.stderr

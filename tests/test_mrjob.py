@@ -1,0 +1,146 @@
+"""Real mrjob runs on the inline and local runners."""
+import json
+import os
+
+import numpy as np
+import pytest
+
+from jobs import api, driver
+from jobs.store import Matrix
+
+from .conftest import NO_CONF, make, sample_digests
+from .stats import ALPHA, binomial_p
+
+pytestmark = pytest.mark.mrjob
+
+
+@pytest.fixture(scope="module")
+def inputs(tmp_path_factory):
+    base = tmp_path_factory.mktemp("inputs")
+    return {"dense": make(base, "dense", rows=700, cols=20, block_size=64, seed=1),
+            "wide": make(base, "wide", rows=450, cols=150, block_size=64, seed=2),
+            "sparse": make(base, "sparse", rows=600, cols=150, block_size=64, density=0.1,
+                           seed=3)}
+
+
+def read(run, name):
+    return Matrix.open(os.path.join(run, name)).to_numpy()
+
+
+class RunnerSuite:
+    RUNNER = None
+
+    def run(self, tmp_path, src, udf, params, seed=7, name="run", **kw):
+        dest = str(tmp_path / name)
+        driver.generate(src, dest, udf, params, seed, runner=self.RUNNER, options=NO_CONF, **kw)
+        return dest
+
+    def test_holdout_pairs(self, tmp_path, inputs):
+        run = self.run(tmp_path, inputs["dense"], "holdout", {"ratio": 0.75, "repeats": 2})
+        _, source = Matrix.open(inputs["dense"]).to_numpy()
+        expected = api.holdout(source, ratio=0.75, repeats=2, seed=7)
+        for w in range(2):
+            train_ids, train = read(run, f"train-{w}")
+            test_ids, test = read(run, f"test-{w}")
+            assert np.intersect1d(train_ids, test_ids).size == 0
+            assert np.array_equal(np.sort(np.concatenate([train_ids, test_ids])), np.arange(700))
+            assert np.array_equal(train, source[train_ids])
+            assert np.array_equal(train_ids, expected.indices(f"train-{w}"))
+            assert binomial_p(train_ids.size, 700, 0.75) > ALPHA / 2
+        assert sorted(os.listdir(run)) == ["_SUCCESS", "_manifest.json", "test-0", "test-1",
+                                           "train-0", "train-1"]
+
+    def test_kfold_composed_training_sets(self, tmp_path, inputs):
+        k, B = 6, 64
+        run = self.run(tmp_path, inputs["wide"], "kfold", {"k": k})
+        desc = driver.info(run)
+        by_name = {s["name"]: s for s in desc["samples"]}
+        _, source = Matrix.open(inputs["wide"]).to_numpy()
+        folds = [read(run, f"test-{i}")[0] for i in range(k)]
+        assert np.array_equal(np.sort(np.concatenate(folds)), np.arange(450))
+        for i in range(k):
+            ids, rows = read(run, f"train-{i}")
+            assert np.array_equal(np.sort(ids), np.setdiff1d(np.arange(450), folds[i]))
+            assert np.array_equal(rows, source[ids])
+            # every block full except the last of each column of blocks
+            blocks = by_name[f"train-{i}"]["blocks"]
+            last_h = max(b[0] for b in blocks)
+            assert all(b[2] == B for b in blocks if b[0] < last_h)
+            assert {b[1] for b in blocks} == {0, 1, 2} and blocks[-1][3] == 150 - 2 * B
+            assert by_name[f"train-{i}"]["composed_of"][-1]["path"] == "."
+        # the composed view reads the folds' full blocks, then the extra matrix
+        expected = api.kfold(450, k, seed=7, block_size=B)
+        for i in range(k):
+            assert np.array_equal(read(run, f"train-{i}")[0], expected.indices(f"train-{i}"))
+        # fold mode writes about one copy of the data (plus k small extras)
+        sizes = sum(s["bytes"] for s in desc["samples"])
+        fold_bytes = sum(by_name[f"test-{i}"]["bytes"] for i in range(k))
+        assert fold_bytes < sizes < fold_bytes * 1.5 + 2e6
+
+    def test_naive_kfold_has_the_same_rows(self, tmp_path, inputs):
+        fold = self.run(tmp_path, inputs["dense"], "kfold", {"k": 4}, name="fold")
+        naive = self.run(tmp_path, inputs["dense"], "kfold", {"k": 4, "naive": True},
+                         name="naive")
+        for i in range(4):
+            for name in (f"train-{i}", f"test-{i}"):
+                assert np.array_equal(np.sort(read(fold, name)[0]), np.sort(read(naive, name)[0]))
+        assert not driver.info(naive)["samples"][0].get("composed_of")
+
+    def test_bootstrap_and_sparse(self, tmp_path, inputs):
+        run = self.run(tmp_path, inputs["sparse"], "bootstrap", {"samples": 3, "size": 1000})
+        _, source = Matrix.open(inputs["sparse"]).to_numpy()
+        for i in range(3):
+            ids, rows = read(run, f"sample-{i}")
+            assert ids.size == 1000 and np.array_equal(rows, source[ids])
+            assert Matrix.open(os.path.join(run, f"sample-{i}")).kind == "sparse"
+        assert np.array_equal(read(run, "sample-1")[0], api.bootstrap(600, 3, seed=7,
+                                                                      size=1000).indices("sample-1"))
+
+    def test_user_udf(self, tmp_path, inputs):
+        run = self.run(tmp_path, inputs["dense"], "udfs.examples:bernoulli", {"p": 0.3})
+        ids, _ = read(run, "subsample")
+        assert np.array_equal(ids, api.sample(700, "udfs.examples:bernoulli", seed=7,
+                                              p=0.3).indices("subsample"))
+
+
+class TestInline(RunnerSuite):
+    RUNNER = "inline"
+
+
+class TestLocal(RunnerSuite):
+    RUNNER = "local"
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("udf,params,src", [
+    ("holdout", {"ratio": 0.6, "repeats": 3, "fraction": 0.9}, "wide"),
+    ("kfold", {"k": 5}, "sparse"),
+    ("bootstrap", {"samples": 4}, "dense")])
+def test_same_bytes_on_every_runner_and_task_count(tmp_path, inputs, udf, params, src):
+    runs = []
+    for i, (runner, cores, budget) in enumerate([("inline", 1, 16 << 20), ("local", 1, 16 << 20),
+                                                  ("local", 3, 4096)]):
+        dest = str(tmp_path / f"r{i}")
+        driver.generate(inputs[src], dest, udf, params, 11, runner=runner,
+                        options=dict(NO_CONF, num_cores=cores), bin_budget=budget)
+        runs.append(sample_digests(dest))
+    assert runs[0] == runs[1] == runs[2] and len(runs[0]) > 1
+
+
+def test_failed_run_leaves_nothing_and_input_untouched(tmp_path, inputs):
+    from .conftest import tree_digest
+    src = str(tmp_path / "copy")
+    import shutil
+    shutil.copytree(inputs["dense"], src)
+    part = os.path.join(src, "part-00000")
+    data = bytearray(open(part, "rb").read())
+    data[len(data) // 2] ^= 0x01
+    open(part, "wb").write(bytes(data))
+    before = tree_digest(src)
+    from udfs.errors import InputError
+    for runner in ("inline", "local"):
+        with pytest.raises(InputError, match="corrupt"):
+            driver.generate(src, str(tmp_path / "out"), "holdout", {"ratio": 0.5}, 1,
+                            runner=runner, options=NO_CONF)
+        assert sorted(os.listdir(tmp_path)) == ["copy"]
+    assert tree_digest(src) == before

@@ -1,0 +1,83 @@
+"""Matrix directories: writing, reading, completeness, atomic outputs."""
+import json
+import os
+
+import numpy as np
+import pytest
+
+from jobs import driver
+from jobs.store import Matrix, MatrixWriter, StagedOutput, block_list
+from udfs.errors import InputError, OutputError
+
+
+@pytest.mark.parametrize("kind", ["dense", "sparse"])
+def test_written_matrix_reads_back(tmp_path, kind):
+    data = np.random.default_rng(1).standard_normal((257, 30))
+    data[data < 0.3] = 0
+    writer = MatrixWriter(str(tmp_path / "m"), 30, 16, kind, part_bytes=20000)
+    for a in range(0, 257, 50):          # rows arrive in arbitrary chunks
+        writer.add_rows(data[a:a + 50])
+    meta = writer.close()
+    assert (meta["rows"], meta["cols"], meta["nnz"]) == (257, 30, np.count_nonzero(data))
+    assert len([f for f in os.listdir(tmp_path / "m") if f.startswith("part-")]) > 1
+    matrix = Matrix.open(str(tmp_path / "m"))
+    ids, back = matrix.to_numpy()
+    assert np.array_equal(back, data) and np.array_equal(ids, np.arange(257))
+    assert matrix.blocks() == block_list(257, 30, 16)
+
+
+def test_block_list_shapes():
+    blocks = block_list(10, 5, 4)
+    assert blocks[0] == [0, 0, 4, 4] and blocks[1] == [0, 1, 4, 1] and blocks[-1] == [2, 1, 2, 1]
+
+
+def test_fingerprint_depends_on_content(tmp_path):
+    a = driver.make_matrix(str(tmp_path / "a"), 100, 3, 10, seed=1)
+    b = driver.make_matrix(str(tmp_path / "b"), 100, 3, 10, seed=1)
+    c = driver.make_matrix(str(tmp_path / "c"), 100, 3, 10, seed=2)
+    assert a["fingerprint"] == b["fingerprint"] != c["fingerprint"]
+
+
+def test_missing_block_is_reported(tmp_path):
+    path = str(tmp_path / "m")
+    driver.make_matrix(path, 100, 3, 10)
+    part = os.path.join(path, "part-00000")
+    lines = open(part, "rb").readlines()
+    open(part, "wb").writelines(lines[:-1])
+    with pytest.raises(InputError, match="incomplete"):
+        Matrix.open(path).to_numpy()
+
+
+@pytest.mark.parametrize("content,match", [(None, "has no _matrix.json"),
+                                           (b"{not json", "corrupt"),
+                                           (b'{"rows": 1}', "missing")])
+def test_bad_metadata(tmp_path, content, match):
+    path = tmp_path / "m"
+    path.mkdir()
+    if content is not None:
+        (path / "_matrix.json").write_bytes(content)
+    with pytest.raises(InputError, match=match):
+        Matrix.open(str(path))
+
+
+def test_staged_output_is_all_or_nothing(tmp_path):
+    dest = str(tmp_path / "out")
+    with pytest.raises(RuntimeError):
+        with StagedOutput(dest) as staging:
+            open(os.path.join(staging, "x"), "w").write("partial")
+            raise RuntimeError("boom")
+    assert os.listdir(tmp_path) == []
+    with StagedOutput(dest) as staging:
+        open(os.path.join(staging, "x"), "w").write("one")
+    assert sorted(os.listdir(dest)) == ["_SUCCESS", "x"]
+    with pytest.raises(OutputError, match="not empty"):
+        StagedOutput(dest)
+    with StagedOutput(dest, overwrite=True) as staging:
+        open(os.path.join(staging, "y"), "w").write("two")
+    assert sorted(os.listdir(dest)) == ["_SUCCESS", "y"]
+    assert sorted(os.listdir(tmp_path)) == ["out"]
+
+
+def test_output_inside_input_is_refused(tmp_path):
+    with pytest.raises(OutputError, match="overlaps"):
+        StagedOutput(str(tmp_path / "m" / "sub"), inputs=[str(tmp_path / "m")])
