@@ -57,7 +57,7 @@ def run_mrjob(plan, inputs, runner, options):
         plan_path = os.path.join(tmp, "plan.json")
         with open(plan_path, "w") as f:
             f.write(plan.to_json())
-        args = ["-r", runner, "--plan", plan_path]
+        args = ["-r", runner, "--plan", plan_path, "--cleanup-on-failure", "ALL"]
         conf = options.get("mrjob_conf")
         if conf == "":
             args.append("--no-conf")

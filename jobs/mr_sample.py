@@ -27,7 +27,7 @@ from mrjob.job import MRJob
 from mrjob.protocol import BytesProtocol, BytesValueProtocol
 from mrjob.step import MRStep
 
-from jobs.blocks import Block, parse_line
+from jobs.blocks import EncodedBlock, parse_encoded
 from jobs.phases import (Plan, ReBlocker, group_key, local_sampling, merge_sorted,
                          parse_group_key, parse_sort_key, reblock, sort_key)
 from jobs.store import write_group
@@ -78,9 +78,10 @@ class MRSample(MRJob):
 
     # -- step 1 --------------------------------------------------------------------
     def sample_mapper(self, _, line):
-        h, v, block = parse_line(line)
+        h, v, block = parse_encoded(line)
         for sample, v, bin_, h, chunk in local_sampling(self.plan, h, v, block):
-            yield group_key(sample, v), sort_key(bin_, h) + b"\t" + chunk.encode()
+            yield group_key(sample, v), b"".join([sort_key(bin_, h), b"\t",
+                                                  *chunk.parts(crc=False)[0]])
 
     def reblock_reducer(self, key, values):
         plan = self.plan
@@ -93,7 +94,7 @@ class MRSample(MRJob):
         summary = write_group(plan.output, plan.sample_name(sample), v, blocks)
         yield SUMMARY, json.dumps(summary).encode()
         for block in tail:
-            yield TAIL, b"%08x.%08x\t%s" % (sample, v, block.encode())
+            yield TAIL, b"%08x.%08x\t%s" % (sample, v, block.encode(crc=False))
 
     # -- step 2: dynamic sample matrix composition ----------------------------------
     def compose_mapper(self, key, value):
@@ -123,7 +124,7 @@ class MRSample(MRJob):
 def _decode_sorted(value):
     key, payload = value.split(b"\t", 1)
     bin_, _ = parse_sort_key(key)
-    return bin_, Block.decode(payload)
+    return bin_, EncodedBlock.parse(payload, verify=False)
 
 
 def _keep_tail(blocks, block_size, tail):

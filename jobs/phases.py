@@ -33,7 +33,7 @@ import numpy as np
 from udfs.custom import load_udf
 from udfs.rng import PositionRNG
 
-from .blocks import DENSE, KINDS, Block
+from .blocks import DENSE, KINDS
 
 DEFAULT_BIN_BUDGET = 16 << 20
 MAX_BIN_BITS = 24
@@ -138,8 +138,9 @@ def udf_seed(seed):
 def local_sampling(plan, h, v, block):
     """Yield ``(sample, v, bin, h, chunk)`` for one input block ``(h, v)``.
 
-    Each chunk is a Block with ``row_ids`` and ``relpos``, sorted by
-    ``(relpos, row id)``.
+    *block* is a :class:`~jobs.blocks.EncodedBlock` (or a decoded Block);
+    each chunk is a block of the same class with ``row_ids`` and ``relpos``,
+    sorted by ``(relpos, row id)``.
     """
     start = h * plan.block_size
     occ = plan.sampler()(start, start + block.rows, plan.rng())
@@ -183,9 +184,9 @@ def parse_sort_key(key):
 
 
 def merge_sorted(chunks):
-    """Merge chunks (Blocks with row_ids and relpos) into one block in
+    """Merge chunks (blocks with row_ids and relpos) into one block in
     ``(relpos, row id)`` order."""
-    merged = Block.concat(chunks)
+    merged = type(chunks[0]).concat(chunks)
     if len(chunks) == 1:
         return merged
     order = np.lexsort((merged.row_ids, merged.relpos))
@@ -221,7 +222,7 @@ class ReBlocker:
             yield self._emit()
 
     def _emit(self):
-        out = (self.h, Block.concat(self._pieces))
+        out = (self.h, type(self._pieces[0]).concat(self._pieces))
         self.h += 1
         self._pieces, self._count = [], 0
         return out
@@ -246,6 +247,3 @@ def reblock(block_size, binned_chunks):
         yield from buffer.add(merge_sorted(pending))
     yield from buffer.finish()
 
-
-def is_dense(plan):
-    return plan.kind_code == DENSE

@@ -25,7 +25,6 @@ import hashlib
 import json
 import os
 import uuid
-import zlib
 
 import numpy as np
 
@@ -62,10 +61,17 @@ def fingerprint(entries):
     return "sha256:" + digest.hexdigest()
 
 
-def encode_block_line(h, v, block):
-    """``(line, crc)``: a block line and the CRC-32 of its payload."""
-    payload = block.encode()
-    return b"%d\t%d\t%s\n" % (h, v, payload), zlib.crc32(payload)
+def write_block_line(writer, h, v, block):
+    """Append the line of *block* (Block or EncodedBlock) to *writer*;
+    returns ``(bytes written, CRC-32 of the payload body)``."""
+    encoded = block.encoded() if hasattr(block, "encoded") else block
+    pieces, crc = encoded.parts(crc=True)
+    head = b"%d\t%d\t" % (h, v)
+    writer.write(head)
+    for piece in pieces:
+        writer.write(piece)
+    writer.write(b"\n")
+    return len(head) + sum(len(p) for p in pieces) + 1, crc
 
 
 def make_meta(rows, cols, block_size, kind, nnz, fp, columns=None, row_ids="positions",
@@ -134,8 +140,7 @@ class MatrixWriter:
             self._close_part()
             self._part = self.fs.open_atomic(fsmod.join(self.uri, "part-%05d" % self._part_no))
             self._part_no += 1
-        line, crc = encode_block_line(h, v, block)
-        self._part.write(line)
+        _, crc = write_block_line(self._part, h, v, block)
         self.entries.append((h, v, block.rows, block.cols, crc))
         self.nnz += block.nnz if block.kind != DENSE else int(np.count_nonzero(block.data))
 
@@ -175,9 +180,8 @@ def write_group(root, sample_name, v, blocks):
         for h, block in blocks:
             if writer is None:
                 writer = fs.open_atomic(fsmod.join(root, sample_name, "part-v%05d" % v))
-            line, crc = encode_block_line(h, v, block.replace(relpos=None))
-            writer.write(line)
-            nbytes += len(line)
+            written, crc = write_block_line(writer, h, v, block.replace(relpos=None))
+            nbytes += written
             entries.append([h, block.rows, block.cols, crc,
                             block.nnz if block.kind != DENSE else block.rows * block.cols])
     except BaseException:

@@ -68,7 +68,24 @@ def test_sparse_keeps_only_nonzeros_and_nan():
     assert block.nnz == 2 and np.array_equal(np.isnan(block.to_dense()), np.isnan(data))
 
 
-def test_inconsistent_sparse_payload_is_rejected():
-    block = Block.sparse(2, 3, np.array([0, 2, 1]), np.array([0, 1]), np.array([1.0, 2.0]))
+@pytest.mark.parametrize("indptr", [[0, 2, 1], [1, 1, 2], [0, 3, 2]])
+def test_inconsistent_sparse_payload_is_rejected(indptr):
+    block = Block.sparse(2, 3, np.array([0, 1, 2]), np.array([0, 1]), np.array([1.0, 2.0]))
+    bad = block.encoded().replace(indptr=np.array(indptr))
     with pytest.raises(InputError):
-        Block.decode(block.encode())
+        Block.decode(bad.encode())
+
+
+def test_encoded_rows_are_fixed_runs_of_text():
+    """Gathering encoded rows (as text) equals gathering decoded rows."""
+    from jobs.blocks import EncodedBlock, row_chars
+    for kind in (DENSE, SPARSE):
+        block = Block.from_dense(dense_block(40, 7, seed=5).data, kind)
+        enc = EncodedBlock.parse(block.encode())
+        if kind == DENSE:
+            assert enc.text.shape == (40, row_chars(7))
+        idx = np.array([39, 0, 0, 17, 3])
+        got = enc.take(idx, row_ids=idx).decode()
+        assert np.array_equal(got.to_dense(), block.to_dense()[idx])
+        merged = EncodedBlock.concat([enc.row_slice(0, 10), enc.row_slice(10, 40)]).decode()
+        assert np.array_equal(merged.to_dense(), block.to_dense())

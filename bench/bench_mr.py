@@ -1,0 +1,236 @@
+"""MapReduce benchmark: local-sampling throughput per UDF, and end-to-end
+runs on an mrjob runner next to the engine's own data movement (an identity
+job moving the same volume of records) and the I/O floor (read the input once,
+write the output bytes once), all in one run.
+
+    .venv/bin/python bench/bench_mr.py --rows 200000 --cols 100 --runner local
+
+Results print as Markdown and are saved as JSON (``--json``).
+"""
+import argparse
+import json
+import os
+import platform
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+import numpy as np
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+from jobs import driver  # noqa: E402
+from jobs.phases import local_sampling, make_plan  # noqa: E402
+from jobs.store import Matrix  # noqa: E402
+from udfs import Bootstrap, HoldOut, KFold, PositionRNG  # noqa: E402
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def du(path):
+    total = 0
+    for root, _, files in os.walk(path):
+        total += sum(os.path.getsize(os.path.join(root, f)) for f in files)
+    return total
+
+
+def timed(fn, repeats):
+    times = []
+    result = None
+    for _ in range(repeats):
+        t = time.perf_counter()
+        result = fn()
+        times.append(time.perf_counter() - t)
+    return statistics.median(times), result
+
+
+# ---------------------------------------------------------------------------
+def udf_throughput(rows, block_size, repeats):
+    """Rows per second of the sampling decision alone, block by block (one core)."""
+    rng = PositionRNG(1)
+    cases = [("hold-out, 10 pairs", HoldOut(rows, 0.8, repeats=10), 10),
+             ("hold-out, 1 pair", HoldOut(rows, 0.8), 1),
+             ("k-fold (fold mode), k=10", KFold(rows, 10), 1),
+             ("k-fold (naive), k=10", KFold(rows, 10, naive=True), 1),
+             ("bootstrap, 20 samples", Bootstrap(rows, 20), 20),
+             ("bootstrap, 1 sample", Bootstrap(rows, 1), 1)]
+    out = []
+    for label, udf, per_row in cases:
+        def run():
+            for a in range(0, rows, block_size):
+                udf(a, min(rows, a + block_size), rng)
+        run()  # warm up (caches, page faults)
+        seconds, _ = timed(run, repeats)
+        out.append({"udf": label, "rows_per_s": rows / seconds,
+                    "row_decisions_per_s": rows * per_row / seconds})
+    return out
+
+
+def phase_throughput(matrix_path, repeats):
+    """Rows per second, on one core, of the whole map function (parse the
+    block line, decide, gather the chunks, encode them) and of the whole
+    reduce function (parse chunks, merge bins, re-block, encode with CRC),
+    in process, without the engine around them."""
+    import itertools
+    from jobs.blocks import EncodedBlock, parse_encoded
+    from jobs.phases import group_key, parse_sort_key, reblock, sort_key
+    matrix = Matrix.open(matrix_path)
+    lines = []
+    for part in matrix.part_uris():
+        with open(part, "rb") as f:
+            lines.extend(f.read().splitlines())
+    out = []
+    for label, udf in [("hold-out, 10 pairs", HoldOut(matrix.rows, 0.8, repeats=10)),
+                       ("k-fold (fold mode), k=10", KFold(matrix.rows, 10)),
+                       ("bootstrap, 20 samples", Bootstrap(matrix.rows, 20))]:
+        plan = make_plan(udf, 1, matrix.meta, "unused")
+        records = []
+
+        def run_map():
+            records.clear()
+            for line in lines:
+                h, v, block = parse_encoded(line)
+                for s, v2, bin_, h2, chunk in local_sampling(plan, h, v, block):
+                    records.append(b"".join([group_key(s, v2), b"\t", sort_key(bin_, h2),
+                                             b"\t", *chunk.parts(crc=False)[0]]))
+        map_s, _ = timed(run_map, repeats)
+        records.sort()
+
+        def run_reduce():
+            for _, group in itertools.groupby(records, key=lambda r: r[:17]):
+                chunks = ((parse_sort_key(r[18:41])[0], EncodedBlock.parse(r[42:], verify=False))
+                          for r in group)
+                for h, block in reblock(plan.block_size, chunks):
+                    block.parts(crc=True)
+        reduce_s, _ = timed(run_reduce, repeats)
+        out.append({"udf": label, "map_rows_per_s": matrix.rows / map_s,
+                    "reduce_rows_per_s": matrix.rows / reduce_s})
+    return out
+
+
+# ---------------------------------------------------------------------------
+def run_sampling(src, dest, udf, params, runner):
+    shutil.rmtree(dest, ignore_errors=True)
+    t = time.perf_counter()
+    driver.generate(src, dest, udf, params, 7, runner=runner, options={"mrjob_conf": ""})
+    return time.perf_counter() - t, du(dest)
+
+
+def run_identity(src, dest, copies, runner):
+    shutil.rmtree(dest, ignore_errors=True)
+    os.makedirs(dest)
+    parts = Matrix.open(src).part_uris()
+    t = time.perf_counter()
+    subprocess.run([sys.executable, os.path.join(HERE, "identity_job.py"), "-r", runner,
+                    "--no-conf", "--copies", str(copies), "--out", dest, "--no-output", *parts],
+                   check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    return time.perf_counter() - t, du(dest)
+
+
+def io_floor(src, out_bytes, workdir):
+    """Read every input file once; write out_bytes to a file (in 8 MiB writes)."""
+    parts = Matrix.open(src).part_uris()
+    path = os.path.join(workdir, "floor.bin")
+    t = time.perf_counter()
+    chunk = None
+    for p in parts:
+        with open(p, "rb") as f:
+            while True:
+                data = f.read(8 << 20)
+                if not data:
+                    break
+                chunk = chunk or data
+    with open(path, "wb") as f:
+        left = out_bytes
+        while left > 0:
+            piece = chunk[:min(left, len(chunk))]
+            f.write(piece)
+            left -= len(piece)
+    seconds = time.perf_counter() - t
+    os.remove(path)
+    return seconds
+
+
+def end_to_end(src, workdir, runner, repeats, input_bytes):
+    cases = [("hold-out, 10 pairs", "holdout", {"ratio": 0.8, "repeats": 10}, 10),
+             ("k-fold, k=10, fold mode", "kfold", {"k": 10}, 1),
+             ("k-fold, k=10, naive", "kfold", {"k": 10, "naive": True}, 10),
+             ("bootstrap, 20 samples", "bootstrap", {"samples": 20}, 20)]
+    rows = []
+    for label, udf, params, copies in cases:
+        ours, identity, floor = [], [], []
+        out_bytes = id_bytes = 0
+        for _ in range(repeats):  # interleaved so drift hits all three alike
+            t, out_bytes = run_sampling(src, os.path.join(workdir, "run"), udf, params, runner)
+            ours.append(t)
+            t, id_bytes = run_identity(src, os.path.join(workdir, "identity"), copies, runner)
+            identity.append(t)
+            floor.append(io_floor(src, out_bytes, workdir))
+        shutil.rmtree(os.path.join(workdir, "run"), ignore_errors=True)
+        shutil.rmtree(os.path.join(workdir, "identity"), ignore_errors=True)
+        rows.append({"case": label, "seconds": statistics.median(ours),
+                     "identity_seconds": statistics.median(identity),
+                     "io_floor_seconds": statistics.median(floor),
+                     "output_bytes": out_bytes, "identity_bytes": id_bytes,
+                     "output_over_input": out_bytes / input_bytes})
+    return rows
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--rows", type=int, default=200000)
+    ap.add_argument("--cols", type=int, default=100)
+    ap.add_argument("--block-size", type=int, default=1000)
+    ap.add_argument("--runner", default="local")
+    ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--workdir", default=None)
+    ap.add_argument("--json", default=None, help="write results here")
+    ap.add_argument("--skip-end-to-end", action="store_true")
+    args = ap.parse_args()
+    workdir = args.workdir or tempfile.mkdtemp(prefix="samplegen-bench-")
+    os.makedirs(workdir, exist_ok=True)
+    src = os.path.join(workdir, "input")
+    if not os.path.exists(os.path.join(src, "_matrix.json")):
+        driver.make_matrix(src, args.rows, args.cols, args.block_size, seed=1)
+    input_bytes = du(src)
+    results = {"machine": {"cpus": os.cpu_count(), "python": platform.python_version(),
+                           "numpy": np.__version__, "platform": platform.platform()},
+               "input": {"rows": args.rows, "cols": args.cols, "block_size": args.block_size,
+                         "bytes": input_bytes},
+               "runner": args.runner,
+               "command": " ".join(["bench/bench_mr.py"] + sys.argv[1:])}
+    results["udf_throughput"] = udf_throughput(args.rows, args.block_size, args.repeats)
+    results["phase_throughput"] = phase_throughput(src, args.repeats)
+    if not args.skip_end_to_end:
+        results["end_to_end"] = end_to_end(src, workdir, args.runner, args.repeats, input_bytes)
+    print(f"input {args.rows} x {args.cols} dense, block size {args.block_size}, "
+          f"{input_bytes / 1e6:.0f} MB on disk; runner {args.runner}\n")
+    print("| UDF (decision only, one core) | rows/s | row decisions/s |\n|---|---:|---:|")
+    for r in results["udf_throughput"]:
+        print(f"| {r['udf']} | {r['rows_per_s'] / 1e6:.1f} M | {r['row_decisions_per_s'] / 1e6:.1f} M |")
+    print("\n| phases in process, one core | map: input rows/s | reduce: input rows/s |"
+          "\n|---|---:|---:|")
+    for r in results["phase_throughput"]:
+        print(f"| {r['udf']} | {r['map_rows_per_s'] / 1e6:.2f} M | "
+              f"{r['reduce_rows_per_s'] / 1e6:.2f} M |")
+    if "end_to_end" in results:
+        print("\n| case | samplegen s | identity job s | I/O floor s | vs identity | "
+              "output / input |\n|---|---:|---:|---:|---:|---:|")
+        for r in results["end_to_end"]:
+            print(f"| {r['case']} | {r['seconds']:.1f} | {r['identity_seconds']:.1f} | "
+                  f"{r['io_floor_seconds']:.1f} | {r['seconds'] / r['identity_seconds']:.2f}x | "
+                  f"{r['output_over_input']:.2f} |")
+        e = {r["case"]: r for r in results["end_to_end"]}
+        speedup = e["k-fold, k=10, naive"]["seconds"] / e["k-fold, k=10, fold mode"]["seconds"]
+        results["fold_vs_naive_speedup"] = speedup
+        print(f"\nfold mode vs naive at k=10: {speedup:.2f}x faster")
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(results, f, indent=1)
+
+
+if __name__ == "__main__":
+    main()
