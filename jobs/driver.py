@@ -143,6 +143,8 @@ def generate(src, dest, udf_spec, params, seed, runner="local", overwrite=False,
     options = dict(options or {})
     check_seed(seed)
     engine = _engine(runner)
+    if fsmod.is_local(src):  # tasks run in other working directories
+        src = os.path.abspath(fsmod.local_path(src))
     matrix = open_input(src)
     if matrix.meta.get("composed_of"):
         raise InputError(f"{src} is a composed view; export it and import the result to "

@@ -406,6 +406,8 @@ class StagedOutput:
     """
 
     def __init__(self, dest, overwrite=False, inputs=()):
+        if fsmod.is_local(dest):  # tasks run in other working directories
+            dest = os.path.abspath(fsmod.local_path(dest))
         self.dest = dest.rstrip("/") or dest
         self.fs = fsmod.get_fs(dest)
         self.overwrite = overwrite

@@ -55,6 +55,19 @@ def test_kfold_composed_set_exports(tmp_path, capsys):
     assert "composed of" in out
 
 
+@pytest.mark.mrjob
+def test_relative_paths_on_the_local_runner(tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    make(tmp_path, "m", rows=200, block_size=32)
+    code, _, err = run_cli(capsys, "kfold", "m", "out", "--k", 3, "--seed", 1, "--runner", "local",
+                           "--mrjob-conf", "")
+    assert code == 0, err
+    assert run_cli(capsys, "export", "out", "train-1", "--to", "t.npy")[0] == 0
+    assert run_cli(capsys, "export", "out", "test-1", "--to", "f.npy")[0] == 0
+    ids = np.concatenate([np.load("t.row_ids.npy"), np.load("f.row_ids.npy")])
+    assert np.array_equal(np.sort(ids), np.arange(200))
+
+
 def test_sample_with_user_udf_and_params(tmp_path, capsys):
     src = make(tmp_path, rows=200)
     code, _, _ = run_cli(capsys, "sample", src, tmp_path / "run", "--udf",
