@@ -116,7 +116,8 @@ class EncodedBlock:
             raise InputError("corrupt or truncated block: header missing")
         magic, kind, flags, _, rows, cols, nnz, crc = HEADER.unpack(_unb64(payload[:HEADER_CHARS]))
         if magic != MAGIC or kind not in KIND_NAMES:
-            raise InputError("corrupt block: bad magic or kind")
+            raise InputError(f"corrupt block or unsupported block format: header {magic!r}, "
+                             f"expected {MAGIC!r}")
         body = payload[HEADER_CHARS:]
         sizes = []
         if flags & _ROW_IDS:

@@ -8,6 +8,7 @@ import argparse
 import json
 import logging
 import os
+import re
 import sys
 
 from udfs.custom import parse_param
@@ -147,6 +148,10 @@ def _options(args):
 
 
 def _run(args, udf, params, log):
+    if not args.bin_mib > 0:
+        raise ParameterError(f"--bin-mib must be > 0, got {args.bin_mib}")
+    if args.num_cores is not None and args.num_cores < 1:
+        raise ParameterError(f"--num-cores must be >= 1, got {args.num_cores}")
     return driver.generate(args.src, args.dest, udf, params, args.seed, runner=args.runner,
                            overwrite=args.overwrite, options=_options(args),
                            bin_budget=int(args.bin_mib * 2 ** 20), log=log)
@@ -171,6 +176,24 @@ def _print_info(desc):
             print("composed of: " + ", ".join(f"{c['path']} ({c['blocks']} blocks)"
                                                for c in desc["composed_of"]))
         print(f"fingerprint {desc['fingerprint']}")
+
+
+class _ProgressHandler(logging.Handler):
+    """Engine log lines worth showing on a terminal: steps and percentages."""
+
+    KEEP = re.compile(r"Running step \d+ of \d+|map +\d+% +reduce +\d+%")
+
+    def emit(self, record):
+        message = record.getMessage()
+        if self.KEEP.search(message):
+            sys.stderr.write(f"{PROG}: {message.strip()}\n")
+
+
+def _show_engine_progress():
+    logger = logging.getLogger("mrjob")
+    logger.setLevel(logging.INFO)
+    logger.propagate = False
+    logger.addHandler(_ProgressHandler())
 
 
 def dispatch(args, log):
@@ -218,13 +241,14 @@ def main(argv=None):
     if not args.command:
         parser.print_help(sys.stderr)
         return 2
+    interactive = args.verbose or sys.stderr.isatty()
     if args.verbose:
         logging.basicConfig(level=logging.INFO, format="%(name)s: %(message)s")
     else:
         for name in ("mrjob", "py4j", "pyspark", "pyhive"):
             logging.getLogger(name).setLevel(logging.CRITICAL + 1)
-
-    interactive = args.verbose or sys.stderr.isatty()
+        if interactive and not args.quiet:
+            _show_engine_progress()
 
     def log(message, progress=False):
         """Results always (unless --quiet); progress only on a terminal or with -v,
