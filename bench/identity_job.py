@@ -11,23 +11,14 @@ the input.
 import os
 import sys
 
-from mrjob.job import MRJob
-from mrjob.protocol import BytesProtocol, BytesValueProtocol
-
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from jobs import fs as fsmod  # noqa: E402
-from jobs.mr_sample import HADOOP_JOBCONF  # noqa: E402
+from jobs.mr_sample import BlockRecordJob  # noqa: E402
 from jobs.phases import group_key, parse_group_key, sort_key  # noqa: E402
 
 
-class MRIdentity(MRJob):
-    INPUT_PROTOCOL = BytesValueProtocol
-    INTERNAL_PROTOCOL = BytesProtocol
-    OUTPUT_PROTOCOL = BytesProtocol
-    SORT_VALUES = True
-    JOBCONF = HADOOP_JOBCONF
-
+class MRIdentity(BlockRecordJob):
     def configure_args(self):
         super().configure_args()
         self.add_passthru_arg("--copies", type=int, default=1)

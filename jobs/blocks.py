@@ -158,11 +158,7 @@ class EncodedBlock:
         if self.kind == DENSE:
             return EncodedBlock(DENSE, idx.size, self.cols, self.text[idx],
                                 row_ids=row_ids, relpos=relpos)
-        starts = self.indptr[idx]
-        lengths = self.indptr[idx + 1] - starts
-        indptr = np.zeros(idx.size + 1, np.int64)
-        np.cumsum(lengths, out=indptr[1:])
-        gather = np.repeat(starts - indptr[:-1], lengths) + np.arange(indptr[-1])
+        indptr, gather = csr_gather(self.indptr, idx)
         return EncodedBlock(SPARSE, idx.size, self.cols, self.text[gather], indptr=indptr,
                             row_ids=row_ids, relpos=relpos)
 
@@ -186,9 +182,7 @@ class EncodedBlock:
         text = np.concatenate([b.text for b in blocks])
         if first.kind == DENSE:
             return EncodedBlock(DENSE, text.shape[0], first.cols, text, row_ids=ids, relpos=pos)
-        offsets = np.cumsum([0] + [b.nnz for b in blocks[:-1]])
-        indptr = np.concatenate([np.zeros(1, np.int64)]
-                                + [b.indptr[1:] + off for b, off in zip(blocks, offsets)])
+        indptr = csr_stack([b.indptr for b in blocks])
         return EncodedBlock(SPARSE, sum(b.rows for b in blocks), first.cols, text,
                             indptr=indptr, row_ids=ids, relpos=pos)
 
@@ -299,11 +293,7 @@ class Block:
         idx = np.asarray(idx, dtype=np.int64)
         if self.kind == DENSE:
             return Block.dense(self.data[idx], row_ids=row_ids, relpos=relpos)
-        starts = self.indptr[idx]
-        lengths = self.indptr[idx + 1] - starts
-        indptr = np.zeros(idx.size + 1, np.int64)
-        np.cumsum(lengths, out=indptr[1:])
-        gather = np.repeat(starts - indptr[:-1], lengths) + np.arange(indptr[-1])
+        indptr, gather = csr_gather(self.indptr, idx)
         return Block.sparse(idx.size, self.cols, indptr, self.indices[gather],
                             self.values[gather], row_ids=row_ids, relpos=relpos)
 
@@ -328,9 +318,7 @@ class Block:
         pos = _concat_optional([b.relpos for b in blocks])
         if first.kind == DENSE:
             return Block.dense(np.concatenate([b.data for b in blocks]), row_ids=ids, relpos=pos)
-        offsets = np.cumsum([0] + [b.nnz for b in blocks[:-1]])
-        indptr = np.concatenate([np.zeros(1, np.int64)]
-                                + [b.indptr[1:] + off for b, off in zip(blocks, offsets)])
+        indptr = csr_stack([b.indptr for b in blocks])
         return Block.sparse(sum(b.rows for b in blocks), first.cols, indptr,
                             np.concatenate([b.indices for b in blocks]),
                             np.concatenate([b.values for b in blocks]), row_ids=ids, relpos=pos)
@@ -369,6 +357,23 @@ class Block:
     def decode(cls, payload):
         """Inverse of :meth:`encode`; raises InputError on any corruption."""
         return EncodedBlock.parse(payload).decode()
+
+
+def csr_gather(indptr, idx):
+    """Row pointers of the CSR rows *idx* (in that order) and the positions of
+    their entries in the source: ``(new_indptr, gather)``."""
+    starts = indptr[idx]
+    lengths = indptr[idx + 1] - starts
+    new = np.zeros(idx.size + 1, np.int64)
+    np.cumsum(lengths, out=new[1:])
+    return new, np.repeat(starts - new[:-1], lengths) + np.arange(new[-1])
+
+
+def csr_stack(indptrs):
+    """Row pointers of CSR blocks stacked vertically."""
+    offsets = np.cumsum([0] + [int(p[-1]) for p in indptrs[:-1]])
+    return np.concatenate([np.zeros(1, np.int64)]
+                          + [p[1:] + off for p, off in zip(indptrs, offsets)])
 
 
 def _concat_optional(arrays):

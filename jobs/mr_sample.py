@@ -28,7 +28,7 @@ from mrjob.protocol import BytesProtocol, BytesValueProtocol
 from mrjob.step import MRStep
 
 from jobs.blocks import EncodedBlock, parse_encoded
-from jobs.phases import (Plan, ReBlocker, group_key, local_sampling, merge_sorted,
+from jobs.phases import (Plan, ReBlocker, group_key, local_sampling, merge_order,
                          parse_group_key, parse_sort_key, reblock, sort_key)
 from jobs.store import write_group
 from udfs.errors import InputError
@@ -47,14 +47,19 @@ HADOOP_JOBCONF = {
 }
 
 
-class MRSample(MRJob):
-    """Generate sample matrices from a block-partitioned matrix."""
+class BlockRecordJob(MRJob):
+    """Base of jobs that read block lines and shuffle ``group TAB sort TAB
+    payload`` records: raw bytes in and out, values sorted within a group."""
 
     INPUT_PROTOCOL = BytesValueProtocol
     INTERNAL_PROTOCOL = BytesProtocol
     OUTPUT_PROTOCOL = BytesProtocol
     SORT_VALUES = True
     JOBCONF = HADOOP_JOBCONF
+
+
+class MRSample(BlockRecordJob):
+    """Generate sample matrices from a block-partitioned matrix."""
 
     def configure_args(self):
         super().configure_args()
@@ -116,7 +121,7 @@ class MRSample(MRJob):
         round_, v = parse_group_key(key)
         tails = [_decode_sorted(value)[1] for value in values]
         buffer = ReBlocker(plan.block_size)
-        blocks = _chain(buffer.add(merge_sorted(tails)), buffer.finish())
+        blocks = _chain(buffer.add(*merge_order(tails)), buffer.finish())
         summary = write_group(plan.output, plan.composed[round_], v, blocks)
         yield SUMMARY, json.dumps(summary).encode()
 

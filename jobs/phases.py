@@ -183,34 +183,39 @@ def parse_sort_key(key):
     return int(bin_, 16), int(h, 16)
 
 
-def merge_sorted(chunks):
-    """Merge chunks (blocks with row_ids and relpos) into one block in
-    ``(relpos, row id)`` order."""
+def merge_order(chunks):
+    """``(concatenated chunks, permutation into (relpos, row id) order)``;
+    the permutation is None when there is nothing to reorder."""
     merged = type(chunks[0]).concat(chunks)
     if len(chunks) == 1:
-        return merged
-    order = np.lexsort((merged.row_ids, merged.relpos))
-    return merged.take(order, row_ids=merged.row_ids[order], relpos=merged.relpos[order])
+        return merged, None
+    return merged, np.lexsort((merged.row_ids, merged.relpos))
 
 
 # ---------------------------------------------------------------------------
 # Phase 3: streaming-re-block
 # ---------------------------------------------------------------------------
 class ReBlocker:
-    """Fills one buffer block at a time from rows arriving in final order."""
+    """Fills one buffer block at a time from rows arriving in final order.
+
+    ``add(block, order)`` feeds the rows of *block* in the order of the
+    permutation *order* (None: as they are); a full buffer is gathered from
+    its sources in one copy.
+    """
 
     def __init__(self, block_size, first_h=0):
         self.block_size = block_size
         self.h = first_h
-        self._pieces = []
+        self._pieces = []    # (block, index array or slice)
         self._count = 0
 
-    def add(self, block):
+    def add(self, block, order=None):
         """Feed rows; yield ``(h, block)`` for every buffer that fills up."""
         a = 0
         while a < block.rows:
             take = min(self.block_size - self._count, block.rows - a)
-            self._pieces.append(block.row_slice(a, a + take))
+            self._pieces.append((block, slice(a, a + take) if order is None
+                                 else order[a:a + take]))
             self._count += take
             a += take
             if self._count == self.block_size:
@@ -222,7 +227,14 @@ class ReBlocker:
             yield self._emit()
 
     def _emit(self):
-        out = (self.h, type(self._pieces[0]).concat(self._pieces))
+        parts = []
+        for block, rows in self._pieces:
+            if isinstance(rows, slice):
+                parts.append(block.row_slice(rows.start, rows.stop))
+            else:
+                parts.append(block.take(rows, row_ids=block.row_ids[rows],
+                                        relpos=block.relpos[rows]))
+        out = (self.h, type(parts[0]).concat(parts))
         self.h += 1
         self._pieces, self._count = [], 0
         return out
@@ -239,11 +251,11 @@ def reblock(block_size, binned_chunks):
     current, pending = None, []
     for bin_, chunk in binned_chunks:
         if bin_ != current and pending:
-            yield from buffer.add(merge_sorted(pending))
+            yield from buffer.add(*merge_order(pending))
             pending = []
         current = bin_
         pending.append(chunk)
     if pending:
-        yield from buffer.add(merge_sorted(pending))
+        yield from buffer.add(*merge_order(pending))
     yield from buffer.finish()
 
