@@ -231,6 +231,8 @@ def dispatch(args, log):
 
 def main(argv=None):
     argv = list(sys.argv[1:] if argv is None else argv)
+    if "" not in sys.path and os.getcwd() not in sys.path:
+        sys.path.insert(0, os.getcwd())  # --udf mymodule:f, as with `python -m`
     if argv and argv[0] == "tbs":
         from tbs.cli import main as tbs_main
         return tbs_main(argv[1:])

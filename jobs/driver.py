@@ -21,7 +21,7 @@ import time
 
 import numpy as np
 
-from udfs.custom import load_udf
+from udfs.custom import load_udf, udf_source
 from udfs.errors import InputError, ParameterError
 from udfs.rng import PositionRNG, Purpose, check_seed, stream
 
@@ -47,31 +47,44 @@ def _version():
 # ---------------------------------------------------------------------------
 # engines
 # ---------------------------------------------------------------------------
+def mrjob_args(plan, inputs, runner, options, tmp):
+    """The MRSample command line for *runner*; writes the plan (and, for
+    cluster runners, the zips to ship) into the directory *tmp*."""
+    plan_path = os.path.join(tmp, "plan.json")
+    with open(plan_path, "w") as f:
+        f.write(plan.to_json())
+    args = ["-r", runner, "--plan", plan_path, "--cleanup-on-failure", "ALL"]
+    conf = options.get("mrjob_conf")
+    if conf == "":
+        args.append("--no-conf")
+    elif conf:
+        args += ["-c", conf]
+    if options.get("num_cores") and runner in ("inline", "local"):
+        args += ["--num-cores", str(options["num_cores"])]
+    for item in options.get("jobconf", ()):
+        args += ["--jobconf", item]
+    source = udf_source(plan.sampler())
+    if runner not in ("inline", "local"):
+        from .package import build_zip
+        args += ["--py-files", build_zip(os.path.join(tmp, "samplegen.zip"))]
+        if source:
+            args += ["--py-files", build_zip(os.path.join(tmp, "udf.zip"),
+                                             packages=[source[1]], root=source[0])]
+    elif source:  # tasks run in other directories: let them import the UDF
+        path = os.pathsep.join([source[0]] + ([os.environ["PYTHONPATH"]]
+                                              if os.environ.get("PYTHONPATH") else []))
+        args += ["--cmdenv", f"PYTHONPATH={path}"]
+    return args + list(options.get("mrjob_args", ())) + list(inputs)
+
+
 def run_mrjob(plan, inputs, runner, options):
     """Run the phases as the mrjob job :class:`jobs.mr_sample.MRSample`."""
     from mrjob.step import StepFailedException
 
-    from .mr_sample import MRSample, task_error
+    from .mr_sample import MRSample
 
     with tempfile.TemporaryDirectory(prefix="samplegen-") as tmp:
-        plan_path = os.path.join(tmp, "plan.json")
-        with open(plan_path, "w") as f:
-            f.write(plan.to_json())
-        args = ["-r", runner, "--plan", plan_path, "--cleanup-on-failure", "ALL"]
-        conf = options.get("mrjob_conf")
-        if conf == "":
-            args.append("--no-conf")
-        elif conf:
-            args += ["-c", conf]
-        if options.get("num_cores") and runner in ("inline", "local"):
-            args += ["--num-cores", str(options["num_cores"])]
-        for item in options.get("jobconf", ()):
-            args += ["--jobconf", item]
-        if runner not in ("inline", "local"):
-            from .package import build_zip
-            args += ["--py-files", build_zip(os.path.join(tmp, "samplegen.zip"))]
-        args += list(options.get("mrjob_args", ()))
-        job = MRSample(args=args + list(inputs))
+        job = MRSample(args=mrjob_args(plan, inputs, runner, options, tmp))
         with job.make_runner() as mr_runner:
             try:
                 mr_runner.run()

@@ -9,14 +9,22 @@ import zipfile
 PACKAGES = ("udfs", "jobs", "hive", "tbs")
 
 
-def build_zip(path, packages=PACKAGES):
-    """Write a zip of the packages' .py files (importable via zipimport)."""
-    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+def build_zip(path, packages=PACKAGES, root=None):
+    """Write a zip of the packages' .py files (importable via zipimport).
+    *packages* are directories (packages) or module names under *root*
+    (default: the project)."""
+    root = root or os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
     tmp = path + ".tmp"
     with zipfile.ZipFile(tmp, "w", zipfile.ZIP_DEFLATED) as zf:
         for package in packages:
             base = os.path.join(root, package)
+            if os.path.isfile(base + ".py"):
+                with open(base + ".py", "rb") as f:
+                    info = zipfile.ZipInfo(package + ".py", date_time=(2020, 1, 1, 0, 0, 0))
+                    info.compress_type = zipfile.ZIP_DEFLATED
+                    zf.writestr(info, f.read())
+                continue
             if not os.path.isdir(base):
                 continue
             for dirpath, dirnames, filenames in os.walk(base):

@@ -115,7 +115,8 @@ def make_plan(udf, seed, meta, output, budget=DEFAULT_BIN_BUDGET):
     else:
         row_bytes = 12 * meta.get("nnz", meta["rows"] * cols) / max(meta["rows"], 1) + 24
     names = udf.sample_names()
-    plan = Plan(udf=udf.name, params=udf.params(), seed=udf_seed(seed), rows=meta["rows"],
+    spec, params = udf.spec or (udf.name, udf.params())
+    plan = Plan(udf=spec, params=params, seed=udf_seed(seed), rows=meta["rows"],
                 cols=meta["cols"], block_size=meta["block_size"], kind=meta["kind"],
                 output=output, names=names,
                 composed=list(getattr(udf, "composed_names", lambda: [])()))

@@ -190,6 +190,28 @@ def test_bad_input_is_one_line_exit_2_and_writes_nothing(tmp_path, capsys, label
     assert tree_digest(tmp_path) == before  # nothing written, input unchanged
 
 
+@pytest.mark.mrjob
+def test_user_udf_module_in_the_working_directory(tmp_path):
+    """What a user does: a module next to the data, the real console script,
+    the local runner (tasks run in other directories and must import it)."""
+    (tmp_path / "myudfs.py").write_text(
+        "import numpy as np\n"
+        "def evens(start, stop, rng, params):\n"
+        "    offset = np.flatnonzero(np.arange(start, stop) % 2 == 0)\n"
+        "    return offset, np.zeros(offset.size, np.int64), offset.astype(np.uint64) + start\n"
+        "evens.sample_names = ['evens']\n")
+    make(tmp_path, "m", rows=120, block_size=16)
+    exe = os.path.join(os.path.dirname(sys.executable), "samplegen")
+    env = dict(os.environ, PYTHONPATH="")
+    proc = subprocess.run([exe, "sample", "m", "out", "--udf", "myudfs:evens", "--seed", "1",
+                           "--runner", "local", "--mrjob-conf", ""], cwd=tmp_path, env=env,
+                          capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    from jobs.store import Matrix
+    ids, _ = Matrix.open(str(tmp_path / "out" / "evens")).to_numpy()
+    assert np.array_equal(ids, np.arange(0, 120, 2))
+
+
 def test_console_script_runs(tmp_path):
     exe = os.path.join(os.path.dirname(sys.executable), "samplegen")
     proc = subprocess.run([exe, "make-matrix", str(tmp_path / "m"), "--rows", "10", "--cols", "2",

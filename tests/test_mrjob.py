@@ -7,6 +7,7 @@ import pytest
 
 from jobs import api, driver
 from jobs.store import Matrix
+from udfs import SamplingUDF
 
 from .conftest import NO_CONF, make, sample_digests
 from .stats import ALPHA, binomial_p
@@ -96,11 +97,33 @@ class RunnerSuite:
         assert np.array_equal(read(run, "sample-1")[0], api.bootstrap(600, 3, seed=7,
                                                                       size=1000).indices("sample-1"))
 
+    def test_user_udf_class(self, tmp_path, inputs):
+        run = self.run(tmp_path, inputs["dense"], f"{__name__}:EveryThird", {"offset": 1})
+        ids, _ = read(run, "thirds")
+        assert np.array_equal(ids, np.arange(700)[1::3][::-1])
+
     def test_user_udf(self, tmp_path, inputs):
         run = self.run(tmp_path, inputs["dense"], "udfs.examples:bernoulli", {"p": 0.3})
         ids, _ = read(run, "subsample")
         assert np.array_equal(ids, api.sample(700, "udfs.examples:bernoulli", seed=7,
                                               p=0.3).indices("subsample"))
+
+
+class EveryThird(SamplingUDF):
+    """A user UDF class: every third row, in reverse row order."""
+
+    def __init__(self, n_rows, offset=0):
+        super().__init__(n_rows)
+        self.offset = int(offset)
+
+    def sample_names(self):
+        return ["thirds"]
+
+    def occurrences(self, start, stop, rng):
+        rows = np.arange(start, stop)
+        keep = rows % 3 == self.offset
+        offset = np.flatnonzero(keep)
+        return offset, np.zeros(offset.size, np.int64), (2**40 - rows[keep]).astype(np.uint64)
 
 
 class TestInline(RunnerSuite):

@@ -1,5 +1,6 @@
 """The three phases as pure functions, run by a tiny in-test 'engine'."""
 import json
+import os
 import random
 
 import numpy as np
@@ -113,16 +114,27 @@ def test_plan_round_trips_through_json():
 
 
 def test_hadoop_streaming_command_partitions_and_sorts_like_the_sim_runners(tmp_path):
-    """What `-r hadoop` would submit (built offline by mrjob, not run)."""
+    """What `samplegen ... --runner hadoop` would submit (built offline by
+    mrjob from the driver's arguments, not run: there is no cluster here)."""
+    import zipfile
+    from jobs.driver import mrjob_args
     from jobs.mr_sample import MRSample
-    plan = make_plan(HoldOut(10, 0.5), 1, meta(10, 2, 5), "hdfs:///out")
-    (tmp_path / "plan.json").write_text(plan.to_json())
+    from udfs import load_udf
     jar = tmp_path / "streaming.jar"
     jar.write_bytes(b"")
-    job = MRSample(args=["-r", "hadoop", "--no-conf", "--plan", str(tmp_path / "plan.json"),
-                         "--hadoop-bin", "/bin/true", "--hadoop-streaming-jar", str(jar),
-                         "hdfs:///data/m/part-*"])
+    plan = make_plan(load_udf("udfs.examples:bernoulli", 10, {"p": 0.5}), 1, meta(10, 2, 5),
+                     "hdfs:///out")
+    options = {"mrjob_conf": "", "mrjob_args": ["--hadoop-bin", "/bin/true",
+                                                "--hadoop-streaming-jar", str(jar)]}
+    argv = mrjob_args(plan, ["hdfs:///data/m/part-*"], "hadoop", options, str(tmp_path))
+    shipped = [argv[i + 1] for i, a in enumerate(argv) if a == "--py-files"]
+    assert [os.path.basename(p) for p in shipped] == ["samplegen.zip", "udf.zip"]
+    assert {"udfs/rng.py", "jobs/phases.py"} <= set(zipfile.ZipFile(shipped[0]).namelist())
+    assert "udfs/examples.py" in zipfile.ZipFile(shipped[1]).namelist()
+    job = MRSample(args=argv)
     with job.make_runner() as runner:
+        runner._create_setup_wrapper_scripts()  # what runner.run() does before uploading
+        runner._add_job_files_for_upload()
         args = runner._args_for_step(0)
     defines = {args[i + 1] for i, a in enumerate(args) if a == "-D"}
     assert args[args.index("-partitioner") + 1] == \
@@ -135,4 +147,5 @@ def test_hadoop_streaming_command_partitions_and_sorts_like_the_sim_runners(tmp_
             "mapreduce.reduce.speculative=false"} <= defines
     assert args[args.index("-input") + 1] == "hdfs:///data/m/part-*"
     assert "plan.json#plan.json" in args[args.index("-files") + 1]
+    assert "samplegen.zip" in " ".join(args) and "udf.zip" in " ".join(args)
     assert "--plan plan.json" in args[args.index("-reducer") + 1]

@@ -55,6 +55,8 @@ class SamplingUDF(abc.ABC):
     name = "udf"
     #: True when the samples are k folds to be composed into training sets
     composes_folds = False
+    #: (spec, params) that rebuild this UDF with ``load_udf``; set by it
+    spec = None
 
     def __init__(self, n_rows):
         self.n_rows = check_int("number of rows", n_rows, lo=1)

@@ -127,6 +127,12 @@ def load_udf(spec, n_rows, params=None):
     ``module:attribute``.
     """
     params = dict(params or {})
+    udf = _load(spec, n_rows, params)
+    udf.spec = (spec, params)  # how tasks on other machines rebuild it
+    return udf
+
+
+def _load(spec, n_rows, params):
     if spec in BUILTIN:
         return _construct(BUILTIN[spec], n_rows, params, spec)
     if ":" not in spec:
@@ -149,6 +155,26 @@ def load_udf(spec, n_rows, params=None):
     if getattr(target, _SCALAR_MARK, False):
         return ScalarUDF(n_rows, target, params, spec)
     return FunctionUDF(n_rows, target, params, spec)
+
+
+def udf_source(udf):
+    """``(root, top_name)`` locating a user UDF's code, so engines can make
+    it importable on their tasks (``root`` on PYTHONPATH, or ``root/top_name``
+    shipped); None for built-in UDFs and code without a file."""
+    import os
+    import sys
+    spec = (udf.spec or (udf.name, None))[0]
+    if spec in BUILTIN or ":" not in spec:
+        return None
+    top = spec.split(":", 1)[0].split(".")[0]
+    module = sys.modules.get(top)
+    path = getattr(module, "__file__", None)
+    if not path:
+        return None
+    path = os.path.abspath(path)
+    if os.path.basename(path) == "__init__.py":
+        return os.path.dirname(os.path.dirname(path)), top
+    return os.path.dirname(path), top
 
 
 def _construct(cls, n_rows, params, spec):
