@@ -196,16 +196,16 @@ class CustomDecay(Decay):
             raise TBSError(f"decay {self.name!r} cannot be evaluated: {exc}") from exc
         if not np.all(np.isfinite(values)):
             raise TBSError(f"decay {self.name!r} must return finite values, got "
-                           f"{values[~np.isfinite(values)][0]!r}")
+                           f"{float(values[~np.isfinite(values)][0])!r}")
         if abs(values[0] - 1.0) > 1e-12:
-            raise TBSError(f"decay {self.name!r} must satisfy f(0) = 1, got f(0) = {values[0]!r}")
+            raise TBSError(f"decay {self.name!r} must satisfy f(0) = 1, got f(0) = {float(values[0])!r}")
         if np.any(values < 0.0) or np.any(values > 1.0 + 1e-12):
             raise TBSError(f"decay {self.name!r} must take values in [0, 1]")
         rises = np.flatnonzero(np.diff(values) > 1e-12 * np.maximum(values[1:], 1e-300))
         if rises.size:
             a = _CHECK_GRID[rises[0] + 1]
             raise TBSError(f"decay {self.name!r} must be non-increasing, but f({a:g}) = "
-                           f"{values[rises[0] + 1]!r} > f({_CHECK_GRID[rises[0]]:g})")
+                           f"{float(values[rises[0] + 1])!r} > f({_CHECK_GRID[rises[0]]:g})")
 
     def __call__(self, age):
         a = np.asarray(age, dtype=np.float64)

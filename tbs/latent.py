@@ -293,7 +293,8 @@ class LatentSample:
         return self.buf[: self.size].copy()
 
 
-def select_for_downsample(rng: np.random.Generator, n_full: int, plan: DownsamplePlan):
+def select_for_downsample(rng: np.random.Generator, n_full: int, plan: DownsamplePlan,
+                          scratch=None, tag: str = "sel"):
     """Which full items a plan keeps: returns ``(mode, positions, partial_pos)``.
 
     ``mode`` is ``"remove"`` (``positions`` are to be deleted) or ``"keep"``
@@ -303,10 +304,10 @@ def select_for_downsample(rng: np.random.Generator, n_full: int, plan: Downsampl
     evict = plan.evicted(n_full)
     moved = evict + plan.to_partial
     if moved <= plan.keep_full:
-        pos = choose(rng, n_full, moved)
+        pos = choose(rng, n_full, moved, scratch, tag)
         mode = "remove"
     else:
-        pos = choose(rng, n_full, plan.keep_full + plan.to_partial)
+        pos = choose(rng, n_full, plan.keep_full + plan.to_partial, scratch, tag)
         mode = "keep"
     partial_pos = -1
     if plan.to_partial:
@@ -318,7 +319,7 @@ def select_for_downsample(rng: np.random.Generator, n_full: int, plan: Downsampl
 
 
 def apply_downsample(ls: LatentSample, plan: DownsamplePlan, rng: np.random.Generator,
-                     incoming: np.ndarray | None = None) -> None:
+                     incoming: np.ndarray | None = None, scratch=None) -> None:
     """Carry out ``plan`` on ``ls`` in place.
 
     ``incoming`` (optional) are items to add as full items afterwards; they
@@ -331,7 +332,7 @@ def apply_downsample(ls: LatentSample, plan: DownsamplePlan, rng: np.random.Gene
         if incoming is not None:
             ls.append(incoming)
     else:
-        mode, pos, ppos = select_for_downsample(rng, n_full, plan)
+        mode, pos, ppos = select_for_downsample(rng, n_full, plan, scratch, "latent")
         if ppos >= 0:
             new_partial = ls.buf[ppos:ppos + 1].copy()
         if mode == "remove":

@@ -27,7 +27,7 @@ from .errors import TBSError, check_int, check_real
 from .latent import (PARTIAL_FULL, PARTIAL_KEEP, DownsamplePlan, LatentSample, UnionPlan,
                      apply_downsample, apply_union, includes_partial, plan_downsample,
                      plan_downsample_many, plan_union, select_for_downsample, snap)
-from .randomness import STREAM_APPLY, STREAM_DECIDE, STREAM_OUTPUT, open_uniform
+from .randomness import STREAM_APPLY, STREAM_DECIDE, STREAM_OUTPUT, Scratch, open_uniform
 
 __all__ = ["RTBS", "ExpStep", "exp_step"]
 
@@ -70,17 +70,21 @@ def exp_step(n: int, lam: float, total_weight: float, rho: float, n_full: int, h
     return ExpStep(theta, w, new_rho, res, bat, uni)
 
 
-def _take_from_batch(items: np.ndarray, plan: DownsamplePlan, rng):
-    """Apply a downsample plan to a fresh batch: (full items, partial item or None)."""
+def _take_from_batch(items: np.ndarray, plan: DownsamplePlan, rng, scratch=None):
+    """Apply a downsample plan to a fresh batch: (full items, partial item or None).
+
+    With ``scratch`` the returned full items may be a view of a reusable buffer."""
     b = items.size
     if plan.keep_full == b:
         return items, None
     if plan.keep_full + plan.to_partial == 0:
         return items[:0], None
-    mode, pos, ppos = select_for_downsample(rng, b, plan)
+    mode, pos, ppos = select_for_downsample(rng, b, plan, scratch, "batch")
     partial = items[ppos:ppos + 1].copy() if ppos >= 0 else None
     if mode == "keep":
-        return items[pos], partial
+        if scratch is None:
+            return items[pos], partial
+        return np.take(items, pos, out=scratch.get("batch.items", pos.size, items.dtype)), partial
     mask = np.ones(b, dtype=bool)
     mask[pos] = False
     return items[mask], partial
@@ -124,6 +128,7 @@ class RTBS(Sampler):
         if algorithm == "exponential" and not self.decay.is_exponential:
             raise TBSError(f"algorithm='exponential' needs an Exponential decay, got {self.decay!r}")
         self.algorithm = algorithm
+        self._scratch = Scratch()
         if algorithm == "exponential":
             given = [name for name, v in (("max_weight", max_weight), ("consolidation_rate", consolidation_rate),
                                           ("delta1", delta1), ("delta2", delta2)) if v is not None]
@@ -235,9 +240,9 @@ class RTBS(Sampler):
         step = exp_step(self.n, self.decay.lam, self._W, self._rho, latent.size, latent.has_partial,
                         latent.weight, items.size, dt, u[0], u[1], u[2])
         rng = self._generator(STREAM_APPLY)
-        new_full, new_partial = _take_from_batch(items, step.batch, rng)
+        new_full, new_partial = _take_from_batch(items, step.batch, rng, self._scratch)
         if latent.weight > 0.0:
-            apply_downsample(latent, step.reservoir, rng, incoming=new_full)
+            apply_downsample(latent, step.reservoir, rng, incoming=new_full, scratch=self._scratch)
         else:
             latent.append(new_full)
             latent.partial = None
