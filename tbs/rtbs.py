@@ -292,7 +292,7 @@ class RTBS(Sampler):
             with np.errstate(divide="ignore", invalid="ignore"):
                 thetas = np.where(f_prev > 0.0, (rho * f_now) / (rho_prev * f_prev), 0.0)
             lat = [r[2] for r in recent]
-            thetas = np.minimum(thetas, 1.0)
+            thetas = _factor_at_most_one(thetas)
             if count <= 16:
                 for i, ls in enumerate(lat):
                     apply_downsample(ls, plan_downsample(ls.size, ls.partial is not None, ls.weight,
@@ -312,7 +312,7 @@ class RTBS(Sampler):
                                                             int(old[i])), rng)
             self._recent = recent = [r for r in recent if r[2].weight > 0.0]
         if dt is not None and self._cons is not None and self._cons.weight > 0.0:
-            factor = min(1.0, (rho / rho_prev) * cons_factor)
+            factor = float(_factor_at_most_one(np.array([(rho / rho_prev) * cons_factor]))[0])
             apply_downsample(self._cons, plan_downsample(self._cons.size, self._cons.has_partial,
                                                          self._cons.weight, factor, u[count]), rng)
         self._cons_W *= cons_factor
@@ -484,6 +484,13 @@ class RTBS(Sampler):
         self._bstar = int(meta["bstar"])
         self._gap = None if meta["gap"] is None else float(meta["gap"])
         self._consolidate = bool(meta["consolidate"])
+
+
+def _factor_at_most_one(factors: np.ndarray) -> np.ndarray:
+    """Downsampling factors are <= 1 by the choice of rho (rho*); allow rounding only."""
+    if factors.size and float(np.max(factors)) > 1.0 + 1e-9:
+        raise TBSError(f"internal error: downsampling factor {float(np.max(factors))!r} > 1")
+    return np.minimum(factors, 1.0)
 
 
 def _check_latent(ls: LatentSample) -> None:
