@@ -36,7 +36,7 @@ import numpy as np
 from .randomness import choose
 
 __all__ = ["TOL", "snap", "PARTIAL_NONE", "PARTIAL_KEEP", "PARTIAL_FULL", "DownsamplePlan",
-           "UnionPlan", "plan_downsample", "plan_downsample_many", "plan_union",
+           "UnionPlan", "plan_downsample", "plan_downsample_many", "plan_union", "plan_union_many",
            "includes_partial", "LatentSample", "apply_downsample", "apply_union"]
 
 TOL = 1e-12
@@ -202,6 +202,50 @@ def plan_union(n1: int, has1: bool, c1: float, n2: int, has2: bool, c2: float, u
     if u <= (1.0 - f1) / ((1.0 - f1) + (1.0 - f2)):
         return UnionPlan(base + s, 1, (2,))
     return UnionPlan(base + s, 2, (1,))
+
+
+def plan_union_many(n_full, has_partial, weights, u):
+    """Iterated Algorithm 6: UNION(... UNION(UNION(L_0, L_1), L_2) ..., L_{m-1}).
+
+    Takes per-latent-sample lists (full counts, partial flags, weights) and one
+    uniform per latent sample; returns ``(weight, partial_owner, promoted)``:
+    the union's weight, the index of the latent sample whose partial item is
+    the union's partial item (-1: none) and the indices whose partial items
+    become full.  Same arithmetic and decisions as folding :func:`plan_union`
+    (checked in the tests), without creating a plan object per step.
+    """
+    n_run, c_run, owner = 0, 0.0, -1
+    promoted = []
+    for i in range(len(weights)):
+        n2 = int(n_full[i])
+        c2 = float(weights[i])
+        if not has_partial[i]:
+            c_run = (n_run + n2) + (c_run - n_run)
+            n_run += n2
+            continue
+        f2 = c2 - n2
+        base = n_run + n2
+        if owner < 0:
+            n_run, c_run, owner = base, base + f2, i
+            continue
+        f1 = c_run - n_run
+        total = c_run + c2
+        s = f1 + f2
+        if abs(total - round(total)) <= TOL * max(1.0, total) and abs(s - 1.0) < 0.5:
+            promoted.append(owner if u[i] <= f1 else i)
+            n_run, c_run, owner = base + 1, float(base + 1), -1
+        elif s < 1.0:
+            if not u[i] <= f1 / s:
+                owner = i
+            n_run, c_run = base, base + s
+        else:
+            if u[i] <= (1.0 - f1) / ((1.0 - f1) + (1.0 - f2)):
+                promoted.append(i)
+            else:
+                promoted.append(owner)
+                owner = i
+            n_run, c_run = base + 1, base + s
+    return c_run, owner, promoted
 
 
 def includes_partial(weight: float, n_full: int, u: float) -> bool:

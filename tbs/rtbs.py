@@ -26,7 +26,7 @@ from .decay import as_decay
 from .errors import TBSError, check_int, check_real
 from .latent import (PARTIAL_FULL, PARTIAL_KEEP, DownsamplePlan, LatentSample, UnionPlan,
                      apply_downsample, apply_union, includes_partial, plan_downsample,
-                     plan_downsample_many, plan_union, select_for_downsample, snap)
+                     plan_downsample_many, plan_union, plan_union_many, select_for_downsample, snap)
 from .randomness import STREAM_APPLY, STREAM_DECIDE, STREAM_OUTPUT, Scratch, open_uniform
 
 __all__ = ["RTBS", "ExpStep", "exp_step"]
@@ -374,16 +374,9 @@ class RTBS(Sampler):
             return self._empty()
         u = 1.0 - rng.random(len(parts) + 2)
         # UNION of all latent samples (Algorithm 8, line 27), decided on numbers.
-        n_full, has_p, weight, owner = 0, False, 0.0, -1
-        promoted = []
-        for i, p in enumerate(parts):
-            plan = plan_union(n_full, has_p, weight, p.size, p.has_partial, p.weight, u[i])
-            for which in plan.to_full:
-                promoted.append(owner if which == 1 else i)
-            owner = owner if plan.partial == 1 else (i if plan.partial == 2 else -1)
-            n_full = n_full + p.size + len(plan.to_full)
-            has_p = plan.partial != 0
-            weight = plan.weight
+        weight, owner, promoted = plan_union_many([p.size for p in parts],
+                                                  [p.partial is not None for p in parts],
+                                                  [p.weight for p in parts], u)
         full = np.concatenate([p.full() for p in parts] + [parts[j].partial for j in promoted])
         partial = parts[owner].partial if owner >= 0 else None
         if weight > self.n:

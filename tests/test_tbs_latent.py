@@ -230,3 +230,24 @@ def test_buffer_operations_keep_the_multiset():
             ls.append(new)
         reference = (reference - removed) | set(new.tolist())
         assert sorted(ls.full().tolist()) == sorted(reference)
+
+
+def test_union_many_equals_folded_union():
+    from tbs.latent import plan_union_many
+    rng = np.random.default_rng(8)
+    for trial in range(300):
+        m = int(rng.integers(1, 12))
+        weights = np.where(rng.random(m) < 0.3, rng.integers(0, 4, m).astype(float), rng.uniform(0, 4, m))
+        if trial % 5 == 0:                      # fractions summing to exactly one
+            weights[:2] = [1.25, 2.75][: min(m, 2)]
+        n_full = np.floor(weights).astype(int)
+        has_p = weights > n_full
+        u = 1.0 - rng.random(m)
+        n1, h1, c1, owner, promoted = 0, False, 0.0, -1, []
+        for i in range(m):
+            plan = plan_union(n1, h1, c1, int(n_full[i]), bool(has_p[i]), float(weights[i]), float(u[i]))
+            promoted += [owner if w == 1 else i for w in plan.to_full]
+            owner = owner if plan.partial == 1 else (i if plan.partial == 2 else -1)
+            n1 = n1 + int(n_full[i]) + len(plan.to_full)
+            h1, c1 = plan.partial != 0, plan.weight
+        assert plan_union_many(n_full, has_p, weights, u) == (c1, owner, promoted)
