@@ -150,8 +150,7 @@ def _cmd_simulate(args, prog):
         top.set_ylabel("items")
         top.legend(loc="best", fontsize=8)
         top.set_title(args.title or f"{args.regime} batch sizes, {decay!r}")
-        if args.show_weight:
-            top.set_ylim(0, max(2.0 * args.n, 1.05 * max(float(np.max(t["sample_size"])) for t in traces.values())))
+        top.set_ylim(bottom=0)
         bottom.plot(k, sizes, color="black", lw=0.8)
         bottom.set_ylabel("batch size")
         bottom.set_xlabel("batch k")

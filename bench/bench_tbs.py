@@ -1,0 +1,155 @@
+"""Update throughput of R-TBS and T-TBS next to the floor of one uniform per item.
+
+For each (algorithm, batch size B, n) the sampler is driven to its steady state
+with warm-up batches of consecutive int64 ids, then ``--measure`` batches are
+timed.  Right after each timed update the same process draws B uniforms
+(``Generator.random(B)``) with the bit generator the samplers use (SFC64) and
+with numpy's default (PCG64): that is the floor of any scheme that touches
+every arriving item with a random number.  Medians are reported, because the
+machine may be shared.
+
+    .venv/bin/python bench/bench_tbs.py                       # full grid, prints Markdown
+    .venv/bin/python bench/bench_tbs.py --update-doc docs/BENCHMARKS.md
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import sys
+import time
+
+import numpy as np
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+
+from tbs import RTBS, TTBS, Exponential, Polynomial  # noqa: E402
+from tbs.randomness import batch_generator  # noqa: E402
+
+HEADING = "## Time-biased sampling (tbs/)"
+
+
+def make_sampler(algorithm: str, n: int, batch: int, lam: float):
+    if algorithm == "rtbs-exp":
+        return RTBS(n, Exponential(lam), seed=1), n
+    if algorithm == "rtbs-poly":
+        return RTBS(n, Polynomial(2, shift=10), seed=1), n
+    decay = Exponential(lam) if algorithm == "ttbs-exp" else Polynomial(2, shift=10)
+    # T-TBS needs b >= n gamma(f); cap n accordingly.
+    n_eff = int(min(n, batch / decay.gamma()))
+    return TTBS(n_eff, decay, batch, seed=1), n_eff
+
+
+def run_case(algorithm, n, batch, lam, warmup, measure):
+    sampler, n_eff = make_sampler(algorithm, n, batch, lam)
+    floor_rng = batch_generator(12345, 0, 0)                 # SFC64, like the samplers
+    pcg = np.random.Generator(np.random.PCG64(12345))
+    nxt = 0
+    upd, fl, fl_pcg = [], [], []
+    for k in range(warmup + measure):
+        items = np.arange(nxt, nxt + batch, dtype=np.int64)
+        nxt += batch
+        t0 = time.perf_counter()
+        sampler.update(items)
+        t1 = time.perf_counter()
+        if k >= warmup:
+            upd.append(t1 - t0)
+            t0 = time.perf_counter()
+            floor_rng.random(batch)
+            t1 = time.perf_counter()
+            fl.append(t1 - t0)
+            t0 = time.perf_counter()
+            pcg.random(batch)
+            t1 = time.perf_counter()
+            fl_pcg.append(t1 - t0)
+        del items
+    u, f, fp = (float(np.median(x)) for x in (upd, fl, fl_pcg))
+    inserted = (sampler.q if algorithm.startswith("ttbs") else sampler.rho) * batch
+    return {"algorithm": algorithm, "batch": batch, "n": n_eff, "update_ms": 1e3 * u,
+            "floor_sfc64_ms": 1e3 * f, "floor_pcg64_ms": 1e3 * fp, "mitems_per_s": batch / u / 1e6,
+            "ratio_sfc64": u / f, "ratio_pcg64": u / fp, "inserted_per_batch": inserted,
+            "sample_weight": float(sampler.sample_weight)}
+
+
+def machine():
+    cpu = "unknown"
+    try:
+        with open("/proc/cpuinfo") as fh:
+            for line in fh:
+                if line.startswith("model name"):
+                    cpu = line.split(":", 1)[1].strip()
+                    break
+    except OSError:
+        pass
+    load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
+    return (f"{cpu}, {os.cpu_count()} cores, Python {platform.python_version()}, numpy {np.__version__}, "
+            f"load average {load:.2f} at start")
+
+
+def markdown(results, command, machine_text):
+    lines = [HEADING, "",
+             f"Command: `{command}`", "",
+             f"Machine: {machine_text}.", "",
+             "One core, int64 item ids, medians over the timed batches after warm-up.  *Floor* = "
+             "`Generator.random(B)`, one uniform per arriving item, measured right after each "
+             "update in the same process (SFC64 is the bit generator the samplers use; PCG64 is "
+             "numpy's default).  *Inserted* = expected items inserted per batch in steady state "
+             "(about as many are evicted); the work follows these counts, not B or n.", "",
+             "| algorithm | B (items/batch) | n | inserted/batch | update ms | M items/s | "
+             "floor SFC64 ms | floor PCG64 ms | update / floor (SFC64) | update / floor (PCG64) |",
+             "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    for r in results:
+        lines.append(f"| {r['algorithm']} | {r['batch']:,} | {r['n']:,} | {r['inserted_per_batch']:,.0f} | "
+                     f"{r['update_ms']:.1f} | {r['mitems_per_s']:.0f} | {r['floor_sfc64_ms']:.1f} | "
+                     f"{r['floor_pcg64_ms']:.1f} | {r['ratio_sfc64']:.2f} | {r['ratio_pcg64']:.2f} |")
+    return "\n".join(lines) + "\n"
+
+
+def update_doc(path, section):
+    text = open(path).read() if os.path.exists(path) else "# Benchmarks\n"
+    start = text.find(HEADING)
+    if start < 0:
+        text = text.rstrip("\n") + "\n\n" + section
+    else:
+        end = text.find("\n## ", start + len(HEADING))
+        text = text[:start] + section + ("" if end < 0 else text[end:])
+    with open(path, "w") as fh:
+        fh.write(text)
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--algorithms", default="rtbs-exp,ttbs-exp,rtbs-poly,ttbs-poly")
+    p.add_argument("--batch-sizes", default="100000,1000000,10000000")
+    p.add_argument("--n", type=float, default=2e7, help="reservoir / target size (T-TBS: capped at B/gamma)")
+    p.add_argument("--lam", type=float, default=0.07)
+    p.add_argument("--warmup", type=int, default=40)
+    p.add_argument("--measure", type=int, default=12)
+    p.add_argument("--json", help="also write the raw results here")
+    p.add_argument("--update-doc", help="replace the tbs section of this Markdown file")
+    args = p.parse_args(argv)
+    machine_text = machine()
+    results = []
+    for algorithm in args.algorithms.split(","):
+        for batch in (int(float(b)) for b in args.batch_sizes.split(",")):
+            r = run_case(algorithm, int(args.n), batch, args.lam, args.warmup, args.measure)
+            results.append(r)
+            print(f"{algorithm:10s} B={batch:>10,} n={r['n']:>11,}  update {r['update_ms']:8.1f} ms  "
+                  f"{r['mitems_per_s']:7.0f} M items/s  floor {r['floor_sfc64_ms']:6.1f} ms (SFC64) "
+                  f"{r['floor_pcg64_ms']:6.1f} ms (PCG64)  ratio {r['ratio_sfc64']:.2f} / {r['ratio_pcg64']:.2f}",
+                  flush=True)
+    command = "python bench/bench_tbs.py " + " ".join(argv if argv is not None else sys.argv[1:])
+    section = markdown(results, command.strip(), machine_text)
+    print()
+    print(section)
+    if args.json:
+        with open(args.json, "w") as fh:
+            json.dump({"machine": machine_text, "results": results}, fh, indent=1)
+    if args.update_doc:
+        update_doc(args.update_doc, section)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
