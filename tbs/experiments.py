@@ -79,15 +79,17 @@ def simulate(algorithms, decay, n: int, sizes: np.ndarray, *, mean_batch_size: f
     (arrays of length len(sizes); ``rho`` is NaN for T-TBS).  T-TBS is tuned
     to ``mean_batch_size`` (in figure 6: the initial batch size).
     """
-    out = {}
     b = float(mean_batch_size)
-    for name in algorithms:
+    samplers = {}
+    for name in algorithms:                  # build all first: invalid parameters fail early
         if name == "ttbs":
-            s = TTBS(n, decay, b, seed=seed)
+            samplers[name] = TTBS(n, decay, b, seed=seed)
         elif name == "rtbs":
-            s = RTBS(n, decay, seed=seed, **(rtbs_options or {}) if not decay.is_exponential else {})
+            samplers[name] = RTBS(n, decay, seed=seed, **(rtbs_options or {}))
         else:
             raise TBSError(f"algorithm must be 'ttbs' or 'rtbs', got {name!r}")
+    out = {}
+    for name, s in samplers.items():
         trace = {key: np.empty(sizes.size) for key in ("sample_size", "sample_weight", "total_weight", "rho")}
         nxt = 0
         for k, size in enumerate(sizes):
