@@ -404,15 +404,3 @@ def apply_union(dst: LatentSample, src: LatentSample, plan: UnionPlan) -> Latent
     dst.partial = p1 if plan.partial == 1 else (p2 if plan.partial == 2 else None)
     dst.weight = plan.weight
     return dst
-
-
-def union_plan_of(l1: LatentSample, l2: LatentSample, u: float) -> UnionPlan:
-    return plan_union(l1.size, l1.has_partial, l1.weight, l2.size, l2.has_partial, l2.weight, u)
-
-
-def downsample_plan_of(ls: LatentSample, theta: float, u: float) -> DownsamplePlan:
-    return plan_downsample(ls.size, ls.has_partial, ls.weight, theta, u)
-
-
-def frac(c: float) -> float:
-    return c - math.floor(c)

@@ -439,12 +439,8 @@ class RTBS(Sampler):
         self._rho = float(meta["rho"])
         if self.algorithm == "exponential":
             if meta["has_latent"]:
-                ls = LatentSample.of_items(get_array(arrays, "full"))
-                part = get_array(arrays, "partial")
-                ls.partial = part.copy() if part.size else None
-                ls.weight = float(meta["weight"])
-                _check_latent(ls)
-                self._latent = ls
+                self._latent = _restore_latent(get_array(arrays, "full"), get_array(arrays, "partial"),
+                                               meta["weight"])
             return
         times = get_array(arrays, "recent_time", np.float64)
         sizes = get_array(arrays, "recent_size", np.int64)
@@ -458,20 +454,13 @@ class RTBS(Sampler):
             raise TBSError("state arrays recent_* are inconsistent")
         offsets = np.concatenate([[0], np.cumsum(nfull)])
         pidx = np.concatenate([[0], np.cumsum(has_p)])
-        self._recent = []
-        for i in range(times.size):
-            ls = LatentSample.of_items(full[offsets[i]:offsets[i + 1]])
-            ls.partial = partial[pidx[i]:pidx[i] + 1].copy() if has_p[i] else None
-            ls.weight = float(weights[i])
-            _check_latent(ls)
-            self._recent.append((float(times[i]), int(sizes[i]), ls))
+        self._recent = [(float(times[i]), int(sizes[i]),
+                         _restore_latent(full[offsets[i]:offsets[i + 1]], partial[pidx[i]:pidx[i + 1]],
+                                         weights[i]))
+                        for i in range(times.size)]
         if meta["has_cons"]:
-            cons = LatentSample.of_items(get_array(arrays, "cons_full"))
-            part = get_array(arrays, "cons_partial")
-            cons.partial = part.copy() if part.size else None
-            cons.weight = float(meta["cons_weight"])
-            _check_latent(cons)
-            self._cons = cons
+            self._cons = _restore_latent(get_array(arrays, "cons_full"), get_array(arrays, "cons_partial"),
+                                         meta["cons_weight"])
         self._cons_W = float(meta["cons_W"])
         self._cons_batches = int(meta["cons_batches"])
         self._bstar = int(meta["bstar"])
@@ -484,6 +473,14 @@ def _factor_at_most_one(factors: np.ndarray) -> np.ndarray:
     if factors.size and float(np.max(factors)) > 1.0 + 1e-9:
         raise TBSError(f"internal error: downsampling factor {float(np.max(factors))!r} > 1")
     return np.minimum(factors, 1.0)
+
+
+def _restore_latent(full: np.ndarray, partial: np.ndarray, weight) -> LatentSample:
+    ls = LatentSample.of_items(full)
+    ls.partial = partial.copy() if partial.size else None
+    ls.weight = float(weight)
+    _check_latent(ls)
+    return ls
 
 
 def _check_latent(ls: LatentSample) -> None:

@@ -1,4 +1,5 @@
-"""Small statistical helpers for the tbs tests (no scipy dependency).
+"""Small statistical helpers for the tbs tests (no scipy dependency), and the
+``feed`` helper that runs a batch schedule.
 
 Each statistical test in the tbs suite uses a fixed seed and a stated
 family-wise significance level; with Bonferroni correction a family of m
@@ -94,3 +95,14 @@ def assert_means(replicates, expected, alpha=ALPHA, what="value"):
     p, j, z = worst
     assert p >= alpha / m, (f"{what} {j}: mean {replicates[:, j].mean():.6g} vs expected "
                             f"{expected[j]:.6g} (z = {z:.2f}, p = {p:.2e} < {alpha}/{m})")
+
+
+def feed(sampler, sizes, times=None):
+    """Run a schedule of batch sizes (consecutive int64 ids) at the given times
+    (default 1, 2, ...), yielding the number of items seen after each batch."""
+    times = np.arange(1, len(sizes) + 1, dtype=np.float64) if times is None else times
+    nxt = 0
+    for b, t in zip(sizes, times):
+        sampler.update(np.arange(nxt, nxt + b, dtype=np.int64), time=float(t))
+        nxt += int(b)
+        yield nxt

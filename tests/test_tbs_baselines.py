@@ -10,16 +10,7 @@ import numpy as np
 import pytest
 
 from tbs import RTBS, BatchedReservoir, BChao, Exponential, Polynomial, SlidingWindow, TBSError
-from tests.tbs_stats import ALPHA, assert_means, chi2_gof
-
-
-def _feed(s, sizes, times=None):
-    nxt = 0
-    times = times if times is not None else np.arange(1, len(sizes) + 1, dtype=np.float64)
-    for b, t in zip(sizes, times):
-        s.update(np.arange(nxt, nxt + b, dtype=np.int64), time=float(t))
-        nxt += b
-        yield nxt
+from tests.tbs_stats import ALPHA, assert_means, chi2_gof, feed
 
 
 # ----------------------------------------------------------------------------- batched reservoir
@@ -33,7 +24,7 @@ def test_batched_reservoir_subsets_are_uniform():
     reps = 10000
     for r in range(reps):
         s = BatchedReservoir(3, seed=r)
-        for _ in _feed(s, [2, 3, 1]):
+        for _ in feed(s, [2, 3, 1]):
             pass
         counts[index[tuple(sorted(s.sample().tolist()))]] += 1
     stat, p = chi2_gof(counts, np.full(len(index), reps / len(index)))
@@ -46,7 +37,7 @@ def test_batched_reservoir_inclusion_and_size():
     hits = np.zeros((reps, sum(sizes)))
     for r in range(reps):
         s = BatchedReservoir(10, seed=r)
-        for k, seen in enumerate(_feed(s, sizes)):
+        for k, seen in enumerate(feed(s, sizes)):
             assert s.sample().size == min(seen, 10) == s.sample_weight
         hits[r, s.sample()] = 1
     assert s.total_weight == sum(sizes)
@@ -98,14 +89,14 @@ def test_bchao_violates_time_bias_during_fill_up():
     decay = Exponential(0.5)
     for seed in range(20):
         s = BChao(100, decay, seed=seed)
-        for _ in _feed(s, [30, 30, 30]):
+        for _ in feed(s, [30, 30, 30]):
             pass
         assert sorted(s.sample().tolist()) == list(range(90))
     reps = 2000
     hits = np.zeros((reps, 3))
     for r in range(reps):
         s = RTBS(100, decay, seed=r)
-        for _ in _feed(s, [30, 30, 30]):
+        for _ in feed(s, [30, 30, 30]):
             pass
         sample = s.sample()
         hits[r] = np.bincount(sample // 30, minlength=3) / 30     # fraction of each batch kept
@@ -122,7 +113,7 @@ def test_bchao_inclusion_proportional_to_weight_without_overweight_items():
     hits = np.zeros((reps, sum(sizes)))
     for r in range(reps):
         s = BChao(5, decay, seed=r)
-        for _ in _feed(s, sizes):
+        for _ in feed(s, sizes):
             assert s.overweight_count == 0
         assert s.sample().size == 5
         hits[r, s.sample()] = 1
@@ -145,7 +136,7 @@ def test_bchao_overweight_items():
     over_sets = set()
     for r in range(reps):
         s = BChao(4, decay, seed=r)
-        for _ in _feed(s, sizes):
+        for _ in feed(s, sizes):
             assert s.sample().size == 4
         over_sets.add(tuple(sorted(int(v[0]) for v in s._V_items)))
         hits[r, s.sample()] = 1

@@ -8,7 +8,7 @@ import pytest
 from tbs.errors import TBSError
 from tbs.randomness import (Scratch, _hypergeometric_by_inversion, _sorted_positions, batch_generator,
                             choose, derive_key, hypergeometric, split_count)
-from tests.tbs_stats import ALPHA, assert_means, chi2_gof
+from tests.tbs_stats import ALPHA, assert_means, chi2_gof, chi2_sf
 
 
 def test_generators_are_reproducible_and_distinct():
@@ -74,7 +74,6 @@ def test_choose_inclusion_is_uniform(population, k):
     p_inc = k / population
     expected = reps * p_inc
     stat = float(np.sum((counts - expected) ** 2) / (expected * (1 - p_inc)))
-    from tests.tbs_stats import chi2_sf
     assert chi2_sf(stat, population - 1) > ALPHA
     assert chi2_sf(2 * (population - 1) - stat, population - 1) > ALPHA  # not too regular either
 

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from tbs import RTBS, Exponential, Polynomial, TBSError
-from tests.tbs_stats import assert_means
+from tests.tbs_stats import assert_means, feed
 
 
 def _random_schedule(rng, batches, max_size):
@@ -24,15 +24,6 @@ def _random_schedule(rng, batches, max_size):
     return sizes, np.cumsum(gaps)
 
 
-def _feed(sampler, sizes, times):
-    """Run the schedule, yielding after each batch (items are consecutive ids)."""
-    nxt = 0
-    for b, t in zip(sizes, times):
-        sampler.update(np.arange(nxt, nxt + b, dtype=np.int64), time=float(t))
-        nxt += b
-        yield nxt
-
-
 @pytest.mark.parametrize("seed", range(6))
 def test_exponential_properties_hold_for_every_draw(seed):
     rng = np.random.default_rng(seed)
@@ -41,7 +32,7 @@ def test_exponential_properties_hold_for_every_draw(seed):
     sizes, times = _random_schedule(rng, 120, 3 * n)
     s = RTBS(n, f, seed=seed)
     prev_rho = None
-    for k, seen in enumerate(_feed(s, sizes, times)):
+    for k, seen in enumerate(feed(s, sizes, times)):
         t = times[k]
         w_direct = float(np.sum(sizes[:k + 1] * np.exp(-lam * (t - times[:k + 1]))))
         assert s.total_weight == pytest.approx(w_direct, rel=1e-9)
@@ -66,7 +57,7 @@ def _inclusion_replicates(make, sizes, times, reps):
     last = None
     for r in range(reps):
         s = make(r)
-        for _ in _feed(s, sizes, times):
+        for _ in feed(s, sizes, times):
             pass
         hits[r, s.sample()] = 1.0
         last = s
@@ -97,7 +88,7 @@ def test_general_properties_hold_for_every_draw(seed):
     sizes, times = _random_schedule(rng, 150, 2 * n)
     s = RTBS(n, f, seed=seed, max_weight=nprime, delta1=0.2, delta2=0.05 * n)
     w_star, prev = 0.0, None
-    for k, seen in enumerate(_feed(s, sizes, times)):
+    for k, seen in enumerate(feed(s, sizes, times)):
         w_star = max(w_star, s.total_weight)
         assert s.latent_weight <= nprime * (1 + 1e-12)                     # weight <= n'
         assert s.latent_weight == pytest.approx(s.rho * s.total_weight, rel=1e-9, abs=1e-12)
@@ -140,7 +131,7 @@ def test_general_footprint_and_consolidation_theorem_4_6():
     sizes = rng.integers(1, b_max + 1, 400)
     times = np.arange(1, 401, dtype=np.float64)
     s = RTBS(200, f, seed=3, delta1=delta1, delta2=delta2)
-    for k, _ in enumerate(_feed(s, sizes, times)):
+    for k, _ in enumerate(feed(s, sizes, times)):
         assert s.latent_count <= big_n + 2                                   # Thm 4.6(iii)
         m = s.consolidated_batches
         ages = times[k] - times[:m]
@@ -155,7 +146,7 @@ def test_cutoff_bound_includes_delta1():
     f = Polynomial(2, shift=10)
     s = RTBS(100, f, seed=1, delta1=0.05, delta2=1e9)
     n1 = math.floor(f.age_below(0.05)) + 1           # ages 0..38 have f >= 0.05
-    for _ in _feed(s, np.full(200, 20), np.arange(1, 201, dtype=np.float64)):
+    for _ in feed(s, np.full(200, 20), np.arange(1, 201, dtype=np.float64)):
         assert s.latent_count <= n1 + 2
     assert s.latent_count == n1 + 1
 
@@ -178,7 +169,7 @@ def test_general_inclusion_probabilities():
     join_age = {}
     capped = by_consolidated = False
     prev_rho = None
-    for k, _ in enumerate(_feed(probe, sizes, times)):
+    for k, _ in enumerate(feed(probe, sizes, times)):
         for i in range(probe.consolidated_batches):
             join_age.setdefault(i, times[k] - times[i])
         capped |= probe.rho < min(1.0, 12 / probe.total_weight) - 1e-12
@@ -201,7 +192,7 @@ def test_general_algorithm_with_exponential_decay_matches_algorithm_7():
     f = Exponential(0.2)
     a = RTBS(25, f, seed=1)
     b = RTBS(25, f, seed=1, algorithm="general", max_weight=25)
-    for _ in zip(_feed(a, sizes, times), _feed(b, sizes, times)):
+    for _ in zip(feed(a, sizes, times), feed(b, sizes, times)):
         assert b.total_weight == pytest.approx(a.total_weight, rel=1e-9)
         assert b.rho == pytest.approx(a.rho, rel=1e-9)
         assert b.latent_weight == pytest.approx(a.latent_weight, rel=1e-9, abs=1e-12)
@@ -212,7 +203,7 @@ def test_same_seed_same_samples_and_different_seed_differs():
     runs = []
     for seed in (5, 5, 6):
         s = RTBS(30, Polynomial(2, shift=10), seed=seed)
-        runs.append([s.sample() for _ in _feed(s, sizes, times)])
+        runs.append([s.sample() for _ in feed(s, sizes, times)])
     assert all(np.array_equal(x, y) for x, y in zip(runs[0], runs[1]))
     assert not all(np.array_equal(x, y) for x, y in zip(runs[0], runs[2]))
 

@@ -9,15 +9,7 @@ import numpy as np
 import pytest
 
 from tbs import BTBS, TTBS, Exponential, Polynomial, TBSError, gamma
-from tests.tbs_stats import ALPHA, assert_means, two_sided_p
-
-
-def _feed(s, sizes, times):
-    nxt = 0
-    for b, t in zip(sizes, times):
-        s.update(np.arange(nxt, nxt + b, dtype=np.int64), time=float(t))
-        nxt += b
-        yield nxt
+from tests.tbs_stats import ALPHA, assert_means, feed, two_sided_p
 
 
 def test_acceptance_probability_and_errors():
@@ -48,7 +40,7 @@ def test_expected_sample_size_theorem_3_1_i(decay):
         rng = np.random.default_rng(10_000 + r)
         sizes = rng.integers(0, 2 * b + 1, max(ks))
         s = TTBS(n, decay, b, seed=r)
-        for k, _ in enumerate(_feed(s, sizes, np.arange(1, max(ks) + 1)), start=1):
+        for k, _ in enumerate(feed(s, sizes, np.arange(1, max(ks) + 1)), start=1):
             if k in ks:
                 sizes_seen[r, ks.index(k)] = s.sample_weight
                 assert s.sample().size == s.sample_weight
@@ -71,7 +63,7 @@ def test_sample_size_variance_theorem_3_1_ii():
     final = np.empty(reps)
     for r in range(reps):
         s = TTBS(n, decay, b, seed=r)
-        for _ in _feed(s, sizes, np.arange(1, k + 1)):
+        for _ in feed(s, sizes, np.arange(1, k + 1)):
             pass
         final[r] = s.sample_weight
     z = (final.var(ddof=1) / target - 1) / math.sqrt(2 / (reps - 1))
@@ -92,7 +84,7 @@ def test_inclusion_probability_is_q_times_f(kind):
     hits = np.zeros((reps, sum(sizes)))
     for r in range(reps):
         s = make(r)
-        for _ in _feed(s, sizes, times):
+        for _ in feed(s, sizes, times):
             pass
         hits[r, s.sample()] = 1.0
     batch_of = np.repeat(np.arange(len(sizes)), sizes)
@@ -106,7 +98,7 @@ def test_properties_and_total_weight(decay):
     sizes = rng.integers(0, 40, 200)
     times = np.cumsum(rng.choice([0.1, 1.0, 3.0], 200))
     s = TTBS(30, decay, 20, seed=2)
-    for k, seen in enumerate(_feed(s, sizes, times)):
+    for k, seen in enumerate(feed(s, sizes, times)):
         sample = s.sample()
         assert sample.size == s.sample_weight
         assert np.unique(sample).size == sample.size and np.all(sample < seen)
@@ -124,7 +116,7 @@ def test_btbs_expected_size_tracks_total_weight():
     got = np.zeros((reps, 1))
     for r in range(reps):
         s = BTBS(decay, seed=r)
-        for _ in _feed(s, sizes, [1, 2, 3, 4, 5]):
+        for _ in feed(s, sizes, [1, 2, 3, 4, 5]):
             pass
         got[r, 0] = s.sample_weight
     assert_means(got, [s.total_weight], what="E|S_k|")
