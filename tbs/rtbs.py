@@ -319,7 +319,7 @@ class RTBS(Sampler):
         if b:
             plan = plan_downsample(b, False, float(b), rho, u[count + 1])
             full, partial = _take_from_batch(items, plan, rng)
-            ls = LatentSample.of_items(full)
+            ls = LatentSample.of_items(full, copy=full is items)
             ls.partial = partial
             ls.weight = plan.weight
             if ls.weight > 0.0:

@@ -18,7 +18,7 @@ from .base import Sampler, decay_params, get_array, restore_decay
 from .decay import as_decay
 from .errors import TBSError, check_int, check_real
 from .latent import LatentSample
-from .randomness import STREAM_APPLY, STREAM_DECIDE, choose
+from .randomness import STREAM_APPLY, STREAM_DECIDE, Scratch, choose
 
 __all__ = ["TTBS", "BTBS"]
 
@@ -32,6 +32,7 @@ class _BernoulliTBS(Sampler):
         self._W = 0.0              # exponential decay: total weight, kept recursively
         self._hist_t = []          # general decay: arrival times of non-empty batches
         self._hist_b = []          # ... and their sizes, for total_weight
+        self._scratch = Scratch()  # reusable work arrays (not part of the state)
 
     @property
     def sample_weight(self) -> float:
@@ -78,7 +79,11 @@ class _BernoulliTBS(Sampler):
             sizes = kept = None
         take = int(dec.binomial(b, self.q)) if b else 0
         # Application: which items.
-        new_items = items[choose(rng, b, take)] if take < b else items
+        if take < b:
+            pos = choose(rng, b, take, self._scratch, "batch")
+            new_items = np.take(items, pos, out=self._scratch.get("batch.items", take, items.dtype))
+        else:
+            new_items = items
         if kept is not None:
             for (gt, ls), size, keep in zip(groups, sizes, kept):
                 evict = int(size - keep)
@@ -86,7 +91,7 @@ class _BernoulliTBS(Sampler):
                     continue
                 if evict <= keep:
                     incoming = new_items if (self.decay.is_exponential and take) else None
-                    pos = choose(rng, int(size), evict)
+                    pos = choose(rng, int(size), evict, self._scratch, "group")
                     if incoming is not None:
                         ls.replace(pos, incoming)
                         take = 0
