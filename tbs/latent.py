@@ -37,7 +37,8 @@ from .randomness import choose
 
 __all__ = ["TOL", "snap", "PARTIAL_NONE", "PARTIAL_KEEP", "PARTIAL_FULL", "DownsamplePlan",
            "UnionPlan", "plan_downsample", "plan_downsample_many", "plan_union", "plan_union_many",
-           "includes_partial", "LatentSample", "apply_downsample", "apply_union"]
+           "includes_partial", "LatentSample", "apply_downsample", "apply_union", "get_sample",
+           "select_for_downsample"]
 
 TOL = 1e-12
 
@@ -357,8 +358,9 @@ def select_for_downsample(rng: np.random.Generator, n_full: int, plan: Downsampl
     if plan.to_partial:
         j = int(rng.integers(pos.size))
         partial_pos = int(pos[j])
-        if mode == "keep":
-            pos = np.delete(pos, j)
+        if mode == "keep":              # drop it from the survivors (order is irrelevant)
+            pos[j] = pos[-1]
+            pos = pos[:-1]
     return mode, pos, partial_pos
 
 
@@ -393,6 +395,12 @@ def apply_downsample(ls: LatentSample, plan: DownsamplePlan, rng: np.random.Gene
         ls.append(old)
     ls.partial = new_partial if plan.to_partial else (old if plan.old_partial == PARTIAL_KEEP else None)
     ls.weight = plan.weight
+
+
+def get_sample(ls: LatentSample, u: float) -> np.ndarray:
+    """Algorithm 4 (GetSample): the full items, plus the partial item if
+    ``u <= frac(C)``; ``u`` is a uniform on (0, 1]."""
+    return ls.realize(includes_partial(ls.weight, ls.size, u))
 
 
 def apply_union(dst: LatentSample, src: LatentSample, plan: UnionPlan) -> LatentSample:

@@ -17,8 +17,7 @@ import numpy as np
 import pytest
 
 from tbs.latent import (PARTIAL_FULL, PARTIAL_KEEP, PARTIAL_NONE, LatentSample, apply_downsample,
-                        apply_union, includes_partial, plan_downsample, plan_downsample_many, plan_union,
-                        snap)
+                        apply_union, get_sample, plan_downsample, plan_downsample_many, plan_union, snap)
 from tbs.randomness import batch_generator, derive_key
 from tests.tbs_stats import assert_means
 
@@ -205,7 +204,7 @@ def test_iterated_union_and_getsample():
             other = _latent(w, 10 * i)
             acc = apply_union(acc, other, plan_union(acc.size, acc.has_partial, acc.weight, other.size,
                                                      other.has_partial, other.weight, 1.0 - rng.random()))
-        sample = acc.realize(includes_partial(acc.weight, acc.size, 1.0 - rng.random()))
+        sample = get_sample(acc, 1.0 - rng.random())
         assert sample.size in (math.floor(total), math.ceil(total))
         hits[r] = np.isin(ids, sample)
     assert_means(hits, expected, what="item")
