@@ -49,10 +49,7 @@ class Sampler:
     _randomized = True
 
     def __init__(self, seed=None):
-        if self._randomized:
-            self._key, self._entropy = derive_key(seed)
-        else:
-            self._key, self._entropy = None, None
+        self._key = derive_key(seed) if self._randomized else None
         self._batches = 0
         self._time = None
         self._dtype = None
@@ -120,7 +117,7 @@ class Sampler:
         meta = {
             "class": type(self).__name__,
             "version": STATE_VERSION,
-            "entropy": self._entropy,
+            "entropy": self._key,
             "batches": self._batches,
             "time": self._time,
             "dtype": dtype_to_json(self._dtype),
@@ -144,7 +141,7 @@ class Sampler:
             raise TBSError(f"state version must be {STATE_VERSION}, got {meta.get('version')!r}")
         obj = cls._from_params(meta["params"], decay)
         if cls._randomized:
-            obj._key, obj._entropy = derive_key(meta["entropy"])
+            obj._key = derive_key(meta["entropy"])
         obj._batches = int(meta["batches"])
         obj._time = None if meta["time"] is None else float(meta["time"])
         obj._dtype = dtype_from_json(meta["dtype"])

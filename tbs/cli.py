@@ -83,6 +83,9 @@ def _write_atomic(path, data: bytes):
     try:
         with os.fdopen(fd, "wb") as fh:
             fh.write(data)
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(tmp, 0o666 & ~umask)          # mkstemp creates 0600; use the usual mode
         os.replace(tmp, path)
     except BaseException:
         if os.path.exists(tmp):
@@ -218,15 +221,20 @@ def _stream_command(args, prog, kind):
         print(f"{pattern}: " + "; ".join(f"{name} {loss} {m:.1f} ES {e:.1f} ({hname}={h:g})"
                                          for name, (h, m, e) in results[pattern].items()))
     if args.table:
-        head = "| Alg. | " + " | ".join(f"{p} {loss} | {p} ES" for p in patterns) + " |"
+        title = {p: "Single event" if p == "single" else p for p in patterns}
+        head = "| Alg. | " + " | ".join(f"{title[p]} {loss} | {title[p]} ES" for p in patterns) + " |"
         sep = "|---|" + "---:|---:|" * len(patterns)
         lines = [head, sep]
         for name in schemes:
             cells = " | ".join(f"{results[p][name][1]:.1f} | {results[p][name][2]:.1f}" for p in patterns)
             lines.append(f"| {name} | {cells} |")
-        tuned_line = "; ".join(f"{p}: " + ", ".join(f"{name} {hname}={results[p][name][0]:g}" for name in schemes)
-                               for p in patterns)
-        text = "\n".join(lines) + f"\n\nTuned {hname} per scheme and pattern: {tuned_line}.\n"
+        notes = []
+        for p in patterns:
+            chosen = [results[p][name][0] for name in schemes]
+            common = max(set(chosen), key=chosen.count)
+            others = [f"{name} {h:g}" for name, h in zip(schemes, chosen) if h != common]
+            notes.append(f"{title[p]}: {common:g}" + (f" (except {', '.join(others)})" if others else ""))
+        text = "\n".join(lines) + f"\n\nTuned {hname}: " + "; ".join(notes) + ".\n"
         _write_atomic(args.table, text.encode())
     if args.csv:
         rows = []
@@ -306,7 +314,7 @@ def _parser():
             q.add_argument("--k", type=_int_list, default="1,3,5,7,9,11,15")
         else:
             q.add_argument("--lam", type=float, default=0.1)
-            q.add_argument("--penalties", type=_float_list, default="0,0.01,0.1,1,10")
+            q.add_argument("--penalties", type=_float_list, default="0,0.1,1,10,100,1000")
     return parser
 
 

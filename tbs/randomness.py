@@ -48,16 +48,16 @@ STREAM_OUTPUT = 2   # producing S_k from the latent state
 _NUMPY_HYPERGEOMETRIC_LIMIT = 10 ** 9 - 1
 
 
-def derive_key(seed) -> tuple[int, int]:
-    """Return (key, entropy) for ``seed`` (None draws fresh entropy); the key is
-    the SeedSequence entropy from which every per-batch generator is derived."""
+def derive_key(seed) -> int:
+    """The key (SeedSequence entropy) from which every per-batch generator is
+    derived: ``seed`` itself, or fresh entropy when ``seed`` is None."""
     if seed is None:
         ss = np.random.SeedSequence()
     else:
         if isinstance(seed, (bool, float)) or not isinstance(seed, (int, np.integer)) or seed < 0:
             raise TBSError(f"seed must be a non-negative integer or None, got {seed!r}")
         ss = np.random.SeedSequence(int(seed))
-    return int(ss.entropy), int(ss.entropy)
+    return int(ss.entropy)
 
 
 def batch_generator(key: int, batch: int, stream: int, sub: int = 0) -> np.random.Generator:

@@ -118,7 +118,7 @@ def _check_latent(ls, allowed):
 
 @pytest.mark.slow
 def test_downsample_application_theorem_4_1():
-    key = derive_key(41)[0]
+    key = derive_key(41)
     reps = 3000
     columns, expected = [], []
     for ci, (c, theta) in enumerate(DOWNSAMPLE_CASES.values()):
@@ -166,7 +166,7 @@ def test_union_decisions_preserve_inclusion_exactly(case):
 
 @pytest.mark.slow
 def test_union_application_theorem_4_2():
-    key = derive_key(42)[0]
+    key = derive_key(42)
     reps = 3000
     columns, expected = [], []
     for ci, (c1, c2) in enumerate(UNION_CASES.values()):
@@ -191,7 +191,7 @@ def test_iterated_union_and_getsample():
     # Union of five latent samples, then GetSample: Pr[x in S] is preserved for every
     # item and |S| is floor(C) or ceil(C).  reps = 4000, Bonferroni over 20 items.
     weights = [1.3, 0.45, 2.0, 3.8, 0.6]
-    key = derive_key(43)[0]
+    key = derive_key(43)
     reps = 4000
     ids = np.concatenate([np.arange(math.ceil(w)) + 10 * i for i, w in enumerate(weights)])
     expected = sum(_inclusion_values(_latent(w, 10 * i), ids) for i, w in enumerate(weights))

@@ -12,16 +12,17 @@ from tests.tbs_stats import ALPHA, assert_means, chi2_gof, chi2_sf
 
 
 def test_generators_are_reproducible_and_distinct():
-    key, _ = derive_key(7)
+    key = derive_key(7)
     a = batch_generator(key, 5, 1).random(4)
     b = batch_generator(key, 5, 1).random(4)
     assert np.array_equal(a, b)
     others = [batch_generator(key, 6, 1).random(4), batch_generator(key, 5, 2).random(4),
-              batch_generator(key, 5, 1, sub=3).random(4), batch_generator(derive_key(8)[0], 5, 1).random(4)]
+              batch_generator(key, 5, 1, sub=3).random(4), batch_generator(derive_key(8), 5, 1).random(4)]
     for o in others:
         assert not np.array_equal(a, o)
     with pytest.raises(TBSError, match="seed must be a non-negative integer or None, got -1"):
         derive_key(-1)
+    assert derive_key(123) == 123 and derive_key(None) != derive_key(None)
 
 
 @pytest.mark.parametrize("population, k", [
@@ -30,7 +31,7 @@ def test_generators_are_reproducible_and_distinct():
     (2_000_000, 30_000), (2_000_000, 500_000), (2_000_000, 1_999_999),
 ])
 def test_choose_returns_k_distinct_positions(population, k):
-    rng = batch_generator(derive_key(1)[0], 1, 1)
+    rng = batch_generator(derive_key(1), 1, 1)
     for scratch in (None, Scratch()):
         pos = choose(rng, population, k, scratch, "t")
         assert pos.dtype == np.int64 and pos.size == k
@@ -50,7 +51,7 @@ def test_skip_sampler_gives_uniform_subsets(shortfall_sd):
     # All C(7, 3) = 35 subsets must be equally likely, whichever correction
     # (adding from the complement / removing a surplus) the sampler needs.
     # Chi-square goodness of fit, 34 dof, level ALPHA.
-    rng = batch_generator(derive_key(11)[0], 1, 1)
+    rng = batch_generator(derive_key(11), 1, 1)
     subsets = {s: i for i, s in enumerate(itertools.combinations(range(7), 3))}
     counts = np.zeros(len(subsets))
     reps = 14000
@@ -66,7 +67,7 @@ def test_choose_inclusion_is_uniform(population, k):
     # Every position is included with probability k/N: per-position counts,
     # chi-square (binomial variance) with N - 1 dof (the counts sum to R k),
     # both tails (too uneven or too even), level ALPHA each.
-    rng = batch_generator(derive_key(12)[0], 1, 1)
+    rng = batch_generator(derive_key(12), 1, 1)
     reps = 3000 if population < 1000 else 300
     counts = np.zeros(population)
     scratch = Scratch()
@@ -87,7 +88,7 @@ def _hypergeometric_pmf(ngood, nbad, nsample):
 @pytest.mark.parametrize("sampler", ["numpy", "inversion"])
 def test_hypergeometric_matches_pmf(sampler):
     ngood, nbad, nsample = 30, 50, 25
-    rng = batch_generator(derive_key(13)[0], 1, 0)
+    rng = batch_generator(derive_key(13), 1, 0)
     reps = 20000
     if sampler == "numpy":
         draws = [hypergeometric(rng, ngood, nbad, nsample) for _ in range(reps)]
@@ -104,7 +105,7 @@ def test_hypergeometric_matches_pmf(sampler):
 
 def test_hypergeometric_beyond_numpy_limit():
     # numpy refuses populations >= 1e9; the inversion sampler takes over.
-    rng = batch_generator(derive_key(14)[0], 1, 0)
+    rng = batch_generator(derive_key(14), 1, 0)
     ngood, nbad, nsample = 10_000_000, 3_000_000_000, 20_000_000
     draws = np.array([[hypergeometric(rng, ngood, nbad, nsample)] for _ in range(400)], dtype=float)
     total = ngood + nbad
@@ -119,7 +120,7 @@ def test_hypergeometric_beyond_numpy_limit():
 
 
 def test_split_count():
-    rng = batch_generator(derive_key(15)[0], 1, 0)
+    rng = batch_generator(derive_key(15), 1, 0)
     sizes = np.array([5, 0, 12, 3, 30])
     draws = np.array([split_count(rng, sizes, 20) for _ in range(4000)])
     assert np.all(draws.sum(axis=1) == 20) and np.all(draws <= sizes) and np.all(draws >= 0)
