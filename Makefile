@@ -65,11 +65,14 @@ tbs-knn: setup
 	@mkdir -p $(TBS_OUT)
 	$(TBS_CLI) knn --runs 30 --tune-runs 5 --table $(TBS_OUT)/knn_table.md --csv $(TBS_OUT)/knn_curves.csv --plot $(TBS_OUT)/knn_curves.png
 
-# Section 6.5: saturated (n = 1000) and unsaturated (n = 1600) samples.
+# Section 6.5: saturated (n = 1000) and unsaturated (n = 1600) samples; ridge penalty tuned
+# on a wide grid (default) and on a moderate grid (up to 10).
 tbs-regression: setup
 	@mkdir -p $(TBS_OUT)
 	$(TBS_CLI) regression --n 1000 --patterns "P(10,10)" --table $(TBS_OUT)/regression_n1000.md --csv $(TBS_OUT)/regression_n1000.csv --plot $(TBS_OUT)/regression_n1000.png
 	$(TBS_CLI) regression --n 1600 --patterns "P(10,10),P(16,16)" --table $(TBS_OUT)/regression_n1600.md --csv $(TBS_OUT)/regression_n1600.csv --plot $(TBS_OUT)/regression_n1600.png
+	$(TBS_CLI) regression --n 1000 --patterns "P(10,10)" --penalties 0,0.01,0.1,1,10 --table $(TBS_OUT)/regression_n1000_moderate.md
+	$(TBS_CLI) regression --n 1600 --patterns "P(10,10),P(16,16)" --penalties 0,0.01,0.1,1,10 --table $(TBS_OUT)/regression_n1600_moderate.md
 
 tbs-experiments: tbs-sizes tbs-knn tbs-regression
 
