@@ -122,7 +122,7 @@ def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--algorithms", default="rtbs-exp,ttbs-exp,rtbs-poly,ttbs-poly")
     p.add_argument("--batch-sizes", default="100000,1000000,10000000")
-    p.add_argument("--n", type=float, default=2e7, help="reservoir / target size (T-TBS: capped at B/gamma)")
+    p.add_argument("--n", default="1e6,2e7", help="reservoir / target sizes (T-TBS: capped at B/gamma)")
     p.add_argument("--lam", type=float, default=0.07)
     p.add_argument("--warmup", type=int, default=40)
     p.add_argument("--measure", type=int, default=12)
@@ -131,14 +131,15 @@ def main(argv=None):
     args = p.parse_args(argv)
     machine_text = machine()
     results = []
-    for algorithm in args.algorithms.split(","):
-        for batch in (int(float(b)) for b in args.batch_sizes.split(",")):
-            r = run_case(algorithm, int(args.n), batch, args.lam, args.warmup, args.measure)
-            results.append(r)
-            print(f"{algorithm:10s} B={batch:>10,} n={r['n']:>11,}  update {r['update_ms']:8.1f} ms  "
-                  f"{r['mitems_per_s']:7.0f} M items/s  floor {r['floor_sfc64_ms']:6.1f} ms (SFC64) "
-                  f"{r['floor_pcg64_ms']:6.1f} ms (PCG64)  ratio {r['ratio_sfc64']:.2f} / {r['ratio_pcg64']:.2f}",
-                  flush=True)
+    cases = [(a, n, b) for a in args.algorithms.split(",") for n in (int(float(x)) for x in args.n.split(","))
+             for b in (int(float(x)) for x in args.batch_sizes.split(","))]
+    for algorithm, n, batch in cases:
+        r = run_case(algorithm, n, batch, args.lam, args.warmup, args.measure)
+        results.append(r)
+        print(f"{algorithm:10s} B={batch:>10,} n={r['n']:>11,}  update {r['update_ms']:8.1f} ms  "
+              f"{r['mitems_per_s']:7.0f} M items/s  floor {r['floor_sfc64_ms']:6.1f} ms (SFC64) "
+              f"{r['floor_pcg64_ms']:6.1f} ms (PCG64)  ratio {r['ratio_sfc64']:.2f} / {r['ratio_pcg64']:.2f}",
+              flush=True)
     command = "python bench/bench_tbs.py " + " ".join(argv if argv is not None else sys.argv[1:])
     section = markdown(results, command.strip(), machine_text)
     print()
