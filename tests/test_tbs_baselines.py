@@ -155,6 +155,35 @@ def test_bchao_overweight_items():
     assert expected[newest] / expected[oldest] < 0.1 * (w[newest] / w[oldest])
 
 
+@pytest.mark.slow
+def test_bchao_items_leaving_the_overweight_set():
+    # n = 2, lambda = 0.7: single items arriving after the reservoir filled are
+    # overweight; in the last batch an item is not, so the overweight items move
+    # to A and are ejected with probability (1 - (n - |V|) w_z / W) / pi_x when
+    # it is accepted.  Chao's probabilities must hold afterwards (6000
+    # replicates; dropping the "/ pi_x" changes some of them by ~12 sd).
+    decay = Exponential(0.7)
+    sizes = [2, 1, 1, 1, 2]
+    reps = 6000
+    hits = np.zeros((reps, sum(sizes)))
+    finals = set()
+    for r in range(reps):
+        s = BChao(2, decay, seed=r)
+        saw_overweight = False
+        for _ in feed(s, sizes):
+            saw_overweight |= s.overweight_count > 0
+        assert saw_overweight
+        finals.add(tuple(int(v[0]) for v in s._V_items))
+        hits[r, s.sample()] = 1
+    assert len(finals) == 1
+    over = np.array(next(iter(finals)), dtype=np.int64)
+    arrival = np.repeat(np.arange(1.0, 6.0), sizes)
+    w = np.exp(-0.7 * (5.0 - arrival))
+    expected = (2 - over.size) * w / s._W
+    expected[over] = 1.0
+    assert_means(hits, expected, what="item")
+
+
 def test_bchao_requires_exponential_decay():
     with pytest.raises(TBSError, match="decay must be Exponential for B-Chao"):
         BChao(10, Polynomial(2))
