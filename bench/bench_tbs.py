@@ -117,10 +117,12 @@ def markdown(results, command, machine_text):
                          f"{r['ratio_sfc64']:.2f}x / {r['ratio_pcg64']:.2f}x the floor -- "
                          f"{'met' if ok else 'not met'} ({r['inserted_per_batch'] / r['batch']:.0%} of the "
                          "batch is inserted, about as many items evicted)")
-    lines += ["", "Where most of each batch is inserted (the reservoir is not saturated, or n is close to B), "
-              "every arriving item costs an insertion plus about one eviction at a random position, which "
-              "is several times the cost of drawing one uniform; the update time still follows the number "
-              "of items inserted and evicted.  Reproduce with `make bench-tbs`."]
+    lines += ["", "Where most of each batch is inserted (the reservoir is not saturated, or n is not much "
+              "larger than the steady-state weight), every arriving item costs an insertion plus about one "
+              "eviction at a random position, which is several times the cost of drawing one uniform; "
+              "small batches also pay a fixed cost per batch (a few generators, the decisions, a dozen "
+              "numpy calls).  The update time follows the number of items inserted and evicted, not B or "
+              "n.  Timings vary with the load of the (shared) machine.  Reproduce with `make bench-tbs`."]
     return "\n".join(lines) + "\n"
 
 
