@@ -4,7 +4,7 @@ specialised to exponential decay and batch arrivals.  A baseline.
 The sample always holds n items once n items have arrived.  The first n items
 are accepted with probability 1 -- whatever their ages -- which violates the
 time-bias property (1) during fill-up.  Afterwards an arriving item x (weight
-1) is accepted with probability pi_x = (n - |V|) / W (1 if x is overweight),
+1) is accepted with probability pi_x = n / W (1 if x is overweight),
 where W is the total weight of all non-overweight items seen and V the set of
 overweight items (kept with probability 1).  Items that stop being overweight
 (set A) are ejected with the conditional probability of Algorithm 9, line 19;
