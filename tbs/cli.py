@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import csv
+import importlib.util
 import io
 import math
 import os
@@ -74,6 +75,8 @@ def _output_path(parser_prog, option, path):
     folder = os.path.dirname(os.path.abspath(path))
     if not os.path.isdir(folder):
         raise _UsageError(f"{parser_prog}: error: {option}: directory {folder!r} does not exist")
+    if option == "--plot" and importlib.util.find_spec("matplotlib") is None:
+        raise _UsageError(f"{parser_prog}: error: --plot needs matplotlib (pip install 'samplegen[plots]')")
     return path
 
 
