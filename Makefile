@@ -98,3 +98,47 @@ bench-mr: setup
 clean:
 	rm -rf $(WORK) dist build *.egg-info .pytest_cache
 	find . -name __pycache__ -prune -exec rm -rf {} +
+
+# --- time-biased sampling (tbs/) ---
+TBS_OUT := docs/tbs
+TBS_CLI := $(PY) -m tbs.cli
+TBS_SIM := $(TBS_CLI) simulate --n 1000 --batch-size 100 --batches 1000
+
+.PHONY: tbs-test tbs-sizes tbs-knn tbs-regression tbs-experiments bench-tbs
+
+tbs-test: setup
+	$(PY) -m pytest -q tests/test_tbs_*.py
+
+# Section 6.2: figure 6 (exponential decay), figure 7 (quadratic decay), figure 3 (R-TBS, quadratic, periodic sizes).
+tbs-sizes: setup
+	@mkdir -p $(TBS_OUT)
+	$(TBS_SIM) --decay exp --lam 0.05 --regime growing  --csv $(TBS_OUT)/fig6a_exp_growing.csv   --plot $(TBS_OUT)/fig6a_exp_growing.png   --title "Fig. 6(a): exponential decay, lambda = 0.05, batch sizes grow by phi = 1.002 after k = 200"
+	$(TBS_SIM) --decay exp --lam 0.1  --regime constant --csv $(TBS_OUT)/fig6b_exp_constant.csv  --plot $(TBS_OUT)/fig6b_exp_constant.png  --title "Fig. 6(b): exponential decay, lambda = 0.1, constant batch size 100"
+	$(TBS_SIM) --decay exp --lam 0.1  --regime uniform  --csv $(TBS_OUT)/fig6c_exp_uniform.csv   --plot $(TBS_OUT)/fig6c_exp_uniform.png   --title "Fig. 6(c): exponential decay, lambda = 0.1, batch sizes uniform on [0, 200]"
+	$(TBS_SIM) --decay exp --lam 0.01 --regime shrinking --csv $(TBS_OUT)/fig6d_exp_shrinking.csv --plot $(TBS_OUT)/fig6d_exp_shrinking.png --title "Fig. 6(d): exponential decay, lambda = 0.01, batch sizes shrink by phi = 0.8 after k = 200"
+	$(TBS_SIM) --decay poly --regime growing  --csv $(TBS_OUT)/fig7a_poly_growing.csv   --plot $(TBS_OUT)/fig7a_poly_growing.png   --title "Fig. 7(a): quadratic decay (s = 2, d = 10), growing batch sizes (phi = 1.002)"
+	$(TBS_SIM) --decay poly --regime constant --csv $(TBS_OUT)/fig7b_poly_constant.csv  --plot $(TBS_OUT)/fig7b_poly_constant.png  --title "Fig. 7(b): quadratic decay (s = 2, d = 10), constant batch size 100"
+	$(TBS_SIM) --decay poly --regime uniform  --csv $(TBS_OUT)/fig7c_poly_uniform.csv   --plot $(TBS_OUT)/fig7c_poly_uniform.png   --title "Fig. 7(c): quadratic decay (s = 2, d = 10), batch sizes uniform on [0, 200]"
+	$(TBS_SIM) --decay poly --regime shrinking --csv $(TBS_OUT)/fig7d_poly_shrinking.csv --plot $(TBS_OUT)/fig7d_poly_shrinking.png --title "Fig. 7(d): quadratic decay (s = 2, d = 10), shrinking batch sizes (phi = 0.8)"
+	$(TBS_CLI) simulate --algorithms rtbs --decay poly --n 1000 --regime periodic --period 2000 --batches 6000 --batch-size 100 --high 300 --max-weight 1000 --show-weight --csv $(TBS_OUT)/fig3a_rtbs_periodic.csv --plot $(TBS_OUT)/fig3a_rtbs_periodic.png --title "Fig. 3(a): R-TBS, quadratic decay, b1 = 100, b2 = 300, n' = n"
+	$(TBS_CLI) simulate --algorithms rtbs --decay poly --n 1000 --regime periodic --period 2000 --batches 6000 --batch-size 100 --high 300 --max-weight 2000 --show-weight --csv $(TBS_OUT)/fig3b_rtbs_periodic.csv --plot $(TBS_OUT)/fig3b_rtbs_periodic.png --title "Fig. 3(b): R-TBS, quadratic decay, b1 = 100, b2 = 300, n' = 2n"
+	$(TBS_CLI) simulate --algorithms rtbs --decay poly --n 1000 --regime periodic --period 2000 --batches 6000 --batch-size 50 --high 250 --max-weight 2000 --show-weight --csv $(TBS_OUT)/fig3c_rtbs_periodic.csv --plot $(TBS_OUT)/fig3c_rtbs_periodic.png --title "Fig. 3(c): R-TBS, quadratic decay, b1 = 50, b2 = 250, n' = 2n"
+
+# Section 6.4, Table 1 (30 runs per pattern; about 10 minutes).
+tbs-knn: setup
+	@mkdir -p $(TBS_OUT)
+	$(TBS_CLI) knn --runs 30 --tune-runs 5 --table $(TBS_OUT)/knn_table.md --csv $(TBS_OUT)/knn_curves.csv --plot $(TBS_OUT)/knn_curves.png
+
+# Section 6.5: saturated (n = 1000) and unsaturated (n = 1600) samples; ridge penalty tuned
+# on a wide grid (default) and on a moderate grid (up to 10).
+tbs-regression: setup
+	@mkdir -p $(TBS_OUT)
+	$(TBS_CLI) regression --n 1000 --patterns "P(10,10)" --table $(TBS_OUT)/regression_n1000.md --csv $(TBS_OUT)/regression_n1000.csv --plot $(TBS_OUT)/regression_n1000.png
+	$(TBS_CLI) regression --n 1600 --patterns "P(10,10),P(16,16)" --table $(TBS_OUT)/regression_n1600.md --csv $(TBS_OUT)/regression_n1600.csv --plot $(TBS_OUT)/regression_n1600.png
+	$(TBS_CLI) regression --n 1000 --patterns "P(10,10)" --penalties 0,0.01,0.1,1,10 --table $(TBS_OUT)/regression_n1000_moderate.md
+	$(TBS_CLI) regression --n 1600 --patterns "P(10,10),P(16,16)" --penalties 0,0.01,0.1,1,10 --table $(TBS_OUT)/regression_n1600_moderate.md
+
+tbs-experiments: tbs-sizes tbs-knn tbs-regression
+
+bench-tbs: setup
+	$(PY) bench/bench_tbs.py --update-doc docs/BENCHMARKS.md

@@ -1,0 +1,17 @@
+"""Time-biased sampling (issue 3): T-TBS, R-TBS and baselines.
+
+Implements the schemes of Hentschel, Haas and Tian, "Temporally-Biased
+Sampling Schemes for Online Model Management": every sampler takes batches of
+items (1-D numpy arrays of ids or records) with ``update(items, time=...)``
+and returns the current sample with ``sample()``.  See docs/TBS.md.
+"""
+from .bchao import BChao
+from .decay import CustomDecay, Decay, Exponential, Polynomial, as_decay, gamma
+from .errors import TBSError
+from .reservoir import BatchedReservoir
+from .rtbs import RTBS
+from .ttbs import BTBS, TTBS
+from .window import SlidingWindow
+
+__all__ = ["BChao", "BTBS", "BatchedReservoir", "CustomDecay", "Decay", "Exponential",
+           "Polynomial", "RTBS", "SlidingWindow", "TBSError", "TTBS", "as_decay", "gamma"]

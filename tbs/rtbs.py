@@ -1,0 +1,490 @@
+"""Reservoir-based time-biased sampling (R-TBS).
+
+* exponential decay -- Algorithm 7: one latent sample; after batch k,
+  Pr[x in S_k] = rho_k f(age of x) with rho_k = min(1, n / W_k), the sample
+  weight is C_k = min(W_k, n) and |S_k| is floor(C_k) or ceil(C_k) <= n.
+* general decay -- Algorithm 8: one latent sample per recent batch plus one
+  *consolidated* latent sample (decaying at the exponential rate
+  ``consolidation_rate``) for batches older than the cutoff; rho_k is capped
+  by rho* so inclusion probabilities never increase, the total weight of the
+  latent samples is at most ``max_weight`` (n') and the output is downsampled
+  to weight n.
+
+Decisions are computed from numbers only (:func:`exp_step` for Algorithm 7;
+the general update computes the per-latent-sample factors and plans in a
+vectorized pass) and then applied to the item arrays; see ``docs/TBS.md``.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from .base import Sampler, decay_params, get_array, restore_decay
+from .decay import as_decay
+from .errors import TBSError, check_int, check_real
+from .latent import (PARTIAL_FULL, PARTIAL_KEEP, DownsamplePlan, LatentSample, UnionPlan,
+                     apply_downsample, apply_union, includes_partial, plan_downsample,
+                     plan_downsample_many, plan_union, plan_union_many, select_for_downsample, snap)
+from .randomness import STREAM_APPLY, STREAM_DECIDE, STREAM_OUTPUT, Scratch, open_uniform
+
+__all__ = ["RTBS", "ExpStep", "exp_step"]
+
+
+@dataclass(frozen=True)
+class ExpStep:
+    """All decisions of one Algorithm-7 step (pure numbers)."""
+    theta: float            # e^{-lam (t_k - t_{k-1})}
+    total_weight: float     # W_k
+    rho: float              # rho_k = min(1, n / W_k)
+    reservoir: DownsamplePlan   # for (A, pi, C) with factor (rho_k / rho_{k-1}) theta
+    batch: DownsamplePlan       # for (B_k, {}, |B_k|) with factor rho_k
+    union: UnionPlan            # UNION(batch latent, reservoir latent)
+
+
+def exp_step(n: int, lam: float, total_weight: float, rho: float, n_full: int, has_partial: bool,
+             weight: float, batch_size: int, dt, u_reservoir: float, u_batch: float,
+             u_union: float) -> ExpStep:
+    """Decide one step of Algorithm 7 from the current numbers.
+
+    ``dt`` is t_k - t_{k-1} (None for the first batch); the three uniforms
+    lie in (0, 1].  The returned plans say how many items to keep, which
+    partial items survive, etc.; applying them needs uniform choices only.
+    """
+    theta = 1.0 if dt is None else math.exp(-lam * dt)
+    w = theta * total_weight + batch_size
+    new_rho = min(1.0, n / w) if w > 0.0 else 1.0
+    if weight > 0.0:
+        factor = min(1.0, (new_rho / rho) * theta)
+        res = plan_downsample(n_full, has_partial, weight, factor, u_reservoir)
+    else:
+        res = DownsamplePlan(0.0, 0, 0, 0)
+    bat = plan_downsample(batch_size, False, float(batch_size), new_rho, u_batch)
+    res_full = res.keep_full + (1 if res.old_partial == PARTIAL_FULL else 0)
+    res_has = bool(res.to_partial) or res.old_partial == PARTIAL_KEEP
+    uni = plan_union(bat.keep_full, bool(bat.to_partial), bat.weight,
+                     res_full, res_has, res.weight, u_union)
+    if uni.weight > n:          # rounding only: C_k = min(W_k, n) <= n exactly
+        uni = UnionPlan(float(n), uni.partial, uni.to_full)
+    return ExpStep(theta, w, new_rho, res, bat, uni)
+
+
+def _take_from_batch(items: np.ndarray, plan: DownsamplePlan, rng, scratch=None):
+    """Apply a downsample plan to a fresh batch: (full items, partial item or None).
+
+    With ``scratch`` the returned full items may be a view of a reusable buffer."""
+    b = items.size
+    if plan.keep_full == b:
+        return items, None
+    if plan.keep_full + plan.to_partial == 0:
+        return items[:0], None
+    mode, pos, ppos = select_for_downsample(rng, b, plan, scratch, "batch")
+    partial = items[ppos:ppos + 1].copy() if ppos >= 0 else None
+    if mode == "keep":
+        if scratch is None:
+            return items[pos], partial
+        return np.take(items, pos, out=scratch.get("batch.items", pos.size, items.dtype)), partial
+    mask = np.ones(b, dtype=bool)
+    mask[pos] = False
+    return items[mask], partial
+
+
+class RTBS(Sampler):
+    """Reservoir-based time-biased sampler (R-TBS).
+
+    Parameters
+    ----------
+    n : int
+        Maximum sample size.
+    decay : Decay or callable
+        Decay function f(age).  Exponential decay selects Algorithm 7, any
+        other decay Algorithm 8 (override with ``algorithm``).
+    seed : int or None
+        Seed of all randomness (per-batch Philox streams).
+    max_weight : float, optional
+        n' >= n, the maximum total weight of the latent samples (Algorithm 8;
+        default 2 n).
+    consolidation_rate : float, optional
+        Exponential rate lambda of the consolidated latent sample (Algorithm 8;
+        default 0.1, raised to the smallest rate that satisfies condition (12)
+        for the given decay and ``delta1`` if 0.1 is too small).
+    delta1, delta2 : float, optional
+        Consolidation accuracy (Algorithm 8; defaults 0.01 and 0.001 n): a batch
+        joins the consolidated sample only once f(age) < delta1, and the total
+        weight of consolidated batches stays below delta2.
+    algorithm : {"auto", "exponential", "general"}
+    """
+
+    def __init__(self, n, decay, seed=None, *, max_weight=None, consolidation_rate=None,
+                 delta1=None, delta2=None, algorithm="auto"):
+        super().__init__(seed)
+        self.n = check_int("n", n, 1)
+        self.decay = as_decay(decay)
+        if algorithm not in ("auto", "exponential", "general"):
+            raise TBSError(f"algorithm must be 'auto', 'exponential' or 'general', got {algorithm!r}")
+        if algorithm == "auto":
+            algorithm = "exponential" if self.decay.is_exponential else "general"
+        if algorithm == "exponential" and not self.decay.is_exponential:
+            raise TBSError(f"algorithm='exponential' needs an Exponential decay, got {self.decay!r}")
+        self.algorithm = algorithm
+        self._scratch = Scratch()
+        if algorithm == "exponential":
+            given = [name for name, v in (("max_weight", max_weight), ("consolidation_rate", consolidation_rate),
+                                          ("delta1", delta1), ("delta2", delta2)) if v is not None]
+            if given:
+                raise TBSError(f"{given[0]} applies only to the general algorithm (Algorithm 8); "
+                               "pass algorithm='general' to use it with exponential decay")
+            self._W = 0.0
+            self._rho = 1.0
+            self._latent = None
+            return
+        self.max_weight = (2.0 * self.n if max_weight is None else
+                           check_real("max_weight", max_weight, low=float(self.n)))
+        self.delta1 = 0.01 if delta1 is None else check_real("delta1", delta1, low=0.0, high=1.0,
+                                                                low_open=True, high_open=True)
+        self.delta2 = (0.001 * self.n if delta2 is None else
+                       check_real("delta2", delta2, low=0.0, low_open=True))
+        cutoff = self.decay.age_below(self.delta1)
+        needed = self.decay.hazard_sup(cutoff) if math.isfinite(cutoff) else 0.0
+        if consolidation_rate is None:
+            self.consolidation_rate = max(0.1, needed) if math.isfinite(needed) else 0.1
+            self._consolidate = math.isfinite(cutoff) and math.isfinite(needed)
+        else:
+            rate = check_real("consolidation_rate", consolidation_rate, low=0.0, low_open=True)
+            if rate < needed * (1.0 - 1e-9):
+                raise TBSError(f"consolidation_rate must be >= {needed:.6g} so that the consolidated "
+                               f"sample decays at least as fast as f beyond age {cutoff:.6g} "
+                               f"(condition (12)), got {consolidation_rate!r}")
+            self.consolidation_rate = rate
+            self._consolidate = math.isfinite(cutoff)
+        self._W = 0.0
+        self._rho = 1.0
+        self._recent = []          # [(time, batch size, LatentSample)], oldest first
+        self._cons = None          # consolidated LatentSample
+        self._cons_W = 0.0         # its (modified) total weight
+        self._cons_batches = 0     # number of batches consolidated so far (m - 1)
+        self._bstar = 0            # largest batch size so far
+        self._gap = None           # smallest gap between successive batch times
+
+    # ------------------------------------------------------------------ properties
+    @property
+    def rho(self) -> float:
+        """rho_k: Pr[x in S_k] = rho_k f(age) (general decay: for ages below the cutoff)."""
+        return self._rho
+
+    @property
+    def sample_rho(self) -> float:
+        """The factor r_k with Pr[x in S_k] = r_k f(age of x): rho_k, times
+        n / (rho_k W_k) when the general algorithm caps the output at n."""
+        if self.algorithm == "exponential":
+            return self._rho
+        w = self.latent_weight
+        return self._rho * (min(1.0, self.n / w) if w > 0.0 else 1.0)
+
+    @property
+    def total_weight(self) -> float:
+        """W_k (general decay: consolidated batches decay at ``consolidation_rate``)."""
+        return self._W
+
+    @property
+    def latent_weight(self) -> float:
+        """Total weight of the latent sample(s) before the cap at n (= rho_k W_k)."""
+        if self.algorithm == "exponential":
+            return 0.0 if self._latent is None else self._latent.weight
+        total = sum(r[2].weight for r in self._recent)
+        if self._cons is not None:
+            total += self._cons.weight
+        return snap(total)
+
+    @property
+    def sample_weight(self) -> float:
+        """C_k, the expected size of S_k (general decay: after the cap at n)."""
+        return min(self.latent_weight, float(self.n))
+
+    @property
+    def latent_count(self) -> int:
+        """Number of latent samples held (general decay: recent ones + the consolidated one)."""
+        if self.algorithm == "exponential":
+            return 1
+        return len(self._recent) + 1
+
+    @property
+    def consolidated_batches(self) -> int:
+        """How many of the earliest batches have been merged into the consolidated sample."""
+        return 0 if self.algorithm == "exponential" else self._cons_batches
+
+    @property
+    def footprint(self) -> int:
+        """Number of items stored (full and partial, all latent samples)."""
+        if self.algorithm == "exponential":
+            return 0 if self._latent is None else self._latent.footprint()
+        total = sum(r[2].footprint() for r in self._recent)
+        return total + (0 if self._cons is None else self._cons.footprint())
+
+    # ------------------------------------------------------------------ update
+    def _update(self, items, t, dt):
+        if self.algorithm == "exponential":
+            self._update_exp(items, dt)
+        else:
+            self._update_general(items, t, dt)
+
+    def _update_exp(self, items, dt):
+        if self._latent is None:
+            self._latent = LatentSample(items.dtype if items.size else np.int64)
+        elif items.size and self._latent.size == 0 and self._latent.partial is None \
+                and self._latent.dtype != items.dtype:
+            self._latent = LatentSample(items.dtype)
+        latent = self._latent
+        u = 1.0 - self._generator(STREAM_DECIDE).random(3)
+        step = exp_step(self.n, self.decay.lam, self._W, self._rho, latent.size, latent.has_partial,
+                        latent.weight, items.size, dt, u[0], u[1], u[2])
+        rng = self._generator(STREAM_APPLY)
+        new_full, new_partial = _take_from_batch(items, step.batch, rng, self._scratch)
+        if latent.weight > 0.0:
+            apply_downsample(latent, step.reservoir, rng, incoming=new_full, scratch=self._scratch)
+        else:
+            latent.append(new_full)
+            latent.partial = None
+        p_batch, p_res = new_partial, latent.partial
+        for which in step.union.to_full:
+            latent.append(p_batch if which == 1 else p_res)
+        latent.partial = p_batch if step.union.partial == 1 else (p_res if step.union.partial == 2 else None)
+        latent.weight = step.union.weight
+        self._W = step.total_weight
+        self._rho = step.rho
+        _check_latent(latent)
+
+    def _update_general(self, items, t, dt):
+        f = self.decay
+        b = int(items.size)
+        self._bstar = max(self._bstar, b)
+        if dt is not None:
+            self._gap = dt if self._gap is None else min(self._gap, dt)
+        if self._cons is None and b:
+            self._cons = LatentSample(items.dtype)
+        recent = self._recent
+        count = len(recent)
+        if count:
+            times = np.fromiter((r[0] for r in recent), np.float64, count)
+            sizes = np.fromiter((r[1] for r in recent), np.float64, count)
+            f_now = np.asarray(f(t - times), dtype=np.float64)
+            f_prev = np.asarray(f((t - dt) - times), dtype=np.float64)
+            w_recent = float(np.dot(sizes, f_now))
+        else:
+            w_recent = 0.0
+        cons_factor = 1.0 if dt is None else math.exp(-self.consolidation_rate * dt)
+        w = w_recent + self._cons_W * cons_factor + b
+        rho_prev = self._rho
+        rho_star = math.inf
+        if dt is not None:
+            if count:
+                ok = f_now > 0.0
+                if np.any(ok):
+                    rho_star = rho_prev * float(np.min(f_prev[ok] / f_now[ok]))
+            if self._cons_batches > 0:
+                rho_star = min(rho_star, rho_prev / cons_factor)
+        rho = min(1.0, self.max_weight / w if w > 0.0 else math.inf, rho_star)
+        dec = self._generator(STREAM_DECIDE)
+        u = 1.0 - dec.random(count + 2)
+        rng = self._generator(STREAM_APPLY)
+        if dt is not None and count:
+            with np.errstate(divide="ignore", invalid="ignore"):
+                thetas = np.where(f_prev > 0.0, (rho * f_now) / (rho_prev * f_prev), 0.0)
+            lat = [r[2] for r in recent]
+            thetas = _factor_at_most_one(thetas)
+            if count <= 16:
+                for i, ls in enumerate(lat):
+                    apply_downsample(ls, plan_downsample(ls.size, ls.partial is not None, ls.weight,
+                                                         float(thetas[i]), float(u[i])), rng)
+            else:
+                n_full = np.fromiter((ls.size for ls in lat), np.int64, count)
+                has_p = np.fromiter((ls.partial is not None for ls in lat), bool, count)
+                weights = np.fromiter((ls.weight for ls in lat), np.float64, count)
+                new_w, keep, to_p, old = plan_downsample_many(n_full, has_p, weights, thetas, u[:count])
+                unchanged = (keep == n_full) & (to_p == 0) & ((old == PARTIAL_KEEP) | ~has_p)
+                for i in range(count):
+                    ls = lat[i]
+                    if unchanged[i]:
+                        ls.weight = float(new_w[i])
+                    else:
+                        apply_downsample(ls, DownsamplePlan(float(new_w[i]), int(keep[i]), int(to_p[i]),
+                                                            int(old[i])), rng)
+            self._recent = recent = [r for r in recent if r[2].weight > 0.0]
+        if dt is not None and self._cons is not None and self._cons.weight > 0.0:
+            factor = float(_factor_at_most_one(np.array([(rho / rho_prev) * cons_factor]))[0])
+            apply_downsample(self._cons, plan_downsample(self._cons.size, self._cons.has_partial,
+                                                         self._cons.weight, factor, u[count]), rng)
+        self._cons_W *= cons_factor
+        if b:
+            plan = plan_downsample(b, False, float(b), rho, u[count + 1])
+            full, partial = _take_from_batch(items, plan, rng)
+            ls = LatentSample.of_items(full, copy=full is items)
+            ls.partial = partial
+            ls.weight = plan.weight
+            if ls.weight > 0.0:
+                recent.append((t, b, ls))
+        self._W = w
+        self._rho = rho
+        self._consolidate_old(t, dec)
+
+    def _consolidate_old(self, t, dec):
+        """Merge the oldest recent latent samples into the consolidated one while
+        f(age) < delta1 and the weight bound of the consolidated batches stays
+        below delta2 (Algorithm 8, lines 23-26; see docs/TBS.md for the bound)."""
+        if not self._consolidate or self._gap is None:
+            return
+        recent = self._recent
+        merged = 0
+        while merged < len(recent) - 1:
+            bt, bsize, ls = recent[merged]
+            age = t - bt
+            fa = float(self.decay(age))
+            if not fa < self.delta1:
+                break
+            if not self._bstar * self.decay.tail_sum(age, self._gap) < self.delta2:
+                break
+            cons = self._cons
+            plan = plan_union(cons.size, cons.has_partial, cons.weight, ls.size, ls.has_partial,
+                              ls.weight, open_uniform(dec))
+            apply_union(cons, ls, plan)
+            self._cons_W += bsize * fa
+            self._cons_batches += 1
+            merged += 1
+        if merged:
+            del recent[:merged]
+            _check_latent(self._cons)
+
+    # ------------------------------------------------------------------ output
+    def sample(self) -> np.ndarray:
+        """The realized sample S_k (a new array; the same on every call for a given k)."""
+        if self._batches == 0:
+            return self._empty()
+        rng = self._generator(STREAM_OUTPUT)
+        if self.algorithm == "exponential":
+            ls = self._latent
+            if ls is None:
+                return self._empty()
+            return ls.realize(includes_partial(ls.weight, ls.size, open_uniform(rng)))
+        parts = [r[2] for r in reversed(self._recent)]
+        if self._cons is not None:
+            parts.append(self._cons)
+        parts = [p for p in parts if p.weight > 0.0]
+        if not parts:
+            return self._empty()
+        u = 1.0 - rng.random(len(parts) + 2)
+        # UNION of all latent samples (Algorithm 8, line 27), decided on numbers.
+        weight, owner, promoted = plan_union_many([p.size for p in parts],
+                                                  [p.partial is not None for p in parts],
+                                                  [p.weight for p in parts], u)
+        full = np.concatenate([p.full() for p in parts] + [parts[j].partial for j in promoted])
+        partial = parts[owner].partial if owner >= 0 else None
+        if weight > self.n:
+            # Line 28: downsample the union to weight n.
+            plan = plan_downsample(full.size, partial is not None, weight, self.n / weight, u[-2])
+            ls = LatentSample.of_items(full, copy=False)
+            ls.partial, ls.weight = partial, weight
+            apply_downsample(ls, plan, rng)
+            full, partial, weight = ls.full(), ls.partial, ls.weight
+        if partial is not None and includes_partial(weight, full.size, u[-1]):
+            return np.concatenate([full, partial])
+        return full.copy() if full.base is not None else full
+
+    # ------------------------------------------------------------------ state
+    def _params(self):
+        p = {"n": self.n, "algorithm": self.algorithm}
+        p.update(decay_params(self.decay))
+        if self.algorithm == "general":
+            p.update(max_weight=self.max_weight, consolidation_rate=self.consolidation_rate,
+                     delta1=self.delta1, delta2=self.delta2)
+        return p
+
+    @classmethod
+    def _from_params(cls, params, decay):
+        d = restore_decay(params, decay)
+        if params["algorithm"] == "exponential":
+            return cls(params["n"], d, seed=0, algorithm="exponential")
+        return cls(params["n"], d, seed=0, algorithm="general", max_weight=params["max_weight"],
+                   consolidation_rate=params["consolidation_rate"], delta1=params["delta1"],
+                   delta2=params["delta2"])
+
+    def _save(self, arrays, meta):
+        meta["W"] = self._W
+        meta["rho"] = self._rho
+        empty = self._empty()
+        if self.algorithm == "exponential":
+            ls = self._latent
+            arrays["full"] = empty if ls is None else ls.full().copy()
+            arrays["partial"] = empty if ls is None or ls.partial is None else ls.partial.copy()
+            meta["weight"] = 0.0 if ls is None else ls.weight
+            meta["has_latent"] = ls is not None
+            return
+        lat = [r[2] for r in self._recent]
+        arrays["recent_time"] = np.array([r[0] for r in self._recent], dtype=np.float64)
+        arrays["recent_size"] = np.array([r[1] for r in self._recent], dtype=np.int64)
+        arrays["recent_weight"] = np.array([ls.weight for ls in lat], dtype=np.float64)
+        arrays["recent_nfull"] = np.array([ls.size for ls in lat], dtype=np.int64)
+        arrays["recent_has_partial"] = np.array([ls.partial is not None for ls in lat], dtype=bool)
+        arrays["recent_full"] = np.concatenate([empty] + [ls.full() for ls in lat])
+        arrays["recent_partial"] = np.concatenate([empty] + [ls.partial for ls in lat if ls.partial is not None])
+        cons = self._cons
+        arrays["cons_full"] = empty if cons is None else cons.full().copy()
+        arrays["cons_partial"] = empty if cons is None or cons.partial is None else cons.partial.copy()
+        meta.update(cons_weight=0.0 if cons is None else cons.weight, has_cons=cons is not None,
+                    cons_W=self._cons_W, cons_batches=self._cons_batches, bstar=self._bstar,
+                    gap=self._gap, consolidate=self._consolidate)
+
+    def _load(self, arrays, meta):
+        self._W = float(meta["W"])
+        self._rho = float(meta["rho"])
+        if self.algorithm == "exponential":
+            if meta["has_latent"]:
+                self._latent = _restore_latent(get_array(arrays, "full"), get_array(arrays, "partial"),
+                                               meta["weight"])
+            return
+        times = get_array(arrays, "recent_time", np.float64)
+        sizes = get_array(arrays, "recent_size", np.int64)
+        weights = get_array(arrays, "recent_weight", np.float64)
+        nfull = get_array(arrays, "recent_nfull", np.int64)
+        has_p = get_array(arrays, "recent_has_partial", bool)
+        full = get_array(arrays, "recent_full")
+        partial = get_array(arrays, "recent_partial")
+        if not (times.size == sizes.size == weights.size == nfull.size == has_p.size) \
+                or full.size != int(nfull.sum()) or partial.size != int(has_p.sum()):
+            raise TBSError("state arrays recent_* are inconsistent")
+        offsets = np.concatenate([[0], np.cumsum(nfull)])
+        pidx = np.concatenate([[0], np.cumsum(has_p)])
+        self._recent = [(float(times[i]), int(sizes[i]),
+                         _restore_latent(full[offsets[i]:offsets[i + 1]], partial[pidx[i]:pidx[i + 1]],
+                                         weights[i]))
+                        for i in range(times.size)]
+        if meta["has_cons"]:
+            self._cons = _restore_latent(get_array(arrays, "cons_full"), get_array(arrays, "cons_partial"),
+                                         meta["cons_weight"])
+        self._cons_W = float(meta["cons_W"])
+        self._cons_batches = int(meta["cons_batches"])
+        self._bstar = int(meta["bstar"])
+        self._gap = None if meta["gap"] is None else float(meta["gap"])
+        self._consolidate = bool(meta["consolidate"])
+
+
+def _factor_at_most_one(factors: np.ndarray) -> np.ndarray:
+    """Downsampling factors are <= 1 by the choice of rho (rho*); allow rounding only."""
+    if factors.size and float(np.max(factors)) > 1.0 + 1e-9:
+        raise TBSError(f"internal error: downsampling factor {float(np.max(factors))!r} > 1")
+    return np.minimum(factors, 1.0)
+
+
+def _restore_latent(full: np.ndarray, partial: np.ndarray, weight) -> LatentSample:
+    ls = LatentSample.of_items(full)
+    ls.partial = partial.copy() if partial.size else None
+    ls.weight = float(weight)
+    _check_latent(ls)
+    return ls
+
+
+def _check_latent(ls: LatentSample) -> None:
+    """Internal invariant: floor(C) full items, a partial item iff C is fractional."""
+    if ls.size != math.floor(ls.weight) or (ls.partial is not None) != (ls.weight > ls.size):
+        raise TBSError(f"corrupt latent sample: {ls.size} full items, partial="
+                       f"{ls.partial is not None}, weight={ls.weight!r}")

@@ -1,0 +1,79 @@
+"""Sliding window: the most recent n items (by arrival; within a batch, the
+last items of the array)."""
+from __future__ import annotations
+
+import numpy as np
+
+from .base import Sampler, get_array
+from .errors import check_int
+
+__all__ = ["SlidingWindow"]
+
+
+class SlidingWindow(Sampler):
+    """The last ``n`` items seen (deterministic; ``time`` is only validated)."""
+
+    _randomized = False
+
+    def __init__(self, n):
+        super().__init__(None)
+        self.n = check_int("n", n, 1)
+        self._ring = None      # circular buffer of capacity n
+        self._start = 0        # index of the oldest item
+        self._size = 0
+        self._seen = 0
+
+    @property
+    def sample_weight(self) -> float:
+        return float(self._size)
+
+    @property
+    def total_weight(self) -> float:
+        """The number of items seen so far."""
+        return float(self._seen)
+
+    def _update(self, items, t, dt):
+        b = int(items.size)
+        self._seen += b
+        if b == 0:
+            return
+        n = self.n
+        if self._ring is None:
+            self._ring = np.empty(n, dtype=items.dtype)
+        if b >= n:
+            self._ring[:] = items[b - n:]
+            self._start, self._size = 0, n
+            return
+        end = (self._start + self._size) % n
+        first = min(b, n - end)
+        self._ring[end:end + first] = items[:first]
+        self._ring[:b - first] = items[first:]
+        overflow = max(0, self._size + b - n)
+        self._start = (self._start + overflow) % n
+        self._size = min(n, self._size + b)
+
+    def sample(self) -> np.ndarray:
+        """The window, oldest item first (a new array)."""
+        if self._ring is None:
+            return self._empty()
+        idx = (self._start + np.arange(self._size)) % self.n
+        return self._ring[idx]
+
+    def _params(self):
+        return {"n": self.n}
+
+    @classmethod
+    def _from_params(cls, params, decay):
+        return cls(params["n"])
+
+    def _save(self, arrays, meta):
+        arrays["items"] = self.sample()
+        meta["seen"] = self._seen
+
+    def _load(self, arrays, meta):
+        items = get_array(arrays, "items")
+        self._seen = int(meta["seen"])
+        if items.size or self._dtype is not None:
+            self._ring = np.empty(self.n, dtype=items.dtype)
+            self._ring[: items.size] = items
+            self._start, self._size = 0, int(items.size)
