@@ -105,6 +105,12 @@ def _truncated(tmp_path):
     return src
 
 
+def _non_empty_dir(path):
+    path.mkdir()
+    (path / "f").write_text("x")
+    return path
+
+
 def _file(tmp_path, name, content):
     path = tmp_path / name
     if isinstance(content, np.ndarray):
@@ -142,8 +148,7 @@ BAD = [
      "unknown UDF"),
     ("unknown UDF module", lambda t: ["sample", make(t), t / "o", "--udf", "no.such:f",
                                       "--seed", 1], "unknown UDF"),
-    ("non-empty destination", lambda t: ["holdout", make(t), (t / "o").mkdir() or
-                                         (t / "o" / "f").write_text("x") or t / "o",
+    ("non-empty destination", lambda t: ["holdout", make(t), _non_empty_dir(t / "o"),
                                          "--ratio", .5, "--seed", 1], "not empty"),
     ("ragged CSV", lambda t: ["import", _file(t, "r.csv", "1,2\n3\n"), t / "o", "--block-size", 4],
      "ragged"),
@@ -175,11 +180,12 @@ def _run(tmp_path):
 
 
 @pytest.mark.parametrize("label,argv,match", BAD, ids=[b[0] for b in BAD])
-def test_bad_input_is_one_line_exit_2_and_writes_nothing(tmp_path, capsys, label, argv, match):
+def test_bad_input_is_one_line_exit_2_and_writes_nothing(tmp_path, capsys, monkeypatch, label,
+                                                         argv, match):
+    monkeypatch.chdir(tmp_path)  # a relative path written by mistake lands under tmp_path
     args = argv(tmp_path)
     if args[0] in ("holdout", "kfold", "bootstrap", "sample") and "--runner" not in args:
         args += R
-    before = {p: tree_digest(p) if os.path.isdir(p) else None for p in os.listdir(tmp_path)}
     before = tree_digest(tmp_path)
     code, out, err = run_cli(capsys, *args)
     assert code == 2, err
@@ -187,7 +193,7 @@ def test_bad_input_is_one_line_exit_2_and_writes_nothing(tmp_path, capsys, label
     assert len(lines) == 1 and lines[0].startswith("samplegen: error:"), err
     assert match in lines[0]
     assert "Traceback" not in err
-    assert tree_digest(tmp_path) == before  # nothing written, input unchanged
+    assert tree_digest(tmp_path) == before  # nothing written (even by mistake, to cwd)
 
 
 @pytest.mark.mrjob
