@@ -98,3 +98,21 @@ bench-mr: setup
 clean:
 	rm -rf $(WORK) dist build *.egg-info .pytest_cache
 	find . -name __pycache__ -prune -exec rm -rf {} +
+
+# --- hive (issue 6) ---
+# A local HiveServer2 (the Spark Thrift Server from the pyspark distribution)
+# on 127.0.0.1:$(HIVE_PORT), metastore and warehouse in $(HIVE_WORK); see docs/HIVE.md.
+HIVE_PORT ?= 10000
+HIVE_WORK ?= $(WORK)/hive
+.PHONY: hive-up hive-down hive-dist bench-hive
+
+hive-up: setup java
+	$(PY) -m hive.server up --port $(HIVE_PORT) --workdir $(HIVE_WORK)
+
+hive-down:
+	@if [ -x $(PY) ]; then $(PY) -m hive.server down --workdir $(HIVE_WORK); \
+	else echo "hive-server: not running (no $(VENV))"; fi
+
+# dist/samplegen-<hash>.zip: what the HiveQL scripts ADD FILE (docs/HIVE.md)
+hive-dist: setup
+	$(PY) -c "from hive.package import build_hive_zip; print(build_hive_zip('dist'))"
