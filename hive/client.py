@@ -18,6 +18,7 @@ Errors are :class:`HiveError` with one line: what failed and the server's own
 message (its first line); a samplegen error raised inside a TRANSFORM script
 (bad input) comes back as that error's message.
 """
+import logging
 import os
 import re
 import urllib.parse
@@ -134,12 +135,18 @@ class Client:
             kwargs["password"] = os.environ["SAMPLEGEN_HIVE_PASSWORD"]
         if c.get("kerberos_service_name"):
             kwargs["kerberos_service_name"] = c["kerberos_service_name"]
+        thrift_log = logging.getLogger("thrift")
+        level = thrift_log.level
+        if not logging.getLogger().isEnabledFor(logging.INFO):
+            thrift_log.setLevel(logging.CRITICAL + 1)  # we report the failure ourselves
         try:
             self.conn = hive.connect(**kwargs)
             self.cursor = self.conn.cursor()
         except Exception as exc:  # thrift / socket / sasl errors
             raise HiveError(f"cannot connect to HiveServer2 at {c['host']}:{c['port']}: "
                             f"{_first_line(server_message(exc))}") from None
+        finally:
+            thrift_log.setLevel(level)
         return self
 
     def close(self):

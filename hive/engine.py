@@ -35,10 +35,10 @@ from .transform import format_bin_bits, format_params
 
 KINDS = {
     "table": "identifier", "location": "path", "output": "path", "files": "path",
-    "zip": "word", "python": "word", "udf": "word", "params": "word", "bin_bits": "word",
+    "zip": "word", "python": "word", "udf": "word", "params": "params", "bin_bits": "word",
     "records": "word", "kind": "word", "rows": "int", "cols": "int", "block_size": "int",
     "seed": "int", "repeats": "int", "k": "int", "samples": "int", "size": "int",
-    "ratio": "number", "fraction": "number",
+    "ratio": "number", "fraction": "number", "assignments": "identifier",
 }
 DEFAULT_FILES = os.path.join("~", ".cache", "samplegen", "hive")
 
@@ -128,6 +128,22 @@ def raise_error_row(message):
     if kind in ("InputError", "OrderError", "OutputError", "ServerError"):
         raise InputError(text)
     raise ScriptError(f"a TRANSFORM script failed: {message}")
+
+
+def render_baseline(plan, table, assignments, output, engine_settings, zip_name):
+    """``(assignments script, join query script)`` of the join-based baseline
+    for a bootstrap plan."""
+    if plan.udf != "bootstrap":
+        raise ParameterError("the join-based baseline generates bootstrap samples only")
+    values = {"table": table, "assignments": assignments, "files": engine_settings["files"],
+              "zip": zip_name, "python": engine_settings["python"], "rows": plan.rows,
+              "cols": plan.cols, "block_size": plan.block_size, "kind": plan.kind,
+              "seed": plan.seed, "samples": int(plan.params["samples"]),
+              "size": int(plan.params["size"])}
+    assign = sql.render(sql.load_script("baseline_assignments"), values, KINDS)
+    values["output"] = server_path(output)
+    join = sql.render(sql.load_script("baseline_bootstrap"), values, KINDS)
+    return assign, join
 
 
 def summaries_of(rows):

@@ -82,8 +82,13 @@ def word(value, what="argument"):
     return value
 
 
+def params(value, what="params"):
+    """``KEY=VALUE,...`` for a TRANSFORM command line; may be empty."""
+    return value if value == "" else word(value, what)
+
+
 CHECKS = {"identifier": identifier, "int": integer, "number": number, "path": path,
-          "word": word}
+          "word": word, "params": params}
 
 
 def variables(text):
