@@ -130,6 +130,8 @@ def build_parser():
 
     sub.add_parser("tbs", help="time-biased sampling (see 'samplegen tbs --help')",
                    add_help=False, parents=[])
+    sub.add_parser("hive", help="HiveQL: block tables, table-to-table sampling, scripts "
+                   "(see 'samplegen hive --help')", add_help=False, parents=[])
     return parser
 
 
@@ -211,6 +213,9 @@ def main(argv=None):
     if argv and argv[0] == "tbs":
         from tbs.cli import main as tbs_main
         return tbs_main(argv[1:])
+    if argv and argv[0] == "hive":
+        from hive.cli import main as hive_main
+        return hive_main(argv[1:])
     parser = build_parser()
     args = parser.parse_args(argv)
     args.quiet = getattr(args, "quiet", False)
