@@ -116,3 +116,10 @@ hive-down:
 # dist/samplegen-<hash>.zip: what the HiveQL scripts ADD FILE (docs/HIVE.md)
 hive-dist: setup
 	$(PY) -c "from hive.package import build_hive_zip; print(build_hive_zip('dist'))"
+
+# Section V-D / figure 13 at laptop scale: our query vs the join-based
+# baseline (docs/BENCHMARKS.md, "Hive").  QUICK=1 for a one-minute smoke run.
+QUICK ?=
+bench-hive: setup java
+	$(PY) bench/bench_hive.py --workdir $(WORK)/bench-hive \
+	  --json $(WORK)/bench-hive/results$(if $(QUICK),-quick).json $(if $(QUICK),--quick)

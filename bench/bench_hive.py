@@ -18,7 +18,11 @@ For every N it times, in interleaved order and ``--repeats`` times:
 
 checks that all three queries wrote byte-identical sample blocks, and prints
 medians as Markdown (saved as JSON with ``--json``).  Without ``--hive-url``
-it starts its own local server (python -m hive.server) and stops it after.
+it starts its own local server (python -m hive.server) and stops it after;
+then it also records the server's CPU time per script (user + system of the
+JVM and of the TRANSFORM processes it ran, from /proc): on a machine shared
+with other work, wall-clock times vary by tens of percent from run to run,
+CPU time much less.
 """
 import argparse
 import hashlib
@@ -78,11 +82,21 @@ def machine():
     return info
 
 
+def cpu_seconds(pid):
+    """User + system CPU seconds of *pid* and of its children that it reaped."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    ticks = sum(int(x) for x in fields[11:15])  # utime, stime, cutime, cstime
+    return ticks / os.sysconf("SC_CLK_TCK")
+
+
 class Bench:
-    def __init__(self, client, conf, zip_name, table, matrix, workdir):
+    def __init__(self, client, conf, zip_name, table, matrix, workdir, server_pid=None):
         self.client, self.conf, self.zip = client, conf, zip_name
         self.table, self.matrix, self.workdir = table, matrix, workdir
+        self.server_pid = server_pid
         self.counter = 0
+        self.cpu = []  # CPU seconds of the scripts timed last
 
     def _out(self):
         self.counter += 1
@@ -97,10 +111,15 @@ class Bench:
 
     def _timed_script(self, text):
         """Run a rendered script (every statement, as a user would); returns
-        (seconds, rows of the last statement)."""
+        (seconds, rows of the last statement); appends the server's CPU
+        seconds to ``self.cpu``."""
+        cpu = cpu_seconds(self.server_pid) if self.server_pid else None
         t = time.perf_counter()
         rows = self.client.run_script(text)
-        return time.perf_counter() - t, rows
+        seconds = time.perf_counter() - t
+        if cpu is not None:
+            self.cpu.append(cpu_seconds(self.server_pid) - cpu)
+        return seconds, rows
 
     def ours(self, n, size, records):
         out = self._out()
@@ -148,14 +167,14 @@ def main(argv=None):
         driver.make_matrix(src, args.rows, args.cols, args.block_size, seed=1, overwrite=True)
     matrix = Matrix.open(src)
 
-    started_server = None
+    started_server = server_pid = None
     url = args.hive_url
     if url is None:
         server_dir = os.path.join(workdir, "server")
         state = server.read_state(server_dir)
         port = state[1] if state else server.free_port()
-        server.up(server_dir, port, log=lambda m: print(m, file=sys.stderr),
-                  driver_memory=args.driver_memory)
+        server_pid, _ = server.up(server_dir, port, log=lambda m: print(m, file=sys.stderr),
+                                  driver_memory=args.driver_memory)
         started_server = None if state else server_dir
         url = f"hive://127.0.0.1:{port}/default"
     files = os.path.join(workdir, "files")
@@ -171,12 +190,14 @@ def main(argv=None):
             table = "bench_blocks"
             client.execute(f"DROP TABLE IF EXISTS {table}", fetch=False)
             client.run_script(engine.block_table_ddl(table, src, matrix.meta))
-            bench = Bench(client, conf, zip_name, table, matrix, workdir)
+            bench = Bench(client, conf, zip_name, table, matrix, workdir, server_pid)
             bench.ours(2, 100, "chunks")  # warm-up: metastore, JIT, page cache
             bench.baseline(2, 100)
             for n in counts:
                 times = {"ours": [], "ours, rows": [], "assignments": [], "join": []}
+                cpu = {k: [] for k in times}
                 for rep in range(args.repeats):
+                    bench.cpu = []
                     s, out_a = bench.ours(n, size, "chunks")
                     times["ours"].append(s)
                     assign_s, join_s, out_b = bench.baseline(n, size)
@@ -184,6 +205,9 @@ def main(argv=None):
                     times["join"].append(join_s)
                     s, out_c = bench.ours(n, size, "rows")
                     times["ours, rows"].append(s)
+                    for key, value in zip(("ours", "assignments", "join", "ours, rows"),
+                                          bench.cpu):
+                        cpu[key].append(value)
                     if rep == 0:
                         digests = {parts_digest(o) for o in (out_a, out_b, out_c)}
                         if len(digests) != 1:
@@ -195,6 +219,11 @@ def main(argv=None):
                          "median": {k: statistics.median(v) for k, v in times.items()}}
                 entry["median"]["assignments + join"] = statistics.median(
                     [a + j for a, j in zip(times["assignments"], times["join"])])
+                if server_pid:
+                    entry["cpu_seconds"] = cpu
+                    entry["cpu_median"] = {k: statistics.median(v) for k, v in cpu.items()}
+                    entry["cpu_median"]["assignments + join"] = statistics.median(
+                        [a + j for a, j in zip(cpu["assignments"], cpu["join"])])
                 results["by_samples"].append(entry)
                 m = entry["median"]
                 print(f"N={n}: ours {m['ours']:.2f} s, ours (rows) {m['ours, rows']:.2f} s, "
@@ -216,17 +245,23 @@ def main(argv=None):
 
 
 def report(results):
+    header = ["| samples | ours | ours, one row per occurrence | join | assignments | "
+              "assignments + join | join / ours | (assignments + join) / ours |",
+              "|---:|---:|---:|---:|---:|---:|---:|---:|"]
     lines = [f"Bootstrap samples of {results['size']} rows from a dense {results['rows']} x "
              f"{results['cols']} matrix (block size {results['block_size']}); median of "
-             f"{results['repeats']} runs, seconds.", "",
-             "| samples | ours | ours, one row per occurrence | join | assignments | "
-             "assignments + join | join / ours | (assignments + join) / ours |",
-             "|---:|---:|---:|---:|---:|---:|---:|---:|"]
-    for e in results["by_samples"]:
-        m = e["median"]
-        lines.append(f"| {e['samples']} | {m['ours']:.2f} | {m['ours, rows']:.2f} | "
-                     f"{m['join']:.2f} | {m['assignments']:.2f} | {m['assignments + join']:.2f} | "
-                     f"{m['join'] / m['ours']:.2f} | {m['assignments + join'] / m['ours']:.2f} |")
+             f"{results['repeats']} runs."]
+    for key, title in (("median", "Wall-clock seconds"),
+                       ("cpu_median", "Server CPU seconds (JVM and TRANSFORM processes)")):
+        if not all(key in e for e in results["by_samples"]):
+            continue
+        lines += ["", title + ":", ""] + header
+        for e in results["by_samples"]:
+            m = e[key]
+            lines.append(f"| {e['samples']} | {m['ours']:.2f} | {m['ours, rows']:.2f} | "
+                         f"{m['join']:.2f} | {m['assignments']:.2f} | "
+                         f"{m['assignments + join']:.2f} | {m['join'] / m['ours']:.2f} | "
+                         f"{m['assignments + join'] / m['ours']:.2f} |")
     return "\n".join(lines)
 
 

@@ -150,11 +150,17 @@ def summaries_of(rows):
     for row in rows:
         if len(row) == 4 and row[0] == -2:
             raise_error_row(row[3])
-    out = []
+    out, seen = [], set()
     for row in rows:
         if len(row) != 4 or row[0] != -1:
             raise HiveError(f"unexpected row in the sampling query's result: {row!r:.200}")
-        out.append(json.loads(row[3]))
+        summary = json.loads(row[3])
+        key = (summary["sample"], summary["v"])
+        if key in seen:  # two tasks wrote the same column of blocks
+            raise HiveError(f"column of blocks {key[1]} of {key[0]} was reported twice "
+                            "(speculative or duplicated reduce tasks?)")
+        seen.add(key)
+        out.append(summary)
     return out
 
 
@@ -175,7 +181,6 @@ def run_hive(plan, inputs, runner, options):
     conf = settings(options)
     table = options.get("hive_table")
     zip_name = ship_zip(conf["files"], plan.udf)
-    query = None
     with Client(conf["url"]) as client:
         temp = None
         try:

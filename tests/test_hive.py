@@ -254,6 +254,8 @@ def test_render_refuses_unsafe_values():
     # a user parameter that would not come back as itself is refused
     with pytest.raises(ParameterError, match="does not survive"):
         transform.format_params({"names": "a,b"})
+    with pytest.raises(ParameterError, match="does not survive"):
+        transform.format_params({"size": None})
     with pytest.raises(ParameterError, match="cannot be passed to a TRANSFORM script"):
         sql.render("--params=${hivevar:params}", {"params": transform.format_params(
             {"name": "a b"})}, {"params": "params"})
@@ -446,3 +448,25 @@ def test_server_up_is_idempotent_and_explains_a_missing_java(hive_server, monkey
     monkeypatch.delenv("JAVA_HOME", raising=False)
     with pytest.raises(server.ServerError, match="Java is missing.*make java"):
         server.check_java()
+
+
+@pytest.mark.parametrize("udf,params", [("bootstrap", {"samples": 4, "size": 900}),
+                                        ("holdout", {"ratio": 0.3, "repeats": 2, "fraction": 0.7}),
+                                        ("kfold", {"k": 3, "naive": True}),
+                                        ("udfs.examples:paper_holdout_series", {"ratio": 0.5})])
+def test_range_cache_changes_nothing(inputs, monkeypatch, udf, params):
+    """The sampling script asks the UDF for many rows at once; its output is
+    the same as with one UDF call per block, whatever the block order."""
+    import random
+    matrix = Matrix.open(inputs["wide"])
+    lines = b"".join(open(p, "rb").read() for p in matrix.part_uris()).splitlines(True)
+    shuffled = random.Random(1).sample(lines, len(lines))
+    argv = transform.plan_argv(make_plan(load_udf(udf, matrix.rows, params), SEED,
+                                         matrix.meta, ""))
+    outputs = set()
+    for span in (1, 100, 1 << 16):  # 1: one call per block, as without the cache
+        monkeypatch.setattr(transform, "RANGE_ROWS", span)
+        for data in (lines, shuffled):
+            outputs.add(b"\n".join(sorted(_script(["sample"] + argv, b"".join(data))
+                                          .splitlines())))
+    assert len(outputs) == 1 and len(next(iter(outputs))) > 1000
