@@ -106,7 +106,8 @@ HIVE_PORT ?= 10000
 HIVE_WORK ?= $(WORK)/hive
 .PHONY: hive-up hive-down hive-dist bench-hive
 
-hive-up: setup java
+# Says so (and how to get it) when Java 17+ is missing; `make java` installs it.
+hive-up: setup
 	$(PY) -m hive.server up --port $(HIVE_PORT) --workdir $(HIVE_WORK)
 
 hive-down:
@@ -120,6 +121,6 @@ hive-dist: setup
 # Section V-D / figure 13 at laptop scale: our query vs the join-based
 # baseline (docs/BENCHMARKS.md, "Hive").  QUICK=1 for a one-minute smoke run.
 QUICK ?=
-bench-hive: setup java
+bench-hive: setup
 	$(PY) bench/bench_hive.py --workdir $(WORK)/bench-hive \
 	  --json $(WORK)/bench-hive/results$(if $(QUICK),-quick).json $(if $(QUICK),--quick)

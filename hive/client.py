@@ -41,7 +41,7 @@ class HiveError(SamplegenError):
 
 
 def parse_url(url):
-    """``dict(host, port, database, username, password, auth, ...)``."""
+    """``dict(host, port, database, username)`` plus the query options."""
     if not url:
         raise ParameterError("runner 'hive' needs --hive-url hive://HOST:PORT/DB")
     parts = urllib.parse.urlsplit(url)

@@ -180,8 +180,8 @@ def run_hive(plan, inputs, runner, options):
     """Engine entry point (see :func:`jobs.driver._engine`)."""
     conf = settings(options)
     table = options.get("hive_table")
-    zip_name = ship_zip(conf["files"], plan.udf)
-    with Client(conf["url"]) as client:
+    with Client(conf["url"]) as client:  # connect first: a dead server writes nothing
+        zip_name = ship_zip(conf["files"], plan.udf)
         temp = None
         try:
             if table is None:

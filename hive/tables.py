@@ -24,7 +24,7 @@ from jobs import fs as fsmod
 from jobs.phases import make_plan
 from jobs.store import Matrix
 from udfs.custom import load_udf
-from udfs.errors import OutputError
+from udfs.errors import OutputError, ParameterError
 
 from . import sql
 from .client import Client
@@ -166,6 +166,5 @@ def script_text(name):
     """The raw text of ``hive/<name>.hql`` (``${hivevar:...}`` placeholders)."""
     names = sorted(f[:-4] for f in os.listdir(sql.SCRIPT_DIR) if f.endswith(".hql"))
     if name not in names:
-        from udfs.errors import ParameterError
         raise ParameterError(f"unknown script {name!r}: choose one of {', '.join(names)}")
     return sql.load_script(name)

@@ -183,8 +183,11 @@ def test_udf_errors_on_the_server(tmp_path, inputs, hive_server, monkeypatch, ca
     assert not out.exists() and sorted(os.listdir(tmp_path)) == ["mods"]
 
 
-def test_connection_failures_are_one_line(tmp_path, inputs, hive_server, capsys):
+def test_connection_failures_are_one_line(tmp_path, tmp_path_factory, inputs, hive_server,
+                                         capsys, monkeypatch):
     dead = server.free_port()
+    files = tmp_path_factory.mktemp("untouched-files")
+    monkeypatch.setenv("SAMPLEGEN_HIVE_FILES", str(files))
     before = tree_digest(str(tmp_path))
     for url, expected in [
             (f"hive://127.0.0.1:{dead}/default", f"cannot connect to HiveServer2 at 127.0.0.1:{dead}"),
@@ -199,6 +202,7 @@ def test_connection_failures_are_one_line(tmp_path, inputs, hive_server, capsys)
                            "--seed", 1, "--runner", "hive")
     assert "needs --hive-url" in _one_line_error(code, err)
     assert tree_digest(str(tmp_path)) == before
+    assert os.listdir(files) == []  # nothing shipped to a server that is not there
 
 
 # ---------------------------------------------------------------------------
