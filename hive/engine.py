@@ -35,7 +35,7 @@ from .transform import format_bin_bits, format_params
 
 KINDS = {
     "table": "identifier", "location": "path", "output": "path", "files": "path",
-    "zip": "word", "python": "word", "udf": "word", "params": "params", "bin_bits": "word",
+    "zip": "word", "python": "program", "udf": "word", "params": "params", "bin_bits": "word",
     "records": "word", "kind": "word", "rows": "int", "cols": "int", "block_size": "int",
     "seed": "int", "repeats": "int", "k": "int", "samples": "int", "size": "int",
     "ratio": "number", "fraction": "number", "assignments": "identifier",

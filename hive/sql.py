@@ -8,12 +8,14 @@ kind:
   most 128 characters), optionally qualified once (``db.table``);
 * ``int`` / ``float``: formatted from Python numbers (``bool`` refused,
   floats must be finite);
-* ``path``: a file or directory URI made of a conservative character set (no
-  quotes, backslashes, whitespace, ``;``, ``$`` or control characters), so it
-  is safe inside a single-quoted literal *and* as one word of a TRANSFORM
-  command line;
+* ``path``: an absolute path or a ``scheme:`` URI made of a conservative
+  character set (no quotes, backslashes, whitespace, ``;``, ``$``, ``..`` or
+  control characters), so it is safe inside a single-quoted literal *and* as
+  one word of a TRANSFORM command line;
 * ``word``: one word of a TRANSFORM command line (a UDF name, ``key=value``
-  parameters), from the same conservative set.
+  parameters), from the same set, not starting with ``-`` or ``~`` (no
+  option to the script, no tilde expansion by Spark's ``bash -c``);
+* ``program``: the interpreter's name or path (no ``=``, ``,`` or ``:``).
 
 The scripts in ``hive/*.hql`` are plain HiveQL with ``${hivevar:NAME}``
 placeholders: beeline substitutes them from ``--hivevar NAME=VALUE`` on the
@@ -29,8 +31,9 @@ from udfs.errors import ParameterError
 IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,127}")
 _QUALIFIED = re.compile(r"(?:[A-Za-z_][A-Za-z0-9_]{0,127}\.)?[A-Za-z_][A-Za-z0-9_]{0,127}")
 # URIs and paths: letters, digits and  _ . / : @ + = , % ~ -
-_PATH = re.compile(r"[A-Za-z0-9_./:@+=,%~-]{1,4096}")
-_WORD = re.compile(r"[A-Za-z0-9_./:@+=,%~-]{1,1024}")
+_PATH = re.compile(r"(?:/|[A-Za-z][A-Za-z0-9+.-]*:)[A-Za-z0-9_./:@+=,%~-]{0,4096}")
+_WORD = re.compile(r"[A-Za-z0-9_./][A-Za-z0-9_./:@+=,%~-]{0,1023}")
+_PROGRAM = re.compile(r"[A-Za-z0-9_./][A-Za-z0-9_./+-]{0,1023}")
 _VAR = re.compile(r"\$\{hivevar:([A-Za-z_][A-Za-z0-9_]*)\}")
 
 SCRIPT_DIR = os.path.dirname(os.path.abspath(__file__))
@@ -70,8 +73,9 @@ def number(value, what="value"):
 def path(value, what="path"):
     """A path or URI that is safe in a quoted literal and as a command word."""
     if not isinstance(value, str) or not _PATH.fullmatch(value) or ".." in value.split("/"):
-        raise UnsafeValue(f"{what} {value!r} cannot be used in HiveQL: use only letters, "
-                          "digits and _ . / : @ + = , % ~ - (no spaces, quotes, '..' or $)")
+        raise UnsafeValue(f"{what} {value!r} cannot be used in HiveQL: give an absolute path "
+                          "or a scheme: URI of letters, digits and _ . / : @ + = , % ~ - "
+                          "(no spaces, quotes, '..' or $)")
     return value
 
 
@@ -82,13 +86,20 @@ def word(value, what="argument"):
     return value
 
 
+def program(value, what="python"):
+    if not isinstance(value, str) or not _PROGRAM.fullmatch(value):
+        raise UnsafeValue(f"{what} {value!r} must be a program name or path (letters, digits, "
+                          "_ . / + -)")
+    return value
+
+
 def params(value, what="params"):
     """``KEY=VALUE,...`` for a TRANSFORM command line; may be empty."""
     return value if value == "" else word(value, what)
 
 
 CHECKS = {"identifier": identifier, "int": integer, "number": number, "path": path,
-          "word": word, "params": params}
+          "word": word, "params": params, "program": program}
 
 
 def variables(text):

@@ -248,9 +248,16 @@ def test_render_refuses_unsafe_values():
                 {"t": "b", "n": 1, "p": "/a/b'; DROP TABLE x; --"},
                 {"t": "b", "n": 1, "p": "/a/../etc"},
                 {"t": "b", "n": 1, "p": "/a b"},
-                {"t": "b", "n": 1, "p": "/a/${env:HOME}"}]:
+                {"t": "b", "n": 1, "p": "/a/${env:HOME}"},
+                {"t": "b", "n": 1, "p": "relative/dir"},
+                {"t": "b", "n": 1, "p": "--records=rows"},
+                {"t": "b", "n": 1, "p": "~/x"}]:
         with pytest.raises(ParameterError):
             sql.render(text, bad, kinds)
+    for kind, bad in [("word", "-c"), ("word", "~root"), ("program", "X=1"),
+                      ("program", "python3;rm"), ("params", "a=1 b=2")]:
+        with pytest.raises(ParameterError):
+            sql.render("${hivevar:v}", {"v": bad}, {"v": kind})
     with pytest.raises(ParameterError, match="needs variable"):
         sql.render(text, {"t": "b", "n": 1}, kinds)
     with pytest.raises(ParameterError, match="does not use"):
