@@ -14,9 +14,8 @@ exit status 2, and nothing is written.
 import os
 import sys
 
-from jobs.cli import PROG, _Parser, _seed
+from jobs.cli import PROG, _Parser, _seed, run_command
 from udfs.custom import parse_param
-from udfs.errors import SamplegenError
 
 from . import tables
 
@@ -111,22 +110,4 @@ def main(argv=None):
     if not args.command:
         parser.print_help(sys.stderr)
         return 2
-
-    def log(message, progress=False):
-        if not args.quiet and (args.verbose or sys.stderr.isatty() or not progress):
-            sys.stderr.write(f"{PROG}: {message}\n")
-    try:
-        return dispatch(args, log)
-    except SamplegenError as exc:
-        if args.verbose:
-            raise
-        sys.stderr.write(f"{PROG}: error: {exc}\n")
-        return 2
-    except KeyboardInterrupt:
-        sys.stderr.write(f"{PROG}: interrupted\n")
-        return 130
-    except Exception as exc:
-        if args.verbose:
-            raise
-        sys.stderr.write(f"{PROG}: error: {type(exc).__name__}: {exc}\n")
-        return 1
+    return run_command(dispatch, args)

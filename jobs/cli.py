@@ -223,6 +223,14 @@ def main(argv=None):
     if not args.command:
         parser.print_help(sys.stderr)
         return 2
+    return run_command(dispatch, args)
+
+
+def run_command(dispatch_fn, args):
+    """Run ``dispatch_fn(args, log)`` under the command line's contract:
+    progress and results on stderr, every error one line (exit status 2 for
+    bad input, 1 for other failures), tracebacks only with ``--verbose``.
+    Shared by ``samplegen hive`` (hive/cli.py)."""
     if args.verbose:
         logging.basicConfig(level=logging.INFO, format="%(name)s: %(message)s")
     else:
@@ -237,7 +245,7 @@ def main(argv=None):
         if not args.quiet and (interactive or not progress):
             sys.stderr.write(f"{PROG}: {message}\n")
     try:
-        return dispatch(args, log)
+        return dispatch_fn(args, log)
     except SamplegenError as exc:
         if args.verbose:
             raise

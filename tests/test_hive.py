@@ -89,12 +89,20 @@ def test_same_bytes_as_inline(tmp_path, tmp_path_factory, inputs, hive_server, l
     assert not [t for t in server_tables(hive_server["url"]) if t.startswith("samplegen_in_")]
 
 
+def _user_module(tmp_path, monkeypatch, prefix, source):
+    """Write a uniquely named module into tmp_path/mods, importable here
+    (and nowhere else); returns its name."""
+    name = f"{prefix}_{uuid.uuid4().hex[:8]}"
+    (tmp_path / "mods").mkdir()
+    (tmp_path / "mods" / f"{name}.py").write_text(source)
+    monkeypatch.syspath_prepend(str(tmp_path / "mods"))
+    return name
+
+
 def test_user_module_ships_in_the_zip(tmp_path, inputs, hive_server, monkeypatch):
     """A UDF from the user's own module (not installed anywhere) runs on the
     server: the module travels inside samplegen-<hash>.zip."""
-    name = "mysampler_" + uuid.uuid4().hex[:8]
-    (tmp_path / "mods").mkdir()
-    (tmp_path / "mods" / f"{name}.py").write_text(
+    name = _user_module(tmp_path, monkeypatch, "mysampler",
         "import numpy as np\n"
         "from udfs import Purpose, stream\n"
         "def every_third(start, stop, rng, params):\n"
@@ -103,7 +111,6 @@ def test_user_module_ships_in_the_zip(tmp_path, inputs, hive_server, monkeypatch
         "    lanes = rng.block(stream(Purpose.USER, 1), start, stop)\n"
         "    return np.flatnonzero(keep), np.zeros(keep.sum(), np.int64), lanes[keep, 0]\n"
         "every_third.sample_names = ['third']\n")
-    monkeypatch.syspath_prepend(str(tmp_path / "mods"))
     spec = f"{name}:every_third"
     ref, dest = str(tmp_path / "ref"), str(tmp_path / "hive")
     driver.generate(inputs["dense"], ref, spec, {"r": 1}, SEED, runner="inline", options=NO_CONF)
@@ -161,9 +168,7 @@ def test_corrupt_block_is_one_line_and_writes_nothing(tmp_path, inputs, hive_ser
 def test_udf_errors_on_the_server(tmp_path, inputs, hive_server, monkeypatch, capsys):
     """A UDF that breaks the protocol is the user's error (exit 2); a UDF
     that crashes is reported in one line with its exception (exit 1)."""
-    name = "badudfs_" + uuid.uuid4().hex[:8]
-    (tmp_path / "mods").mkdir()
-    (tmp_path / "mods" / f"{name}.py").write_text(
+    name = _user_module(tmp_path, monkeypatch, "badudfs",
         "import numpy as np\n"
         "def wrong_sample(start, stop, rng, params):\n"
         "    n = stop - start\n"
@@ -171,7 +176,6 @@ def test_udf_errors_on_the_server(tmp_path, inputs, hive_server, monkeypatch, ca
         "wrong_sample.sample_names = ['only']\n"
         "def crash(start, stop, rng, params):\n"
         "    raise ValueError('boom at %d' % start)\n")
-    monkeypatch.syspath_prepend(str(tmp_path / "mods"))
     out = tmp_path / "out"
     base = ["--seed", 1, "--runner", "hive", "--hive-url", hive_server["url"]]
     code, _, err = run_cli(capsys, "sample", inputs["dense"], out, "--udf",
