@@ -142,3 +142,29 @@ tbs-experiments: tbs-sizes tbs-knn tbs-regression
 
 bench-tbs: setup
 	$(PY) bench/bench_tbs.py --update-doc docs/BENCHMARKS.md
+
+# --- hive (issue 6) ---
+# A local HiveServer2 (the Spark Thrift Server from the pyspark distribution)
+# on 127.0.0.1:$(HIVE_PORT), metastore and warehouse in $(HIVE_WORK); see docs/HIVE.md.
+HIVE_PORT ?= 10000
+HIVE_WORK ?= $(WORK)/hive
+.PHONY: hive-up hive-down hive-dist bench-hive
+
+# Says so (and how to get it) when Java 17+ is missing; `make java` installs it.
+hive-up: setup
+	$(PY) -m hive.server up --port $(HIVE_PORT) --workdir $(HIVE_WORK)
+
+hive-down:
+	@if [ -x $(PY) ]; then $(PY) -m hive.server down --workdir $(HIVE_WORK); \
+	else echo "hive-server: not running (no $(VENV))"; fi
+
+# dist/samplegen-<hash>.zip: what the HiveQL scripts ADD FILE (docs/HIVE.md)
+hive-dist: setup
+	$(PY) -c "from hive.package import build_hive_zip; print(build_hive_zip('dist'))"
+
+# Section V-D / figure 13 at laptop scale: our query vs the join-based
+# baseline (docs/BENCHMARKS.md, "Hive").  QUICK=1 for a one-minute smoke run.
+QUICK ?=
+bench-hive: setup
+	$(PY) bench/bench_hive.py --workdir $(WORK)/bench-hive \
+	  --json $(WORK)/bench-hive/results$(if $(QUICK),-quick).json $(if $(QUICK),--quick)

@@ -131,6 +131,8 @@ def build_parser():
 
     sub.add_parser("tbs", help="time-biased sampling (see 'samplegen tbs --help')",
                    add_help=False, parents=[])
+    sub.add_parser("hive", help="HiveQL: block tables, table-to-table sampling, scripts "
+                   "(see 'samplegen hive --help')", add_help=False, parents=[])
     return parser
 
 
@@ -236,6 +238,9 @@ def main(argv=None):
     if argv and argv[0] == "tbs":
         from tbs.cli import main as tbs_main
         return tbs_main(argv[1:])
+    if argv and argv[0] == "hive":
+        from hive.cli import main as hive_main
+        return hive_main(argv[1:])
     parser = build_parser()
     args = parser.parse_args(argv)
     args.quiet = getattr(args, "quiet", False)
@@ -243,6 +248,14 @@ def main(argv=None):
     if not args.command:
         parser.print_help(sys.stderr)
         return 2
+    return run_command(dispatch, args)
+
+
+def run_command(dispatch_fn, args):
+    """Run ``dispatch_fn(args, log)`` under the command line's contract:
+    progress and results on stderr, every error one line (exit status 2 for
+    bad input, 1 for other failures), tracebacks only with ``--verbose``.
+    Shared by ``samplegen hive`` (hive/cli.py)."""
     interactive = args.verbose or sys.stderr.isatty()
     if args.verbose:
         logging.basicConfig(level=logging.INFO, format="%(name)s: %(message)s")
@@ -258,7 +271,7 @@ def main(argv=None):
         if not args.quiet and (interactive or not progress):
             sys.stderr.write(f"{PROG}: {message}\n")
     try:
-        return dispatch(args, log)
+        return dispatch_fn(args, log)
     except SamplegenError as exc:
         if args.verbose:
             raise

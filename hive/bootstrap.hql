@@ -1,0 +1,49 @@
+-- samplegen: bootstrap samples sample-<i> of exactly `size` rows each, drawn with
+-- replacement (distributed multinomial), in one query.
+--
+-- Variables (beeline: --hivevar NAME=VALUE; `samplegen hive ... --print`
+-- prints this script with every variable filled in):
+--   table        block table (create_block_table.hql)
+--   output       directory receiving one block-store matrix per sample, as
+--                the server's tasks see it; the reducers write
+--                <output>/<sample>/part-v<v> themselves
+--   files, zip   directory holding the samplegen zip, and its file name
+--                (samplegen-<hash>.zip: make hive-dist)
+--   python       a Python with numpy on the nodes (python3)
+--   rows, cols, block_size, kind   the matrix's shape (the table's
+--                samplegen.* properties)
+--   seed         random seed, 0 <= seed < 2**64
+--
+--   samples, size   number of samples, rows per sample
+--   bin_bits     shuffle bins per (sample, column of blocks): 0 = one bin (the
+--                reducer merges a whole group in memory); n = 2**n bins;
+--                one value, or one per sample separated by commas
+--   records      chunks: one row per batch of rows of one input block (fast);
+--                rows: one row per occurrence (the paper's UDTF form)
+--
+-- Output rows: (route, sample, v_index, payload); route = -1 rows carry the
+-- JSON summary of one written column of blocks of a sample matrix.
+
+-- Reducers write the block files themselves: no speculative duplicates.
+-- Hive copies the job configuration into the scripts' environment; keep it short.
+SET mapreduce.reduce.speculative=false;
+SET hive.script.operator.truncate.env=true;
+
+ADD FILE ${hivevar:files}/${hivevar:zip};
+
+-- streaming-re-block: one buffer block at a time, written to <output>
+SELECT TRANSFORM (sample, v_index, relative_pos, row_id, row_partition)
+  USING '${hivevar:python} ${hivevar:zip} reblock --output ${hivevar:output} --udf bootstrap --params=samples=${hivevar:samples},size=${hivevar:size} --seed ${hivevar:seed} --rows ${hivevar:rows} --cols ${hivevar:cols} --block-size ${hivevar:block_size} --kind ${hivevar:kind} --bin-bits ${hivevar:bin_bits} --records ${hivevar:records}'
+  AS (route INT, sample INT, v_index INT, payload STRING)
+FROM (
+  SELECT * FROM (
+    -- local-sampling: the sampling UDTF over the blocks of the table
+    SELECT TRANSFORM (h_index, v_index, block)
+      USING '${hivevar:python} ${hivevar:zip} sample --udf bootstrap --params=samples=${hivevar:samples},size=${hivevar:size} --seed ${hivevar:seed} --rows ${hivevar:rows} --cols ${hivevar:cols} --block-size ${hivevar:block_size} --kind ${hivevar:kind} --bin-bits ${hivevar:bin_bits} --records ${hivevar:records}'
+      AS (sample INT, v_index INT, relative_pos STRING, row_id BIGINT, row_partition STRING)
+    FROM ${hivevar:table}
+  ) occurrences
+  -- block-preparation: group by (sample, column block), in sample order
+  DISTRIBUTE BY sample, v_index
+  SORT BY sample, v_index, relative_pos, row_id
+) sorted_occurrences;

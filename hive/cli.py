@@ -1,0 +1,113 @@
+"""``samplegen hive ...``: block tables, table-to-table sampling, HiveQL text.
+
+    samplegen hive table NAME SRC --hive-url URL [--replace]
+    samplegen hive holdout TABLE RESULT --output DIR --ratio R [--repeats W]
+                   [--fraction F] --seed S --hive-url URL [--overwrite] [--print]
+    samplegen hive kfold TABLE RESULT --output DIR --k K [--naive] ...
+    samplegen hive bootstrap TABLE RESULT --output DIR --samples N [--size S] ...
+    samplegen hive sample TABLE RESULT --output DIR --udf MODULE:FUNC [--param K=V] ...
+    samplegen hive script NAME        print hive/NAME.hql (for beeline -f)
+
+Same conventions as the rest of samplegen: an error is one line on stderr and
+exit status 2, and nothing is written.
+"""
+import os
+import sys
+
+from jobs.cli import PROG, _Parser, _seed, run_command
+from udfs.custom import parse_param
+
+from . import tables
+
+
+def _common(p, url=True):
+    p.add_argument("-q", "--quiet", action="store_true", help="no progress messages")
+    p.add_argument("-v", "--verbose", action="store_true", help="tracebacks on failure")
+    if url:
+        p.add_argument("--hive-url", default=os.environ.get("SAMPLEGEN_HIVE_URL"),
+                       help="hive://HOST:PORT/DB (default: $SAMPLEGEN_HIVE_URL)")
+
+
+def _sampling(sub, name, help_):
+    p = sub.add_parser(name, help=help_)
+    p.add_argument("table", metavar="TABLE", help="block table to sample")
+    p.add_argument("result", metavar="RESULT", help="result table to create")
+    p.add_argument("--output", required=True, metavar="DIR",
+                   help="run directory for the result table's files (a path the server sees)")
+    p.add_argument("--seed", type=_seed, required=True, help="random seed (0 <= S < 2**64)")
+    p.add_argument("--overwrite", action="store_true",
+                   help="replace an existing result table and run directory")
+    p.add_argument("--print", action="store_true", dest="print_only",
+                   help="print the HiveQL instead of running it")
+    _common(p)
+    return p
+
+
+def build_parser():
+    parser = _Parser(prog=f"{PROG} hive", description="HiveQL: block tables, table-to-table "
+                     "sampling, and the scripts for beeline (docs/HIVE.md).")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
+
+    p = sub.add_parser("table", help="register a matrix directory as an external block table")
+    p.add_argument("name", metavar="NAME", help="table to create ([DB.]NAME)")
+    p.add_argument("src", metavar="SRC", help="matrix directory (a path the server sees)")
+    p.add_argument("--replace", action="store_true", help="re-create an existing table")
+    _common(p)
+
+    p = _sampling(sub, "holdout", "hold-out pairs into a result table")
+    p.add_argument("--ratio", type=float, required=True)
+    p.add_argument("--repeats", type=int, default=1)
+    p.add_argument("--fraction", type=float, default=1.0)
+
+    p = _sampling(sub, "kfold", "k folds (and composed training sets) into a result table")
+    p.add_argument("--k", type=int, required=True)
+    p.add_argument("--naive", action="store_true")
+
+    p = _sampling(sub, "bootstrap", "bootstrap samples into a result table")
+    p.add_argument("--samples", type=int, required=True)
+    p.add_argument("--size", type=int, default=None)
+
+    p = _sampling(sub, "sample", "your own sampling-UDF into a result table")
+    p.add_argument("--udf", required=True, help="MODULE:FUNCTION (or holdout/kfold/bootstrap)")
+    p.add_argument("--param", action="append", default=[], metavar="KEY=VALUE")
+
+    p = sub.add_parser("script", help="print a HiveQL script of hive/ (for beeline -f)")
+    p.add_argument("name", metavar="NAME", help="e.g. holdout, kfold, bootstrap, "
+                   "create_block_table, baseline_bootstrap")
+    _common(p, url=False)
+    return parser
+
+
+def _method(args):
+    if args.command == "holdout":
+        return "holdout", {"ratio": args.ratio, "repeats": args.repeats,
+                           "fraction": args.fraction}
+    if args.command == "kfold":
+        return "kfold", {"k": args.k, "naive": args.naive}
+    if args.command == "bootstrap":
+        return "bootstrap", {"samples": args.samples, "size": args.size}
+    return args.udf, dict(parse_param(p) for p in args.param)
+
+
+def dispatch(args, log):
+    if args.command == "script":
+        sys.stdout.write(tables.script_text(args.name))
+    elif args.command == "table":
+        tables.create_block_table(args.hive_url, args.name, args.src, args.replace, log)
+    else:
+        udf, params = _method(args)
+        out = tables.sample_table(args.hive_url, args.table, args.result, args.output, udf,
+                                  params, args.seed, overwrite=args.overwrite,
+                                  print_only=args.print_only, log=log)
+        if args.print_only:
+            sys.stdout.write(out)
+    return 0
+
+
+def main(argv=None):
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if not args.command:
+        parser.print_help(sys.stderr)
+        return 2
+    return run_command(dispatch, args)

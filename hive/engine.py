@@ -1,0 +1,200 @@
+"""The Hive engine: ``--runner hive``.
+
+``run_hive(plan, inputs, runner, options)`` runs the phases as one HiveQL
+query on a HiveServer2 (Apache Hive, or the Spark Thrift Server) through
+pyhive:
+
+1. ship ``samplegen-<hash>.zip`` to a directory the server can read
+   (:mod:`hive.package`);
+2. create a temporary EXTERNAL block table over the input matrix directory
+   (``create_block_table.hql``);
+3. run the method's script (``holdout.hql``, ``kfold.hql``,
+   ``kfold_naive.hql``, ``bootstrap.hql``, ``sample.hql``) rendered with
+   validated values: the map-side TRANSFORM samples, ``DISTRIBUTE BY`` /
+   ``SORT BY`` group and order, the reduce-side TRANSFORM re-blocks and
+   writes ``<plan.output>/<sample>/part-v<v>`` with
+   :func:`jobs.store.write_group` (fold mode: a second TRANSFORM composes);
+4. collect the query's rows: one JSON summary per written column of blocks,
+   which the driver turns into ``_matrix.json`` files and the manifest;
+5. drop the temporary table (always).
+
+``plan.output`` (the driver's staging directory) and the input directory must
+be paths the server's tasks can read and write.  See docs/HIVE.md.
+"""
+import json
+import os
+import uuid
+
+from jobs import fs as fsmod
+from udfs.errors import InputError, ParameterError
+
+from . import sql
+from .client import Client, HiveError, parse_url
+from .package import build_hive_zip
+from .transform import format_bin_bits, format_params
+
+KINDS = {
+    "table": "identifier", "location": "path", "output": "path", "files": "path",
+    "zip": "word", "python": "program", "udf": "word", "params": "params", "bin_bits": "word",
+    "records": "word", "kind": "word", "rows": "int", "cols": "int", "block_size": "int",
+    "seed": "int", "repeats": "int", "k": "int", "samples": "int", "size": "int",
+    "ratio": "number", "fraction": "number", "assignments": "identifier",
+}
+DEFAULT_FILES = os.path.join("~", ".cache", "samplegen", "hive")
+
+
+def script_for(plan):
+    """``(script name, method variables)`` for a plan."""
+    p = plan.params
+    if plan.udf == "holdout":
+        return "holdout", {"ratio": float(p["ratio"]), "repeats": int(p["repeats"]),
+                           "fraction": float(p["fraction"])}
+    if plan.udf == "kfold":
+        return ("kfold_naive" if p.get("naive") else "kfold"), {"k": int(p["k"])}
+    if plan.udf == "bootstrap":
+        return "bootstrap", {"samples": int(p["samples"]), "size": int(p["size"])}
+    if plan.composed:
+        raise ParameterError(f"UDF {plan.udf!r} composes training sets; on Hive only the "
+                             "built-in kfold does (kfold.hql)")
+    return "sample", {"udf": plan.udf, "params": format_params(plan.params)}
+
+
+def settings(options):
+    """Engine settings from options, the URL's query, the environment."""
+    config = parse_url(options.get("hive_url") or os.environ.get("SAMPLEGEN_HIVE_URL"))
+    files = (options.get("hive_files") or config.get("files")
+             or os.environ.get("SAMPLEGEN_HIVE_FILES") or os.path.expanduser(DEFAULT_FILES))
+    if fsmod.is_local(files):
+        files = os.path.abspath(os.path.expanduser(fsmod.local_path(files)))
+    return {"url": options.get("hive_url") or os.environ.get("SAMPLEGEN_HIVE_URL"),
+            "files": files,
+            "python": options.get("hive_python") or config.get("python") or "python3",
+            "records": options.get("hive_records") or config.get("records") or "chunks"}
+
+
+def ship_zip(files, udf_spec):
+    """Put ``samplegen-<hash>.zip`` into *files* (local or a Hadoop URI);
+    returns its file name."""
+    if fsmod.is_local(files):
+        return os.path.basename(build_hive_zip(files, udf_spec))
+    import tempfile
+    with tempfile.TemporaryDirectory(prefix="samplegen-hive-") as tmp:
+        local = build_hive_zip(tmp, udf_spec)
+        name = os.path.basename(local)
+        remote = fsmod.join(files, name)
+        fs = fsmod.get_fs(remote)
+        if not fs.exists(remote):
+            with open(local, "rb") as f:
+                fs.write_bytes(remote, f.read())
+    return name
+
+
+def server_path(uri):
+    """A path as the scripts and DDL get it (absolute for local paths)."""
+    if fsmod.is_local(uri):
+        return os.path.abspath(fsmod.local_path(uri))
+    return uri
+
+
+def block_table_ddl(table, location, meta):
+    values = {"table": table, "location": server_path(location), "rows": meta["rows"],
+              "cols": meta["cols"], "block_size": meta["block_size"], "kind": meta["kind"]}
+    return sql.render(sql.load_script("create_block_table"), values, KINDS)
+
+
+def render_query(plan, table, output, engine_settings, zip_name):
+    """The method's script with every variable filled in (validated)."""
+    name, method_vars = script_for(plan)
+    values = {"table": table, "output": server_path(output), "files": engine_settings["files"],
+              "zip": zip_name, "python": engine_settings["python"], "rows": plan.rows,
+              "cols": plan.cols, "block_size": plan.block_size, "kind": plan.kind,
+              "seed": plan.seed, "bin_bits": format_bin_bits(plan),
+              "records": engine_settings["records"], **method_vars}
+    return sql.render(sql.load_script(name), values, KINDS)
+
+
+class ScriptError(RuntimeError):
+    """A TRANSFORM script failed for a reason other than bad input (a bug)."""
+
+
+def raise_error_row(message):
+    """Raise the error a TRANSFORM script reported in an error row."""
+    kind, _, text = str(message).partition(": ")
+    if kind == "ParameterError":
+        raise ParameterError(text)
+    if kind == "UDFError":
+        from udfs.base import UDFError
+        raise UDFError(text)
+    if kind in ("InputError", "OrderError", "OutputError", "ServerError"):
+        raise InputError(text)
+    raise ScriptError(f"a TRANSFORM script failed: {message}")
+
+
+def render_baseline(plan, table, assignments, output, engine_settings, zip_name):
+    """``(assignments script, join query script)`` of the join-based baseline
+    for a bootstrap plan."""
+    if plan.udf != "bootstrap":
+        raise ParameterError("the join-based baseline generates bootstrap samples only")
+    values = {"table": table, "assignments": assignments, "files": engine_settings["files"],
+              "zip": zip_name, "python": engine_settings["python"], "rows": plan.rows,
+              "cols": plan.cols, "block_size": plan.block_size, "kind": plan.kind,
+              "seed": plan.seed, "samples": int(plan.params["samples"]),
+              "size": int(plan.params["size"])}
+    assign = sql.render(sql.load_script("baseline_assignments"), values, KINDS)
+    values["output"] = server_path(output)
+    join = sql.render(sql.load_script("baseline_bootstrap"), values, KINDS)
+    return assign, join
+
+
+def summaries_of(rows):
+    for row in rows:
+        if len(row) == 4 and row[0] == -2:
+            raise_error_row(row[3])
+    out, seen = [], set()
+    for row in rows:
+        if len(row) != 4 or row[0] != -1:
+            raise HiveError(f"unexpected row in the sampling query's result: {row!r:.200}")
+        summary = json.loads(row[3])
+        key = (summary["sample"], summary["v"])
+        if key in seen:  # two tasks wrote the same column of blocks
+            raise HiveError(f"column of blocks {key[1]} of {key[0]} was reported twice "
+                            "(speculative or duplicated reduce tasks?)")
+        seen.add(key)
+        out.append(summary)
+    return out
+
+
+def matrix_dir(inputs):
+    parents = {uri.rstrip("/").rsplit("/", 1)[0] for uri in inputs}
+    if len(parents) != 1:
+        raise InputError("runner 'hive' reads one matrix directory; got part files from "
+                         f"{len(parents)} directories")
+    return parents.pop()
+
+
+def temp_table_name():
+    return "samplegen_in_" + uuid.uuid4().hex[:16]
+
+
+def run_hive(plan, inputs, runner, options):
+    """Engine entry point (see :func:`jobs.driver._engine`)."""
+    conf = settings(options)
+    table = options.get("hive_table")
+    with Client(conf["url"]) as client:  # connect first: a dead server writes nothing
+        zip_name = ship_zip(conf["files"], plan.udf)
+        temp = None
+        try:
+            if table is None:
+                temp = temp_table_name()
+                meta = {"rows": plan.rows, "cols": plan.cols, "block_size": plan.block_size,
+                        "kind": plan.kind}
+                client.run_script(block_table_ddl(temp, matrix_dir(inputs), meta))
+            query = render_query(plan, table or temp, plan.output, conf, zip_name)
+            rows = client.run_script(query)
+        finally:
+            if temp is not None:
+                try:
+                    client.execute(f"DROP TABLE IF EXISTS {temp}", fetch=False)
+                except Exception:
+                    pass
+    return summaries_of(rows)

@@ -1,0 +1,271 @@
+"""A local HiveServer2 for development and tests: the Spark Thrift Server that
+ships in the pyspark distribution.
+
+    python -m hive.server up   [--port 10000] [--workdir work/hive]
+    python -m hive.server down [--workdir work/hive]
+    python -m hive.server status [--workdir work/hive]
+
+``up`` starts ``spark-submit --class
+org.apache.spark.sql.hive.thriftserver.HiveThriftServer2`` bound to 127.0.0.1
+with a Derby metastore, the warehouse, Spark's scratch space and the log in
+the work directory, and waits until the port answers.  It is idempotent: a
+server already running from that work directory is left alone.  ``down``
+stops the process recorded in ``<workdir>/server.pid`` (and only that one).
+
+TRANSFORM scripts run with the server's ``PATH``; ``up`` puts this Python's
+``bin`` directory first, so ``python3`` in a script is the interpreter that
+has numpy (the same one that runs samplegen).
+"""
+import argparse
+import os
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+
+from udfs.errors import SamplegenError
+
+CLASS = "org.apache.spark.sql.hive.thriftserver.HiveThriftServer2"
+DEFAULT_PORT = 10000
+STARTUP_SECONDS = 240
+
+
+class ServerError(SamplegenError):
+    pass
+
+
+def spark_home():
+    try:
+        import pyspark
+    except ImportError:
+        raise ServerError("pyspark is not installed: run 'make setup'") from None
+    return os.path.dirname(os.path.abspath(pyspark.__file__))
+
+
+def check_java():
+    """Raise ServerError with a clear message unless Java 17+ is on PATH."""
+    java = shutil.which("java")
+    if java is None and os.environ.get("JAVA_HOME"):
+        candidate = os.path.join(os.environ["JAVA_HOME"], "bin", "java")
+        java = candidate if os.access(candidate, os.X_OK) else None
+    if java is None:
+        raise ServerError("Java is missing: the local HiveServer2 (Spark Thrift Server) needs "
+                          "Java 17+; run 'make java' or install openjdk-17-jre-headless")
+    out = subprocess.run([java, "-version"], capture_output=True, text=True)
+    match = re.search(r'version "(\d+)(?:\.(\d+))?', out.stderr + out.stdout)
+    major = int(match.group(1)) if match else 0
+    if major == 1 and match.group(2):
+        major = int(match.group(2))
+    if major < 17:
+        raise ServerError(f"Java {major or '?'} found at {java}, but the local HiveServer2 "
+                          "needs Java 17+; run 'make java'")
+    return java
+
+
+def port_answers(port, host="127.0.0.1", timeout=1.0):
+    try:
+        with socket.create_connection((host, port), timeout=timeout):
+            return True
+    except OSError:
+        return False
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _paths(workdir):
+    workdir = os.path.abspath(workdir)
+    return {"dir": workdir, "pid": os.path.join(workdir, "server.pid"),
+            "port": os.path.join(workdir, "server.port"),
+            "log": os.path.join(workdir, "server.log")}
+
+
+def _alive(pid):
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    try:  # a zombie (exited child not yet reaped) is not alive
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().split(") ", 1)[1][:1] != "Z"
+    except OSError:
+        return True
+
+
+def _ours(pid, workdir):
+    """Is *pid* the Thrift server started from *workdir*?"""
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            cmd = f.read()
+    except OSError:
+        return _alive(pid)
+    return CLASS.encode() in cmd and workdir.encode() in cmd
+
+
+def read_state(workdir):
+    """``(pid, port)`` of a live server started from *workdir*, or None."""
+    p = _paths(workdir)
+    try:
+        pid = int(open(p["pid"]).read().strip())
+        port = int(open(p["port"]).read().strip())
+    except (OSError, ValueError):
+        return None
+    if _alive(pid) and _ours(pid, p["dir"]):
+        return pid, port
+    return None
+
+
+def command(workdir, port, master="local[2]", driver_memory="1g", extra_conf=()):
+    p = _paths(workdir)
+    d = p["dir"]
+    conf = {
+        "spark.sql.warehouse.dir": os.path.join(d, "warehouse"),
+        "spark.driver.extraJavaOptions": f"-Dderby.system.home={d}",
+        "spark.hadoop.javax.jdo.option.ConnectionURL":
+            f"jdbc:derby:;databaseName={os.path.join(d, 'metastore_db')};create=true",
+        "spark.local.dir": os.path.join(d, "tmp"),
+        "spark.ui.enabled": "false",
+        "spark.sql.shuffle.partitions": "4",
+        "spark.driver.bindAddress": "127.0.0.1",
+        "spark.driver.host": "127.0.0.1",
+    }
+    conf.update(dict(extra_conf))
+    cmd = [os.path.join(spark_home(), "bin", "spark-submit"), "--class", CLASS,
+           "--master", master, "--name", "samplegen-hive", "--driver-memory", driver_memory]
+    for key, value in conf.items():
+        cmd += ["--conf", f"{key}={value}"]
+    cmd += ["--hiveconf", f"hive.server2.thrift.port={port}",
+            "--hiveconf", "hive.server2.thrift.bind.host=127.0.0.1",
+            "spark-internal"]
+    return cmd
+
+
+def up(workdir, port=DEFAULT_PORT, timeout=STARTUP_SECONDS, log=print, **kwargs):
+    """Start the server (unless one from *workdir* runs); returns ``(pid, port)``."""
+    p = _paths(workdir)
+    state = read_state(workdir)
+    if state is not None:
+        if port_answers(state[1]):
+            log(f"HiveServer2 already running on 127.0.0.1:{state[1]} (pid {state[0]})")
+            return state
+        return _wait(state[0], state[1], p, timeout, log)
+    check_java()
+    if port_answers(port):
+        raise ServerError(f"port {port} on 127.0.0.1 is already in use by another process; "
+                          "choose another with HIVE_PORT")
+    for sub in ("warehouse", "tmp"):
+        os.makedirs(os.path.join(p["dir"], sub), exist_ok=True)
+    env = dict(os.environ)
+    env["PATH"] = os.path.dirname(sys.executable) + os.pathsep + env.get("PATH", "")
+    env.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    env.pop("SPARK_CONF_DIR", None)
+    with open(p["log"], "ab") as logf:
+        proc = subprocess.Popen(command(p["dir"], port, **kwargs), cwd=p["dir"], env=env,
+                                stdin=subprocess.DEVNULL, stdout=logf, stderr=logf,
+                                start_new_session=True)
+    with open(p["pid"], "w") as f:
+        f.write(f"{proc.pid}\n")
+    with open(p["port"], "w") as f:
+        f.write(f"{port}\n")
+    log(f"starting HiveServer2 (Spark Thrift Server) on 127.0.0.1:{port}, pid {proc.pid}, "
+        f"log {p['log']}")
+    return _wait(proc.pid, port, p, timeout, log, proc)
+
+
+def _wait(pid, port, p, timeout, log, proc=None):
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        if port_answers(port):
+            log(f"HiveServer2 is up on 127.0.0.1:{port}")
+            return pid, port
+        if proc is not None and proc.poll() is not None or not _alive(pid):
+            raise ServerError(f"HiveServer2 exited during startup; last log lines:\n"
+                              + _tail(p["log"]))
+        time.sleep(1.0)
+    _stop(pid)
+    raise ServerError(f"HiveServer2 did not answer on port {port} within {timeout} s "
+                      f"(see {p['log']})")
+
+
+def _tail(path, n=15):
+    try:
+        with open(path, "rb") as f:
+            lines = f.read().decode(errors="replace").splitlines()
+    except OSError:
+        return "(no log)"
+    return "\n".join(lines[-n:])
+
+
+def _stop(pid, grace=30):
+    for sig, wait in ((signal.SIGTERM, grace), (signal.SIGKILL, 10)):
+        try:
+            os.kill(pid, sig)
+        except ProcessLookupError:
+            return
+        deadline = time.time() + wait
+        while time.time() < deadline:
+            try:
+                if os.waitpid(pid, os.WNOHANG)[0] == pid:
+                    return
+            except ChildProcessError:
+                pass
+            if not _alive(pid):
+                return
+            time.sleep(0.2)
+
+
+def down(workdir, log=print):
+    """Stop the server started from *workdir*, if it runs."""
+    p = _paths(workdir)
+    state = read_state(workdir)
+    if state is None:
+        log("HiveServer2 is not running" + (f" (from {p['dir']})" if os.path.isdir(p["dir"])
+                                            else ""))
+    else:
+        _stop(state[0])
+        log(f"stopped HiveServer2 (pid {state[0]})")
+    for key in ("pid", "port"):
+        if os.path.exists(p[key]):
+            os.remove(p[key])
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(prog="python -m hive.server", description=__doc__.split(
+        "\n\n")[0])
+    parser.add_argument("action", choices=("up", "down", "status"))
+    parser.add_argument("--workdir", default=os.path.join("work", "hive"))
+    parser.add_argument("--port", type=int, default=int(os.environ.get("HIVE_PORT",
+                                                                        DEFAULT_PORT)))
+    parser.add_argument("--timeout", type=float, default=STARTUP_SECONDS)
+    parser.add_argument("--driver-memory", default="1g")
+    args = parser.parse_args(argv)
+
+    def log(message):
+        sys.stderr.write(f"hive-server: {message}\n")
+    try:
+        if args.action == "up":
+            up(args.workdir, args.port, args.timeout, log, driver_memory=args.driver_memory)
+        elif args.action == "down":
+            down(args.workdir, log)
+        else:
+            state = read_state(args.workdir)
+            if state is None:
+                log("not running")
+                return 1
+            log(f"running on 127.0.0.1:{state[1]} (pid {state[0]})")
+    except ServerError as exc:
+        sys.stderr.write(f"hive-server: error: {exc}\n")
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,170 @@
+"""Table-to-table use: block tables in, result tables out.
+
+* :func:`create_block_table` registers a block-store matrix directory as an
+  EXTERNAL block table (``create_block_table.hql``), with the matrix's shape
+  in its ``samplegen.*`` properties.
+* :func:`sample_table` samples an existing block table with the same query
+  as ``--runner hive`` (the table is read by the query itself), into a run
+  directory ``output`` that becomes the EXTERNAL result table ``result``:
+  ``(h_index INT, v_index INT, block STRING) PARTITIONED BY (sample
+  STRING)``, one partition per sample matrix (its block-store directory).
+  In fold mode, partition ``train-<i>`` holds the extra matrix of the
+  composed training set and the view ``<result>_train_<i>`` is the whole
+  training set (the other folds' full blocks, then the extra matrix, with
+  ``h_index`` renumbered as the composed matrix reads them).
+
+Identifiers are validated before any statement runs; a result table that
+exists is refused unless ``overwrite``; the run directory is written whole or
+not at all (:func:`jobs.driver.generate`).
+"""
+import os
+
+from jobs import driver
+from jobs import fs as fsmod
+from jobs.phases import make_plan
+from jobs.store import Matrix
+from udfs.custom import load_udf
+from udfs.errors import OutputError, ParameterError
+
+from . import sql
+from .client import Client
+from .engine import block_table_ddl, render_query, server_path, settings, ship_zip
+
+RESULT_DDL = """CREATE EXTERNAL TABLE {result} (
+  h_index INT,
+  v_index INT,
+  block   STRING
+)
+PARTITIONED BY (sample STRING)
+ROW FORMAT DELIMITED FIELDS TERMINATED BY '\\t' LINES TERMINATED BY '\\n'
+STORED AS TEXTFILE
+LOCATION {location}"""
+
+
+def client_path(location):
+    """A location reported by the server (``file:/x``, ``file:///x``,
+    ``hdfs://nn/x``) as a URI samplegen opens (``/x``, ``hdfs://nn/x``)."""
+    if location.startswith("file:"):
+        rest = location[len("file:"):]
+        if rest.startswith("//"):
+            rest = rest[2:]
+            rest = rest[rest.index("/"):] if "/" in rest else "/"
+        return rest
+    return location
+
+
+def create_block_table(url, name, src, replace=False, log=None):
+    """Register the matrix directory *src* as block table *name*."""
+    log = log or (lambda message: None)
+    sql.identifier(name)
+    meta = Matrix.open(src).meta
+    if meta.get("composed_of"):
+        raise OutputError(f"{src} is a composed view; export it and import the result first")
+    ddl = block_table_ddl(name, src, meta)
+    with Client(url) as client:
+        if client.table_exists(name):
+            if not replace:
+                raise OutputError(f"table {name} exists (use --replace to re-create it)")
+            client.execute(f"DROP TABLE {name}", fetch=False)
+        client.run_script(ddl)
+    log(f"created block table {name} over {server_path(src)} ({meta['rows']} x "
+        f"{meta['cols']} {meta['kind']}, block size {meta['block_size']})")
+    return ddl
+
+
+def view_name(result, sample):
+    return sql.identifier(f"{result}_{sample.replace('-', '_')}", "view name")
+
+
+def result_ddl(result, output, samples):
+    """Statements creating the result table over run directory *output*;
+    *samples* are manifest entries (or ``{"name": ...}`` dicts).  The views
+    of composed training sets are listed in the table's ``samplegen.views``
+    property, so that replacing the table drops exactly them."""
+    views = [view_name(result, e["name"]) for e in samples if e.get("composed_of")]
+    statements = [RESULT_DDL.format(result=result, location=sql.quoted(
+        sql.path(server_path(output), "output")))
+        + f"\nTBLPROPERTIES ('samplegen.views' = {sql.quoted(','.join(views))})"]
+    for entry in samples:
+        name = sql.word(entry["name"], "sample name")
+        location = sql.quoted(sql.path(server_path(fsmod.join(output, name)), "output"))
+        statements.append(f"ALTER TABLE {result} ADD PARTITION (sample = {sql.quoted(name)}) "
+                          f"LOCATION {location}")
+    for entry in samples:
+        if entry.get("composed_of"):
+            statements.append(composed_view(result, entry))
+    return statements
+
+
+def composed_view(result, entry):
+    """``CREATE VIEW`` of a composed training set over the result table."""
+    parts, offset = [], 0
+    for part in entry["composed_of"]:
+        blocks = int(part["blocks"])
+        if part["path"] == ".":
+            source, limit = entry["name"], None
+        else:
+            source, limit = part["path"].rsplit("/", 1)[-1], blocks
+        where = f"sample = {sql.quoted(sql.word(source, 'sample name'))}"
+        if limit is not None:
+            where += f" AND h_index < {sql.integer(limit)}"
+        parts.append(f"SELECT h_index + {sql.integer(offset)} AS h_index, v_index, block "
+                     f"FROM {result} WHERE {where}")
+        offset += blocks
+    return f"CREATE VIEW {view_name(result, entry['name'])} AS\n" + "\nUNION ALL\n".join(parts)
+
+
+def _drop_result(client, result):
+    """Drop result table *result* and the views recorded with it."""
+    if not client.table_exists(result):
+        return
+    props = {str(k): str(v) for k, v in client.execute(f"SHOW TBLPROPERTIES {result}")}
+    for view in filter(None, props.get("samplegen.views", "").split(",")):
+        client.execute(f"DROP VIEW IF EXISTS {sql.identifier(view, 'view name')}", fetch=False)
+    client.execute(f"DROP TABLE IF EXISTS {result}", fetch=False)
+
+
+def sample_table(url, table, result, output, udf, params, seed, overwrite=False,
+                 print_only=False, options=None, log=None):
+    """Sample block table *table* into result table *result* (files in
+    *output*); with *print_only*, return the HiveQL instead of running it."""
+    log = log or (lambda message, progress=False: None)
+    sql.identifier(table)
+    sql.identifier(result, "result table name")
+    options = dict(options or {}, hive_url=url, hive_table=table)
+    conf = settings(options)
+    with Client(conf["url"]) as client:
+        location = client_path(client.table_location(table))
+        matrix = Matrix.open(location)
+        udf_obj = load_udf(udf, matrix.rows, params)
+        composed = list(getattr(udf_obj, "composed_names", lambda: [])())
+        names = list(udf_obj.sample_names() or []) + composed
+        for name in names:
+            sql.word(name, "sample name")
+        for name in composed:
+            view_name(result, name)
+        if print_only:
+            plan = make_plan(udf_obj, seed, matrix.meta, output)
+            query = render_query(plan, table, output, conf, ship_zip(conf["files"], plan.udf))
+            ddl = result_ddl(result, output, [{"name": n} for n in names])
+            return (query + "\n-- then, over the run directory:\n" + ";\n".join(ddl) + ";\n"
+                    + ("-- and one view per composed training set (needs the fold sizes)\n"
+                       if composed else ""))
+        if client.table_exists(result) and not overwrite:
+            raise OutputError(f"table {result} exists (use --overwrite to replace it)")
+        manifest = driver.generate(location, output, udf, params, seed, runner="hive",
+                                   overwrite=overwrite, options=options, log=log)
+        _drop_result(client, result)
+        for statement in result_ddl(result, output, manifest["samples"]):
+            client.execute(statement, fetch=False)
+    log(f"result table {result}: {len(manifest['samples'])} partitions over "
+        f"{server_path(output)}")
+    return manifest
+
+
+def script_text(name):
+    """The raw text of ``hive/<name>.hql`` (``${hivevar:...}`` placeholders)."""
+    names = sorted(f[:-4] for f in os.listdir(sql.SCRIPT_DIR) if f.endswith(".hql"))
+    if name not in names:
+        raise ParameterError(f"unknown script {name!r}: choose one of {', '.join(names)}")
+    return sql.load_script(name)

@@ -1,0 +1,497 @@
+"""Hive TRANSFORM scripts: the sampling UDTF, the reblock and compose
+reducers, and the two helpers of the join-based baseline.
+
+Hive (and the Spark Thrift Server) run ``SELECT TRANSFORM (cols) USING 'cmd'
+AS (cols)`` by streaming rows to the command's stdin as tab-separated text,
+one row per line, and parsing its stdout the same way.  Every field here is
+decimal, fixed-width hex or base64 text, so no tab or newline can appear
+inside a field.
+
+Subcommands (``python samplegen-<hash>.zip SUBCOMMAND ...`` on the nodes,
+``python -m hive.transform SUBCOMMAND ...`` here):
+
+``sample`` (map side; the sampling UDTF)
+    in:  ``h_index, v_index, block``                 (rows of a block table)
+    out: ``sample, v_index, relative_pos, row_id, row_partition``
+    With ``--records rows`` (the paper's form) one row per occurrence:
+    ``relative_pos`` is the occurrence's 64-bit relative position as 16 hex
+    digits, ``row_id`` the input row id, ``row_partition`` the row's values
+    as base64 text (the row's fixed run of the block's text).  With
+    ``--records chunks`` (default; the mrjob engine's design) one row per
+    chunk: the rows of one input block going to one ``(sample, v_index)``
+    with relative positions in one shuffle bin, already in
+    ``(relative position, row id)`` order; ``relative_pos`` is the bin's
+    lower bound (16 hex digits), ``row_id`` the first row id of the input
+    block, ``row_partition`` the chunk as a block payload (with row ids and
+    relative positions).
+
+``reblock`` (reduce side, after ``DISTRIBUTE BY sample, v_index SORT BY
+sample, v_index, relative_pos, row_id``)
+    Streams each ``(sample, v_index)`` group into one buffer block and writes
+    the column of blocks to ``<output>/<sample>/part-v<v>`` (the block store
+    layout, via :func:`jobs.store.write_group`).
+    out: ``route, sample, v_index, payload`` -- ``route = -1``: ``payload``
+    is the JSON summary of the written column of blocks; fold mode also
+    emits each fold's partial bottom block once for every other round
+    ``route = r`` (payload: the block with row ids and relative positions).
+
+``compose`` (reduce side of the fold-mode composition step, after
+``DISTRIBUTE BY route, v_index SORT BY route, v_index, sample``)
+    Passes summaries through; merges the partial blocks routed to round r
+    in ``(relative position, row id)`` order and writes them as the extra
+    matrix of ``train-r`` (the rest of the training set is a composed view
+    of the folds' full blocks).
+
+``explode`` / ``assign`` (the join-based baseline)
+    ``explode``: ``h_index, v_index, block`` -> ``row_id, v_index,
+    row_partition`` (every row of every block).  ``assign``: ``h_index`` of
+    the blocks of column 0 -> ``sample, row_id, relative_pos`` (the
+    assignments table: which row goes where, decided by the same UDF).
+
+Order is checked, not assumed: a reducer whose input is not grouped and
+sorted as documented stops with an error instead of writing wrong blocks.
+
+**Errors travel as rows.**  When a script meets bad input (a corrupt block, a
+bad parameter, a UDF breaking the protocol, ...) it writes one *error row*,
+reads the rest of its input and exits with status 0: the map side emits
+``sample = -1`` (sorted first), the reducers pass it on as ``route = -2``,
+and the client raises the error with the script's one-line message.  A
+failing script would instead surface as an opaque task failure ("Broken
+pipe" on Spark, "[Error 20001]" on Hive, after Hive's task retries).
+"""
+import argparse
+import json
+import sys
+
+import numpy as np
+
+from jobs.blocks import DENSE, ENTRY_CHARS, EncodedBlock, parse_encoded, row_chars
+from jobs.phases import (MAX_BIN_BITS, ReBlocker, local_sampling, make_plan,
+                         merge_sorted, reblock)
+from jobs.store import write_group
+from udfs.base import Occurrences
+from udfs.custom import load_udf, parse_param
+from udfs.errors import InputError, ParameterError, SamplegenError
+
+BATCH_ROWS = 4096
+RANGE_ROWS = 1 << 16
+_SUMMARY = -1
+_ERROR_ROUTE = -2
+_ERROR_SAMPLE = -1
+
+
+# ---------------------------------------------------------------------------
+# the plan, rebuilt from the command line in every task
+# ---------------------------------------------------------------------------
+def _plan_args(p):
+    p.add_argument("--udf", required=True)
+    p.add_argument("--params", default="", help="KEY=VALUE[,KEY=VALUE...]")
+    p.add_argument("--seed", type=int, required=True)
+    p.add_argument("--rows", type=int, required=True)
+    p.add_argument("--cols", type=int, required=True)
+    p.add_argument("--block-size", type=int, required=True)
+    p.add_argument("--kind", choices=("dense", "sparse"), required=True)
+    p.add_argument("--bin-bits", default="0",
+                   help="shuffle-bin bits: one value for every sample, or one per sample")
+    p.add_argument("--records", choices=("chunks", "rows"), default="chunks")
+
+
+def parse_params(text):
+    return dict(parse_param(item) for item in text.split(",") if item)
+
+
+class RangeCache:
+    """Ask the sampling-UDF for many consecutive rows at once.
+
+    A map task reads consecutive blocks (and every column block of a row
+    block); calling the UDF once per block repeats work that does not depend
+    on the block (the bootstrap UDF re-walks its multinomial tree every
+    time: 60% of the map script's time at block size 1000).  The UDF
+    contract makes a row's occurrences independent of the range it is asked
+    in, so the occurrences of ``[start, stop)`` are cut out of one call over
+    ``RANGE_ROWS`` rows from ``start`` on; :func:`jobs.phases.local_sampling`
+    sorts them exactly as before, so the output does not change (tested).
+    """
+
+    def __init__(self, udf, n_rows, span=None):
+        self.udf, self.n_rows, self.span = udf, n_rows, span or RANGE_ROWS
+        self.lo = self.hi = None
+        self.occ = None
+
+    def __call__(self, start, stop, rng):
+        if self.lo is None or start < self.lo or stop > self.hi:
+            self.lo, self.hi = start, min(self.n_rows, max(stop, start + self.span))
+            occ = self.udf(self.lo, self.hi, rng)
+            order = np.argsort(occ.offset, kind="stable")
+            self.occ = Occurrences(occ.offset[order], occ.sample[order], occ.relpos[order])
+        a, b = np.searchsorted(self.occ.offset, [start - self.lo, stop - self.lo])
+        return Occurrences(self.occ.offset[a:b] - (start - self.lo), self.occ.sample[a:b],
+                           self.occ.relpos[a:b])
+
+
+def plan_from_args(args, output=""):
+    udf = load_udf(args.udf, args.rows, parse_params(args.params))
+    meta = {"rows": args.rows, "cols": args.cols, "block_size": args.block_size,
+            "kind": args.kind}
+    plan = make_plan(udf, args.seed, meta, output)
+    if args.command in ("sample", "assign"):
+        plan._udf_obj = RangeCache(udf, args.rows)  # what plan.sampler() returns
+    try:
+        bits = [int(b) for b in args.bin_bits.split(",")]
+    except ValueError:
+        raise ParameterError(f"--bin-bits must be integers, got {args.bin_bits!r}") from None
+    if any(not 0 <= b <= MAX_BIN_BITS for b in bits):
+        raise ParameterError(f"--bin-bits must be in [0, {MAX_BIN_BITS}], got {args.bin_bits!r}")
+    if len(bits) == 1:
+        plan.bin_bits, plan.default_bin_bits = None, bits[0]
+    elif plan.names is not None and len(bits) == len(plan.names):
+        plan.bin_bits = bits
+    else:
+        raise ParameterError(f"--bin-bits needs one value or one per sample, got {len(bits)}")
+    return plan
+
+
+def plan_argv(plan, records="chunks"):
+    """The command-line words that make :func:`plan_from_args` rebuild *plan*."""
+    return ["--udf", plan.udf, f"--params={format_params(plan.params)}",
+            "--seed", str(plan.seed), "--rows", str(plan.rows), "--cols", str(plan.cols),
+            "--block-size", str(plan.block_size), "--kind", plan.kind,
+            "--bin-bits", format_bin_bits(plan), "--records", records]
+
+
+def format_params(params):
+    """``KEY=VALUE,...`` that :func:`parse_params` turns back into *params*
+    (same values and types), or ParameterError."""
+    items = []
+    for key in sorted(params):
+        value = params[key]
+        text = format_param(value)
+        back = parse_param(f"{key}={text}")
+        if "," in text or back != (key, value) or type(back[1]) is not type(value):
+            raise ParameterError(f"parameter {key}={value!r} does not survive the trip to a "
+                                 "TRANSFORM script's command line")
+        items.append(f"{key}={text}")
+    return ",".join(items)
+
+
+def format_bin_bits(plan):
+    if plan.bin_bits is None:
+        return str(plan.default_bin_bits)
+    bits = [int(b) for b in plan.bin_bits]
+    return str(bits[0]) if len(set(bits)) == 1 else ",".join(map(str, bits))
+
+
+def format_param(value):
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, float):
+        return repr(value)
+    return str(value)
+
+
+# ---------------------------------------------------------------------------
+# map side: the sampling UDTF
+# ---------------------------------------------------------------------------
+def run_sample(plan, records, lines, out):
+    B = plan.block_size
+    n_h = -(-plan.rows // B)
+    for line in lines:
+        h, v, block = parse_encoded(line)
+        if h >= n_h or v >= plan.n_vblocks() or block.cols != plan.block_cols(v) or \
+                block.rows != min(B, plan.rows - h * B):
+            raise InputError(f"block ({h}, {v}) of shape {block.rows}x{block.cols} does not "
+                             f"belong to a {plan.rows} x {plan.cols} matrix with block size {B}")
+        for sample, v, bin_, h, chunk in local_sampling(plan, h, v, block):
+            if records == "chunks":
+                bits = int(plan.bits_of(np.array([sample]))[0])
+                low = bin_ << (64 - bits) if bits else 0
+                out.write(b"%d\t%d\t%016x\t%d\t" % (sample, v, low, h * B))
+                for piece in chunk.parts(crc=False)[0]:
+                    out.write(piece)
+                out.write(b"\n")
+            else:
+                _write_rows(out, sample, v, chunk)
+
+
+def _row_texts(chunk):
+    if chunk.kind == DENSE:
+        return [bytes(row) for row in chunk.text]
+    flat = chunk.text.reshape(-1)
+    ptr = chunk.indptr * ENTRY_CHARS
+    return [bytes(flat[ptr[i]:ptr[i + 1]]) for i in range(chunk.rows)]
+
+
+def _write_rows(out, sample, v, chunk):
+    head = b"%d\t%d\t" % (sample, v)
+    for rel, rid, text in zip(chunk.relpos.tolist(), chunk.row_ids.tolist(), _row_texts(chunk)):
+        out.write(b"%s%016x\t%d\t%s\n" % (head, rel, rid, text))
+
+
+# ---------------------------------------------------------------------------
+# reduce side: parse the sorted occurrences of each (sample, v) group
+# ---------------------------------------------------------------------------
+class OrderError(InputError):
+    pass
+
+
+def _fields(line, n):
+    parts = line.rstrip(b"\r\n").split(b"\t")
+    if len(parts) != n:
+        raise InputError(f"TRANSFORM input row has {len(parts)} fields, expected {n}")
+    return parts
+
+
+def occurrence_groups(lines):
+    """Yield ``(sample, v, records)`` per group; *records* yields
+    ``(relative_pos, row_id, row_partition)`` and checks the sort order."""
+    seen = set()
+    it = iter(lines)
+    pending = None
+    for line in it:
+        pending = _fields(line, 5)
+        break
+    while pending is not None:
+        sample, v = int(pending[0]), int(pending[1])
+        if sample == _ERROR_SAMPLE:
+            yield sample, v, iter([(0, 0, pending[4])])
+            pending = None
+            for line in it:
+                fields = _fields(line, 5)
+                if int(fields[0]) != _ERROR_SAMPLE:
+                    pending = fields
+                    break
+            continue
+        if (sample, v) in seen:
+            raise OrderError(f"reblock input is not grouped: group ({sample}, {v}) "
+                             "appears twice (DISTRIBUTE BY sample, v_index is missing)")
+        seen.add((sample, v))
+        key = pending[0], pending[1]
+        state = {"next": None}
+
+        def records(first=pending, key=key, state=state):
+            prev = None
+            fields = first
+            while True:
+                current = (int(fields[2], 16), int(fields[3]))
+                if prev is not None and current < prev:
+                    raise OrderError("reblock input is not sorted by (relative_pos, row_id) "
+                                     "inside a group (SORT BY is missing)")
+                prev = current
+                yield current[0], current[1], fields[4]
+                for line in it:
+                    fields = _fields(line, 5)
+                    break
+                else:
+                    return
+                if (fields[0], fields[1]) != key:
+                    state["next"] = fields
+                    return
+        yield sample, v, records()
+        pending = state["next"]
+
+
+def _row_block(plan, v, rels, ids, texts):
+    cols = plan.block_cols(v)
+    relpos = np.array(rels, dtype=np.uint64)
+    row_ids = np.array(ids, dtype=np.int64)
+    joined = np.frombuffer(b"".join(texts), dtype=np.uint8)
+    if plan.kind == "dense":
+        width = row_chars(cols)
+        if joined.size != width * len(texts):
+            raise InputError("row partition of the wrong length in the reblock input")
+        return EncodedBlock(DENSE, len(texts), cols, joined.reshape(len(texts), width),
+                            row_ids=row_ids, relpos=relpos)
+    lengths = np.array([len(t) for t in texts], np.int64)
+    if np.any(lengths % ENTRY_CHARS):
+        raise InputError("sparse row partition of the wrong length in the reblock input")
+    indptr = np.zeros(len(texts) + 1, np.int64)
+    np.cumsum(lengths // ENTRY_CHARS, out=indptr[1:])
+    return EncodedBlock(1, len(texts), cols, joined.reshape(-1, ENTRY_CHARS), indptr=indptr,
+                        row_ids=row_ids, relpos=relpos)
+
+
+def group_blocks(plan, records_mode, v, records):
+    """``(h, block)`` of one group, in final order."""
+    if records_mode == "chunks":
+        binned = ((rel, EncodedBlock.parse(payload, verify=False))
+                  for rel, _, payload in records)
+        yield from reblock(plan.block_size, binned)
+        return
+    buffer = ReBlocker(plan.block_size)
+    rels, ids, texts = [], [], []
+    for rel, rid, text in records:
+        rels.append(rel)
+        ids.append(rid)
+        texts.append(text)
+        if len(texts) == BATCH_ROWS:
+            yield from buffer.add(_row_block(plan, v, rels, ids, texts))
+            rels, ids, texts = [], [], []
+    if texts:
+        yield from buffer.add(_row_block(plan, v, rels, ids, texts))
+    yield from buffer.finish()
+
+
+def run_reblock(plan, records_mode, lines, out):
+    n_rounds = len(plan.composed)
+    for sample, v, records in occurrence_groups(lines):
+        if sample == _ERROR_SAMPLE:
+            for _, _, message in records:
+                _emit(out, _ERROR_ROUTE, -1, -1, message)
+            continue
+        tail = []
+        blocks = group_blocks(plan, records_mode, v, records)
+        if n_rounds:
+            blocks = _keep_tail(blocks, plan.block_size, tail)
+        summary = write_group(plan.output, plan.sample_name(sample), v, blocks)
+        _emit(out, _SUMMARY, sample, v, json.dumps(summary).encode())
+        for block in tail:
+            payload = block.encode(crc=False)
+            for round_ in range(n_rounds):
+                if round_ != sample:
+                    _emit(out, round_, sample, v, payload)
+
+
+def _keep_tail(blocks, block_size, tail):
+    for h, block in blocks:
+        if block.rows < block_size:
+            tail.append(block)
+        yield h, block
+
+
+def _emit(out, route, sample, v, payload):
+    out.write(b"%d\t%d\t%d\t" % (route, sample, v))
+    out.write(payload)
+    out.write(b"\n")
+
+
+# ---------------------------------------------------------------------------
+# fold-mode composition
+# ---------------------------------------------------------------------------
+def run_compose(plan, lines, out):
+    group, tails, prev = None, [], None
+    for line in lines:
+        route_t, sample_t, v_t, payload = _fields(line, 4)
+        route, sample, v = int(route_t), int(sample_t), int(v_t)
+        if route in (_SUMMARY, _ERROR_ROUTE):
+            out.write(line if line.endswith(b"\n") else line + b"\n")
+            continue
+        key = (route, v, sample)
+        if prev is not None and key < prev:
+            raise OrderError("compose input is not sorted by (route, v_index, sample)")
+        prev = key
+        if group is not None and (route, v) != group:
+            _compose_group(plan, group, tails, out)
+            tails = []
+        group = (route, v)
+        tails.append(EncodedBlock.parse(payload, verify=False))
+    if group is not None:
+        _compose_group(plan, group, tails, out)
+
+
+def _compose_group(plan, group, tails, out):
+    round_, v = group
+    if not 0 <= round_ < len(plan.composed):
+        raise InputError(f"compose input routes a block to round {round_}, but there are "
+                         f"{len(plan.composed)} rounds")
+    buffer = ReBlocker(plan.block_size)
+
+    def blocks():
+        yield from buffer.add(merge_sorted(tails))
+        yield from buffer.finish()
+    summary = write_group(plan.output, plan.composed[round_], v, blocks())
+    _emit(out, _SUMMARY, round_, v, json.dumps(summary).encode())
+
+
+# ---------------------------------------------------------------------------
+# join-based baseline helpers
+# ---------------------------------------------------------------------------
+def run_explode(plan, lines, out):
+    B = plan.block_size
+    for line in lines:
+        h, v, block = parse_encoded(line)
+        head = b"\t%d\t" % v
+        for i, text in enumerate(_row_texts(block)):
+            out.write(b"%d%s%s\n" % (h * B + i, head, text))
+
+
+def run_assign(plan, lines, out):
+    B = plan.block_size
+    udf, rng = plan.sampler(), plan.rng()
+    for line in lines:
+        h = int(_fields(line, 1)[0])
+        start = h * B
+        occ = udf(start, min(plan.rows, start + B), rng)
+        for s, rid, rel in zip(occ.sample.tolist(), (occ.offset + start).tolist(),
+                               occ.relpos.tolist()):
+            out.write(b"%d\t%d\t%016x\n" % (s, rid, rel))
+
+
+# ---------------------------------------------------------------------------
+class _Parser(argparse.ArgumentParser):
+    def error(self, message):
+        raise ParameterError(f"{self.prog}: {message}")
+
+
+COMMANDS = ("sample", "reblock", "compose", "explode", "assign")
+
+
+def build_parser():
+    parser = _Parser(prog="samplegen-transform")
+    sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
+    for name in COMMANDS:
+        p = sub.add_parser(name)
+        _plan_args(p)
+        if name in ("reblock", "compose"):
+            p.add_argument("--output", required=True)
+    return parser
+
+
+def error_text(exc):
+    """``Kind: message`` on one line, safe as a TRANSFORM field."""
+    kind = type(exc).__name__ if isinstance(exc, SamplegenError) else \
+        f"Error: {type(exc).__name__}"
+    text = f"{kind}: {exc}"
+    return " ".join(text.replace("\t", " ").split())
+
+
+def error_row(command, exc):
+    message = error_text(exc).encode("utf-8", "replace")
+    if command == "sample":
+        return b"%d\t-1\t\t-1\t%s\n" % (_ERROR_SAMPLE, message)
+    return b"%d\t-1\t-1\t%s\n" % (_ERROR_ROUTE, message)
+
+
+def main(argv=None, stdin=None, stdout=None):
+    stdin = stdin or sys.stdin.buffer
+    stdout = stdout or sys.stdout.buffer
+    argv = list(sys.argv[1:] if argv is None else argv)
+    command = argv[0] if argv and argv[0] in COMMANDS else "reblock"
+    try:
+        args = build_parser().parse_args(argv)
+        plan = plan_from_args(args, getattr(args, "output", ""))
+        if args.command == "sample":
+            run_sample(plan, args.records, stdin, stdout)
+        elif args.command == "reblock":
+            run_reblock(plan, args.records, stdin, stdout)
+        elif args.command == "compose":
+            run_compose(plan, stdin, stdout)
+        elif args.command == "explode":
+            run_explode(plan, stdin, stdout)
+        else:
+            run_assign(plan, stdin, stdout)
+    except Exception as exc:
+        if not isinstance(exc, SamplegenError):
+            import traceback
+            traceback.print_exc()
+        sys.stderr.write(f"samplegen {error_text(exc)}\n")
+        if command in ("explode", "assign"):
+            return 2  # baseline helpers: no error rows in their schemas
+        stdout.write(error_row(command, exc))
+        for _ in stdin:  # let the engine finish writing our input
+            pass
+    stdout.flush()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

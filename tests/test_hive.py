@@ -1,0 +1,487 @@
+"""The Hive engine against a real HiveServer2 (the Spark Thrift Server from
+pyspark), through pyhive and through beeline: byte identity with the inline
+runner for every method, table-to-table use, bad input, unsafe identifiers,
+connection failures.  One server per session (tests/hive_fixtures.py)."""
+import io
+import json
+import os
+import shutil
+import uuid
+
+import numpy as np
+import pytest
+
+from hive import client as hive_client
+from hive import engine, server, sql, transform
+from jobs import driver
+from jobs.phases import DEFAULT_BIN_BUDGET, make_plan
+from jobs.store import Matrix, StagedOutput
+from udfs.custom import load_udf
+from udfs.errors import InputError, ParameterError
+
+from .conftest import NO_CONF, make, run_cli, sample_digests, tree_digest
+from .hive_fixtures import beeline, hive_server  # noqa: F401  (session fixture)
+
+pytestmark = pytest.mark.hive
+SEED = 7
+
+
+@pytest.fixture(scope="module")
+def inputs(tmp_path_factory):
+    base = tmp_path_factory.mktemp("hive-inputs")
+    return {"dense": make(base, "dense", rows=700, cols=20, block_size=64, seed=1),
+            "wide": make(base, "wide", rows=450, cols=150, block_size=64, seed=2),
+            "sparse": make(base, "sparse", rows=600, cols=150, block_size=64, density=0.1,
+                           seed=3)}
+
+
+_REFERENCES = {}
+
+
+def reference(tmp_path_factory, src, udf, params):
+    """The inline runner's run directory for (src, udf, params), cached."""
+    key = (src, udf, json.dumps(params, sort_keys=True))
+    if key not in _REFERENCES:
+        dest = str(tmp_path_factory.mktemp("inline") / "run")
+        driver.generate(src, dest, udf, params, SEED, runner="inline", options=NO_CONF)
+        _REFERENCES[key] = dest
+    return _REFERENCES[key]
+
+
+def server_tables(url):
+    with hive_client.Client(url) as c:
+        return {str(row[1]) for row in c.execute("SHOW TABLES")}
+
+
+CASES = [
+    ("holdout single", "dense", "holdout", {"ratio": 0.75}, {}),
+    ("holdout series", "wide", "holdout", {"ratio": 0.6, "repeats": 3, "fraction": 0.9}, {}),
+    ("kfold fold mode", "wide", "kfold", {"k": 5}, {}),
+    ("kfold naive", "dense", "kfold", {"k": 4, "naive": True}, {}),
+    ("bootstrap sparse", "sparse", "bootstrap", {"samples": 3, "size": 1000}, {}),
+    ("user UDF", "dense", "udfs.examples:bernoulli", {"p": 0.3}, {}),
+    ("scalar UDF", "dense", "udfs.examples:paper_holdout_series", {"ratio": 0.5, "repeats": 2},
+     {}),
+    ("kfold fold mode, rows form", "sparse", "kfold", {"k": 3}, {"records": "rows"}),
+    ("bootstrap, rows form, many bins", "wide", "bootstrap", {"samples": 2},
+     {"records": "rows", "budget": 4096}),
+    ("holdout, many bins", "wide", "holdout", {"ratio": 0.5, "repeats": 2}, {"budget": 4096}),
+]
+
+
+@pytest.mark.parametrize("label,src,udf,params,extra", CASES, ids=[c[0] for c in CASES])
+def test_same_bytes_as_inline(tmp_path, tmp_path_factory, inputs, hive_server, label, src, udf,
+                              params, extra):
+    ref = reference(tmp_path_factory, inputs[src], udf, params)
+    budget = extra.get("budget", DEFAULT_BIN_BUDGET)
+    if "budget" in extra:  # the case really shuffles several bins per group
+        meta = Matrix.open(inputs[src]).meta
+        plan = make_plan(load_udf(udf, meta["rows"], params), SEED, meta, "", budget)
+        assert max(plan.bin_bits) > 0
+    url = hive_server["url"] + ("?records=rows" if extra.get("records") == "rows" else "")
+    dest = str(tmp_path / "hive")
+    manifest = driver.generate(inputs[src], dest, udf, params, SEED, runner="hive",
+                               options={"hive_url": url}, bin_budget=budget)
+    assert manifest["engine"]["runner"] == "hive"
+    digests = sample_digests(dest)
+    assert digests == sample_digests(ref) and len(digests) >= 1
+    assert driver.info(dest)["samples"] == driver.info(ref)["samples"]
+    assert not [t for t in server_tables(hive_server["url"]) if t.startswith("samplegen_in_")]
+
+
+def _user_module(tmp_path, monkeypatch, prefix, source):
+    """Write a uniquely named module into tmp_path/mods, importable here
+    (and nowhere else); returns its name."""
+    name = f"{prefix}_{uuid.uuid4().hex[:8]}"
+    (tmp_path / "mods").mkdir()
+    (tmp_path / "mods" / f"{name}.py").write_text(source)
+    monkeypatch.syspath_prepend(str(tmp_path / "mods"))
+    return name
+
+
+def test_user_module_ships_in_the_zip(tmp_path, inputs, hive_server, monkeypatch):
+    """A UDF from the user's own module (not installed anywhere) runs on the
+    server: the module travels inside samplegen-<hash>.zip."""
+    name = _user_module(tmp_path, monkeypatch, "mysampler",
+        "import numpy as np\n"
+        "from udfs import Purpose, stream\n"
+        "def every_third(start, stop, rng, params):\n"
+        "    ids = np.arange(start, stop)\n"
+        "    keep = ids % 3 == int(params['r'])\n"
+        "    lanes = rng.block(stream(Purpose.USER, 1), start, stop)\n"
+        "    return np.flatnonzero(keep), np.zeros(keep.sum(), np.int64), lanes[keep, 0]\n"
+        "every_third.sample_names = ['third']\n")
+    spec = f"{name}:every_third"
+    ref, dest = str(tmp_path / "ref"), str(tmp_path / "hive")
+    driver.generate(inputs["dense"], ref, spec, {"r": 1}, SEED, runner="inline", options=NO_CONF)
+    driver.generate(inputs["dense"], dest, spec, {"r": 1}, SEED, runner="hive",
+                    options={"hive_url": hive_server["url"]})
+    assert sample_digests(dest) == sample_digests(ref)
+    ids, _ = Matrix.open(os.path.join(dest, "third")).to_numpy()
+    assert np.array_equal(np.sort(ids), np.arange(1, 700, 3))
+
+
+def test_command_line_runner_hive(tmp_path, tmp_path_factory, inputs, hive_server, capsys):
+    dest = tmp_path / "cli"
+    code, _, err = run_cli(capsys, "bootstrap", inputs["dense"], dest, "--samples", 2,
+                           "--size", 300, "--seed", SEED, "--runner", "hive",
+                           "--hive-url", hive_server["url"])
+    assert code == 0, err
+    ref = reference(tmp_path_factory, inputs["dense"], "bootstrap", {"samples": 2, "size": 300})
+    assert sample_digests(str(dest)) == sample_digests(ref)
+
+
+# ---------------------------------------------------------------------------
+# bad input, failures: one line, exit status 2, nothing written
+# ---------------------------------------------------------------------------
+def _corrupt_copy(tmp_path, src):
+    dest = str(tmp_path / "corrupt")
+    shutil.copytree(src, dest)
+    part = os.path.join(dest, "part-00000")
+    data = bytearray(open(part, "rb").read())
+    data[3000] = ord("A") if data[3000] != ord("A") else ord("B")
+    open(part, "wb").write(bytes(data))
+    return dest
+
+
+def _one_line_error(code, err, status=2):
+    lines = err.strip().splitlines()
+    assert code == status, err
+    assert len(lines) == 1 and lines[0].startswith("samplegen: error:"), err
+    assert "Traceback" not in err
+    return lines[0]
+
+
+@pytest.mark.parametrize("method", [["holdout", "--ratio", 0.5], ["kfold", "--k", 3]])
+def test_corrupt_block_is_one_line_and_writes_nothing(tmp_path, inputs, hive_server, capsys,
+                                                      method):
+    src = _corrupt_copy(tmp_path, inputs["dense"])
+    before = tree_digest(str(tmp_path))
+    code, _, err = run_cli(capsys, method[0], src, tmp_path / "out", *method[1:], "--seed", 1,
+                           "--runner", "hive", "--hive-url", hive_server["url"])
+    line = _one_line_error(code, err)
+    assert "corrupt block: checksum mismatch" in line
+    assert tree_digest(str(tmp_path)) == before
+    assert not [t for t in server_tables(hive_server["url"]) if t.startswith("samplegen_in_")]
+
+
+def test_udf_errors_on_the_server(tmp_path, inputs, hive_server, monkeypatch, capsys):
+    """A UDF that breaks the protocol is the user's error (exit 2); a UDF
+    that crashes is reported in one line with its exception (exit 1)."""
+    name = _user_module(tmp_path, monkeypatch, "badudfs",
+        "import numpy as np\n"
+        "def wrong_sample(start, stop, rng, params):\n"
+        "    n = stop - start\n"
+        "    return np.arange(n), np.full(n, 5), np.zeros(n, np.uint64)\n"
+        "wrong_sample.sample_names = ['only']\n"
+        "def crash(start, stop, rng, params):\n"
+        "    raise ValueError('boom at %d' % start)\n")
+    out = tmp_path / "out"
+    base = ["--seed", 1, "--runner", "hive", "--hive-url", hive_server["url"]]
+    code, _, err = run_cli(capsys, "sample", inputs["dense"], out, "--udf",
+                           f"{name}:wrong_sample", *base)
+    assert "sample id outside [0, 1)" in _one_line_error(code, err)
+    code, _, err = run_cli(capsys, "sample", inputs["dense"], out, "--udf", f"{name}:crash",
+                           *base)
+    assert "ValueError: boom at" in _one_line_error(code, err, status=1)
+    assert not out.exists() and sorted(os.listdir(tmp_path)) == ["mods"]
+
+
+def test_connection_failures_are_one_line(tmp_path, tmp_path_factory, inputs, hive_server,
+                                         capsys, monkeypatch):
+    dead = server.free_port()
+    files = tmp_path_factory.mktemp("untouched-files")
+    monkeypatch.setenv("SAMPLEGEN_HIVE_FILES", str(files))
+    before = tree_digest(str(tmp_path))
+    for url, expected in [
+            (f"hive://127.0.0.1:{dead}/default", f"cannot connect to HiveServer2 at 127.0.0.1:{dead}"),
+            (hive_server["url"].replace("/default", "/no_such_db"), "no_such_db"),
+            ("hive://127.0.0.1:10000/x;drop", "invalid database name"),
+            ("http://127.0.0.1:10000/default", "must look like hive://"),
+            ("hive://u:secret@127.0.0.1:10000/default", "SAMPLEGEN_HIVE_PASSWORD")]:
+        code, _, err = run_cli(capsys, "holdout", inputs["dense"], tmp_path / "out", "--ratio",
+                               0.5, "--seed", 1, "--runner", "hive", "--hive-url", url)
+        assert expected in _one_line_error(code, err)
+    code, _, err = run_cli(capsys, "holdout", inputs["dense"], tmp_path / "out", "--ratio", 0.5,
+                           "--seed", 1, "--runner", "hive")
+    assert "needs --hive-url" in _one_line_error(code, err)
+    assert tree_digest(str(tmp_path)) == before
+    assert os.listdir(files) == []  # nothing shipped to a server that is not there
+
+
+# ---------------------------------------------------------------------------
+# unsafe identifiers and values never reach SQL
+# ---------------------------------------------------------------------------
+EVIL = ["canary; DROP TABLE canary", "canary`", "x' OR '1'='1", "db.x.y", "1abc", "",
+        "a b", "canary--", "${hivevar:table}"]
+
+
+@pytest.mark.parametrize("evil", EVIL)
+def test_malicious_table_names_are_refused_before_any_sql(tmp_path, inputs, hive_server,
+                                                          capsys, evil):
+    # with a URL where no server listens, a connection attempt would fail
+    # with "cannot connect": the identifier check must come first
+    dead = f"hive://127.0.0.1:{server.free_port()}/default"
+    for argv in (["hive", "table", evil, inputs["dense"]],
+                 ["hive", "holdout", "canary", evil, "--output", tmp_path / "o", "--ratio",
+                  0.5, "--seed", 1],
+                 ["hive", "bootstrap", evil, "res", "--output", tmp_path / "o", "--samples", 2,
+                  "--seed", 1]):
+        code, _, err = run_cli(capsys, *argv, "--hive-url", dead)
+        line = _one_line_error(code, err)
+        assert "invalid" in line and "table name" in line and "cannot connect" not in line
+    # and against the live server: nothing happened to the canary
+    with hive_client.Client(hive_server["url"]) as c:
+        c.execute("CREATE TABLE IF NOT EXISTS canary (x INT) STORED AS TEXTFILE", fetch=False)
+    code, _, err = run_cli(capsys, "hive", "table", evil, inputs["dense"], "--hive-url",
+                           hive_server["url"])
+    assert code == 2 and "invalid" in err
+    assert "canary" in server_tables(hive_server["url"])
+    assert not (tmp_path / "o").exists()
+
+
+def test_render_refuses_unsafe_values():
+    text = "SELECT * FROM ${hivevar:t} WHERE x = ${hivevar:n} -- ${hivevar:p}"
+    kinds = {"t": "identifier", "n": "number", "p": "path"}
+    ok = sql.render(text, {"t": "db1.blocks", "n": 0.25, "p": "hdfs://nn:8020/a/b"}, kinds)
+    assert ok == "SELECT * FROM db1.blocks WHERE x = 0.25 -- hdfs://nn:8020/a/b"
+    for bad in [{"t": "blocks; DROP TABLE x", "n": 1, "p": "/a"},
+                {"t": "b", "n": float("nan"), "p": "/a"},
+                {"t": "b", "n": True, "p": "/a"},
+                {"t": "b", "n": "1 OR 1=1", "p": "/a"},
+                {"t": "b", "n": 1, "p": "/a/b'; DROP TABLE x; --"},
+                {"t": "b", "n": 1, "p": "/a/../etc"},
+                {"t": "b", "n": 1, "p": "/a b"},
+                {"t": "b", "n": 1, "p": "/a/${env:HOME}"},
+                {"t": "b", "n": 1, "p": "relative/dir"},
+                {"t": "b", "n": 1, "p": "--records=rows"},
+                {"t": "b", "n": 1, "p": "~/x"}]:
+        with pytest.raises(ParameterError):
+            sql.render(text, bad, kinds)
+    for kind, bad in [("word", "-c"), ("word", "~root"), ("program", "X=1"),
+                      ("program", "python3;rm"), ("params", "a=1 b=2")]:
+        with pytest.raises(ParameterError):
+            sql.render("${hivevar:v}", {"v": bad}, {"v": kind})
+    with pytest.raises(ParameterError, match="needs variable"):
+        sql.render(text, {"t": "b", "n": 1}, kinds)
+    with pytest.raises(ParameterError, match="does not use"):
+        sql.render(text, {"t": "b", "n": 1, "p": "/a", "q": 2}, kinds)
+    # a user parameter that would not come back as itself is refused
+    with pytest.raises(ParameterError, match="does not survive"):
+        transform.format_params({"names": "a,b"})
+    with pytest.raises(ParameterError, match="does not survive"):
+        transform.format_params({"size": None})
+    with pytest.raises(ParameterError, match="cannot be passed to a TRANSFORM script"):
+        sql.render("--params=${hivevar:params}", {"params": transform.format_params(
+            {"name": "a b"})}, {"params": "params"})
+    with pytest.raises(ParameterError, match="does not survive"):
+        transform.format_params({"n": "12"})  # a string that would come back as an int
+
+
+def test_statement_splitting():
+    text = ("-- head; comment\nSET a=1;\nSELECT 'x;y', \"q;\" -- tail; c\nFROM t;\n"
+            "ADD FILE /p/z.zip;\n-- only a comment;\n")
+    assert sql.statements(text) == ["SET a=1", "SELECT 'x;y', \"q;\" \nFROM t",
+                                    "ADD FILE /p/z.zip"]
+
+
+# ---------------------------------------------------------------------------
+# table-to-table use
+# ---------------------------------------------------------------------------
+def test_block_table_to_result_table(tmp_path, tmp_path_factory, inputs, hive_server, capsys):
+    url = hive_server["url"]
+    table = "blocks_" + uuid.uuid4().hex[:8]
+    code, _, err = run_cli(capsys, "hive", "table", table, inputs["wide"], "--hive-url", url)
+    assert code == 0, err
+    code, _, err = run_cli(capsys, "hive", "table", table, inputs["wide"], "--hive-url", url)
+    assert "exists" in _one_line_error(code, err)
+    with hive_client.Client(url) as c:
+        props = dict(c.execute(f"SHOW TBLPROPERTIES {table}"))
+    assert (props["samplegen.rows"], props["samplegen.block_size"]) == ("450", "64")
+
+    # --print renders the HiveQL and runs nothing
+    out = tmp_path / "folds"
+    code, text, err = run_cli(capsys, "hive", "kfold", table, "res", "--output", out, "--k", 4,
+                              "--seed", SEED, "--hive-url", url, "--print")
+    assert code == 0, err
+    assert f"FROM {table}" in text and "USING 'python3 samplegen-" in text
+    assert "compose --output " + str(out) in text and "${hivevar:" not in text
+    assert not out.exists() and "res" not in server_tables(url)
+
+    code, _, err = run_cli(capsys, "hive", "kfold", table, "res", "--output", out, "--k", 4,
+                           "--seed", SEED, "--hive-url", url)
+    assert code == 0, err
+    ref = reference(tmp_path_factory, inputs["wide"], "kfold", {"k": 4})
+    assert sample_digests(str(out)) == sample_digests(ref)
+    from jobs.blocks import parse_line
+    with hive_client.Client(url) as c:
+        counts = dict(c.execute("SELECT sample, count(*) FROM res GROUP BY sample"))
+        assert sorted(counts) == sorted([f"test-{i}" for i in range(4)]
+                                        + [f"train-{i}" for i in range(4)])
+        for i in range(4):  # each view is the composed training set, block by block
+            rows = c.execute(f"SELECT h_index, v_index, block FROM res_train_{i}")
+            composed = Matrix.open(str(out / f"train-{i}"))
+            assert len(rows) == len(composed.blocks())
+            for h, v, block in rows:
+                _, _, got = parse_line(f"{h}\t{v}\t{block}")
+                assert np.array_equal(got.to_dense(), composed.read_block(h, v).to_dense())
+                assert np.array_equal(got.row_ids, composed.read_block(h, v).row_ids)
+
+    # an existing result table is refused, and nothing is written
+    before = tree_digest(str(tmp_path))
+    code, _, err = run_cli(capsys, "hive", "holdout", table, "res", "--output",
+                           tmp_path / "other", "--ratio", 0.5, "--seed", 1, "--hive-url", url)
+    assert "exists" in _one_line_error(code, err)
+    assert tree_digest(str(tmp_path)) == before
+    code, _, err = run_cli(capsys, "hive", "holdout", table, "res", "--output", out,
+                           "--ratio", 0.5, "--seed", 1, "--hive-url", url, "--overwrite")
+    assert code == 0, err
+    with hive_client.Client(url) as c:
+        assert sorted(dict(c.execute("SELECT sample, count(*) FROM res GROUP BY sample"))) \
+            == ["test-0", "train-0"]
+        assert not [t for t in server_tables(url) if t.startswith("res_train")]
+
+
+def test_script_command_prints_the_hql(capsys):
+    code, out, _ = run_cli(capsys, "hive", "script", "bootstrap")
+    assert code == 0 and "${hivevar:samples}" in out and "ADD FILE" in out
+    code, _, err = run_cli(capsys, "hive", "script", "../etc/passwd")
+    assert code == 2 and "unknown script" in err
+
+
+# ---------------------------------------------------------------------------
+# beeline: the same scripts, the same bytes
+# ---------------------------------------------------------------------------
+def _beeline_run(tmp_path, port, url, src, dest, udf, params):
+    matrix = Matrix.open(src)
+    with StagedOutput(dest) as staging:
+        plan = make_plan(load_udf(udf, matrix.rows, params), SEED, matrix.meta, staging)
+        conf = engine.settings({"hive_url": url})
+        zip_name = engine.ship_zip(conf["files"], plan.udf)
+        table = engine.temp_table_name()
+        script = (engine.block_table_ddl(table, src, matrix.meta) + "\n"
+                  + engine.render_query(plan, table, staging, conf, zip_name)
+                  + f"\nDROP TABLE {table};\n")
+        path = tmp_path / f"{udf}.hql"
+        path.write_text(script)
+        code, out, err = beeline(port, path)
+        assert code == 0, err[-2000:]
+        summaries = [json.loads(line.split("\t", 3)[3]) for line in out.splitlines()
+                     if line.startswith("-1\t")]
+        driver.commit_samples(plan, matrix.meta, summaries, staging)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("src,udf,params", [
+    ("wide", "holdout", {"ratio": 0.6, "repeats": 3, "fraction": 0.9}),
+    ("wide", "kfold", {"k": 5}),
+    ("sparse", "bootstrap", {"samples": 3, "size": 1000})])
+def test_rendered_scripts_run_through_beeline(tmp_path, tmp_path_factory, inputs, hive_server,
+                                              src, udf, params):
+    dest = str(tmp_path / "beeline")
+    _beeline_run(tmp_path, hive_server["port"], hive_server["url"], inputs[src], dest, udf,
+                 params)
+    assert sample_digests(dest) == sample_digests(reference(tmp_path_factory, inputs[src], udf,
+                                                            params))
+
+
+@pytest.mark.slow
+def test_raw_script_with_hivevars_through_beeline(tmp_path, tmp_path_factory, inputs,
+                                                  hive_server):
+    """hive/kfold_naive.hql as shipped, the variables given with --hivevar
+    (substituted by the server), as a beeline user runs it."""
+    src = inputs["dense"]
+    matrix = Matrix.open(src)
+    table = "blocks_" + uuid.uuid4().hex[:8]
+    with hive_client.Client(hive_server["url"]) as c:
+        c.run_script(engine.block_table_ddl(table, src, matrix.meta))
+    conf = engine.settings({"hive_url": hive_server["url"]})
+    zip_name = engine.ship_zip(conf["files"], "kfold")
+    dest = str(tmp_path / "raw")
+    params = {"k": 4, "naive": True}
+    with StagedOutput(dest) as staging:
+        plan = make_plan(load_udf("kfold", matrix.rows, params), SEED, matrix.meta, staging)
+        hivevars = {"table": table, "output": staging, "files": conf["files"], "zip": zip_name,
+                    "python": "python3", "rows": 700, "cols": 20, "block_size": 64,
+                    "kind": "dense", "seed": SEED, "k": 4, "bin_bits": 0, "records": "chunks"}
+        code, out, err = beeline(hive_server["port"],
+                                 os.path.join(sql.SCRIPT_DIR, "kfold_naive.hql"), hivevars)
+        assert code == 0, err[-2000:]
+        summaries = [json.loads(line.split("\t", 3)[3]) for line in out.splitlines()
+                     if line.startswith("-1\t")]
+        driver.commit_samples(plan, matrix.meta, summaries, staging)
+    assert sample_digests(dest) == sample_digests(reference(tmp_path_factory, src, "kfold",
+                                                            params))
+
+
+# ---------------------------------------------------------------------------
+# the TRANSFORM scripts' own checks, and the local server's
+# ---------------------------------------------------------------------------
+def _script(argv, data):
+    out = io.BytesIO()
+    assert transform.main(argv, io.BytesIO(data), out) == 0
+    return out.getvalue()
+
+
+def test_reducer_refuses_unsorted_input(tmp_path, inputs):
+    matrix = Matrix.open(inputs["dense"])
+    plan = make_plan(load_udf("holdout", matrix.rows, {"ratio": 0.5}), SEED, matrix.meta,
+                     str(tmp_path / "o"))
+    argv = transform.plan_argv(plan, "rows")
+    data = b"".join(open(p, "rb").read() for p in matrix.part_uris())
+    rows = _script(["sample"] + argv, data).splitlines(keepends=True)
+    assert len(rows) == 700
+    rows.sort(key=lambda r: (int(r.split(b"\t")[0]), int(r.split(b"\t")[1])))  # no SORT BY
+    out = _script(["reblock", "--output", str(tmp_path / "o")] + argv, b"".join(rows))
+    assert out.startswith(b"-2\t-1\t-1\tOrderError: reblock input is not sorted")
+    rows.sort(key=lambda r: r.split(b"\t")[2])  # sorted, but groups interleaved
+    out = _script(["reblock", "--output", str(tmp_path / "o")] + argv, b"".join(rows))
+    assert b"OrderError: reblock input is not grouped" in out
+
+
+def test_map_side_error_row_flows_to_the_client(tmp_path, inputs):
+    matrix = Matrix.open(inputs["dense"])
+    plan = make_plan(load_udf("holdout", matrix.rows, {"ratio": 0.5}), SEED, matrix.meta, "")
+    argv = transform.plan_argv(plan)
+    out = _script(["sample"] + argv, b"0\t0\tnot-a-block\n0\t1\tmore input\n")
+    assert out.startswith(b"-1\t-1\t\t-1\tInputError: corrupt") and out.count(b"\n") == 1
+    reduced = _script(["reblock", "--output", str(tmp_path)] + argv, out)
+    route, sample, v, message = reduced.decode().rstrip("\n").split("\t")
+    assert (route, sample, v) == ("-2", "-1", "-1") and os.listdir(tmp_path) == []
+    with pytest.raises(InputError, match="^corrupt"):
+        engine.summaries_of([(-1, 0, 0, "{}"), (int(route), int(sample), int(v), message)])
+
+
+def test_server_up_is_idempotent_and_explains_a_missing_java(hive_server, monkeypatch,
+                                                             tmp_path):
+    state = server.read_state(hive_server["workdir"])
+    assert state is not None and state[1] == hive_server["port"]
+    assert server.up(hive_server["workdir"], hive_server["port"], log=lambda m: None) == state
+    assert server.main(["up", "--workdir", str(tmp_path / "other"), "--port",
+                        str(hive_server["port"])]) == 2  # port taken: refused, not started
+    monkeypatch.setenv("PATH", str(tmp_path))
+    monkeypatch.delenv("JAVA_HOME", raising=False)
+    with pytest.raises(server.ServerError, match="Java is missing.*make java"):
+        server.check_java()
+
+
+@pytest.mark.parametrize("udf,params", [("bootstrap", {"samples": 4, "size": 900}),
+                                        ("holdout", {"ratio": 0.3, "repeats": 2, "fraction": 0.7}),
+                                        ("kfold", {"k": 3, "naive": True}),
+                                        ("udfs.examples:paper_holdout_series", {"ratio": 0.5})])
+def test_range_cache_changes_nothing(inputs, monkeypatch, udf, params):
+    """The sampling script asks the UDF for many rows at once; its output is
+    the same as with one UDF call per block, whatever the block order."""
+    import random
+    matrix = Matrix.open(inputs["wide"])
+    lines = b"".join(open(p, "rb").read() for p in matrix.part_uris()).splitlines(True)
+    shuffled = random.Random(1).sample(lines, len(lines))
+    argv = transform.plan_argv(make_plan(load_udf(udf, matrix.rows, params), SEED,
+                                         matrix.meta, ""))
+    outputs = set()
+    for span in (1, 100, 1 << 16):  # 1: one call per block, as without the cache
+        monkeypatch.setattr(transform, "RANGE_ROWS", span)
+        for data in (lines, shuffled):
+            outputs.add(b"\n".join(sorted(_script(["sample"] + argv, b"".join(data))
+                                          .splitlines())))
+    assert len(outputs) == 1 and len(next(iter(outputs))) > 1000
