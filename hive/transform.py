@@ -67,7 +67,7 @@ import numpy as np
 
 from jobs.blocks import DENSE, ENTRY_CHARS, EncodedBlock, parse_encoded, row_chars
 from jobs.phases import (MAX_BIN_BITS, ReBlocker, local_sampling, make_plan,
-                         merge_sorted, reblock)
+                         merge_order, reblock)
 from jobs.store import write_group
 from udfs.base import Occurrences
 from udfs.custom import load_udf, parse_param
@@ -396,7 +396,7 @@ def _compose_group(plan, group, tails, out):
     buffer = ReBlocker(plan.block_size)
 
     def blocks():
-        yield from buffer.add(merge_sorted(tails))
+        yield from buffer.add(*merge_order(tails))
         yield from buffer.finish()
     summary = write_group(plan.output, plan.composed[round_], v, blocks())
     _emit(out, _SUMMARY, round_, v, json.dumps(summary).encode())

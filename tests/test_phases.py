@@ -113,6 +113,16 @@ def test_plan_round_trips_through_json():
     assert again.composed == [f"train-{i}" for i in range(4)] and again.names[0] == "test-0"
 
 
+def test_plans_of_loaded_builtins_carry_every_parameter():
+    """Engines that render their own scripts (Hive) read the plan's params."""
+    from udfs import load_udf
+    plan = make_plan(load_udf("holdout", 10, {"ratio": 0.5}), 1, meta(10, 2, 5), "/out")
+    assert plan.udf == "holdout"
+    assert plan.params == {"ratio": 0.5, "repeats": 1, "fraction": 1.0}
+    plan = make_plan(load_udf("udfs.examples:bernoulli", 10, {"p": 0.2}), 1, meta(10, 2, 5), "/o")
+    assert plan.udf == "udfs.examples:bernoulli" and plan.params == {"p": 0.2}
+
+
 def test_hadoop_streaming_command_partitions_and_sorts_like_the_sim_runners(tmp_path):
     """What `samplegen ... --runner hadoop` would submit (built offline by
     mrjob from the driver's arguments, not run: there is no cluster here)."""

@@ -128,7 +128,8 @@ def load_udf(spec, n_rows, params=None):
     """
     params = dict(params or {})
     udf = _load(spec, n_rows, params)
-    udf.spec = (spec, params)  # how tasks on other machines rebuild it
+    # How tasks on other machines rebuild it (built-ins: with every default filled in).
+    udf.spec = (spec, udf.params() if spec in BUILTIN else params)
     return udf
 
 
