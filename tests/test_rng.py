@@ -71,6 +71,18 @@ def test_generator_draws_use_counters_disjoint_from_lane_blocks():
     assert [int(w) for w in words] == expected
 
 
+def test_keyed_generator_equals_a_fresh_one():
+    rng = PositionRNG(4)
+    sid = stream(Purpose.BOOTSTRAP_CHUNK, 3)
+    for position in (0, 9, 2**40):
+        fresh = rng.generator(sid, position)
+        expected = (fresh.integers(0, 1000, 5), fresh.binomial(1000, 0.3), fresh.random())
+        shared = rng.keyed(sid, position)
+        got = (shared.integers(0, 1000, 5), shared.binomial(1000, 0.3), shared.random())
+        assert np.array_equal(expected[0], got[0]) and expected[1:] == got[1:]
+    assert rng.keyed(sid, 1) is rng.keyed(sid, 2)
+
+
 def test_seed_key_is_hashed_and_pinned():
     # SeedSequence hashing is stable across numpy versions; pin two keys.
     assert [int(k) for k in seed_key(0)] == [int(x) for x in

@@ -79,7 +79,7 @@ class MultinomialTree:
             if count == 0:
                 left = 0
             else:
-                gen = self.rng.generator(stream(Purpose.BOOTSTRAP_NODE, self.sample, depth), index)
+                gen = self.rng.keyed(stream(Purpose.BOOTSTRAP_NODE, self.sample, depth), index)
                 left = int(gen.binomial(count, (size // 2) / size))
             self._node_counts[key] = left
         return left
@@ -106,7 +106,7 @@ class MultinomialTree:
         if chunk is not None:
             self._chunks.move_to_end(index)
             return chunk
-        gen = self.rng.generator(stream(Purpose.BOOTSTRAP_CHUNK, self.sample), index)
+        gen = self.rng.keyed(stream(Purpose.BOOTSTRAP_CHUNK, self.sample), index)
         picks = gen.integers(0, size, count, dtype=np.int64)
         rows = np.repeat(np.arange(lo, lo + size, dtype=np.int64),
                          np.bincount(picks, minlength=size))
