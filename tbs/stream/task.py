@@ -1,0 +1,406 @@
+"""One partition of the co-partitioned reservoir: applying the driver's decisions.
+
+Partition ``p`` of the reservoir lives with partition ``p`` of the batches: its
+items are rows of *sources*, immutable Parquet files of this partition --
+
+* the newest snapshot ``snapshots/<s>/part-<p>.parquet`` (every item the
+  partition held after batch ``s``, ordered by arrival batch), and
+* for each later batch ``k``, ``deltas/<k>/in/part-<p>.parquet``: the rows of
+  the partition's slice of batch ``k`` that entered the reservoir (followed by
+  copies of older rows that re-entered the sample, which are not items).
+
+Each source has a sidecar ``keys/.../part-<p>.npy`` with every row's key
+``(arrival batch << 32) | row of that batch`` (the columns ``_sg_batch`` and
+``_sg_row``).  Which rows are items is kept in the partition's *structure*
+file ``parts/<p>/<k>.npz``, rewritten for every batch: two bitmaps over the
+rows of all sources -- ``F`` (a full item of some latent sample) and ``R`` (in
+the realized sample ``S_k``) -- and the rows of its partial items (by pid).
+Nothing per item is rewritten except these two bits.
+
+For batch ``k`` the task, with ``rng = batch_generator(key, k, STREAM_APPLY,
+sub=p)``:
+
+1. for each group with evictions here, chooses which of its full rows move out
+   (``select_for_downsample`` with the partition's ``partition_plan``) and, if
+   told, which of them becomes the named partial item;
+2. reads its slice of the batch and chooses the rows to take (and the new
+   partial item), writing them as the new source;
+3. promotes or drops partial items as told;
+4. computes ``R`` (all full items and the realized partial items, or, when
+   Algorithm 8 caps the sample at n, the ``count`` full items of smallest
+   priority);
+5. writes the delta: ``in`` = the new source, ``out`` = keys of rows that left
+   ``S`` or entered the reservoir without entering ``S``.  A consumer gets
+   ``S_k = (S_{k-1} union in_k) minus out_k`` (by key);
+6. every ``compact_every`` batches, writes a new snapshot of its items and
+   starts over with that single source.
+
+The task checks the driver's counts against its own before and after every
+batch, so a disagreement stops the run instead of corrupting the STATE.
+"""
+from __future__ import annotations
+
+import io
+import json
+
+import numpy as np
+
+from ..errors import TBSError
+from ..latent import partition_plan, select_for_downsample
+from ..randomness import STREAM_APPLY, batch_generator
+from .batches import read_rows
+from .decide import group_of
+from .storage import Store
+
+ROW_GROUP = 1 << 16          # rows per row group of written files (bounds the cost of reading a few rows)
+KEY_COLUMNS = ("_sg_batch", "_sg_row")
+IN_SAMPLE = "_sg_in_sample"
+_MASK32 = np.int64(0xFFFFFFFF)
+
+
+def delta_in(k, p):
+    return f"deltas/{k:010d}/in/part-{p:05d}.parquet"
+
+
+def delta_out(k, p):
+    return f"deltas/{k:010d}/out/part-{p:05d}.parquet"
+
+
+def keys_of(k, p, snap=False):
+    return f"keys/{'snap-' if snap else ''}{k:010d}/part-{p:05d}.npy"
+
+
+def snapshot_file(k, p):
+    return f"snapshots/{k:010d}/part-{p:05d}.parquet"
+
+
+def struct_file(k, p):
+    return f"parts/{p:05d}/{k:010d}.npz"
+
+
+def split_keys(keys):
+    keys = np.asarray(keys, dtype=np.int64)
+    return keys >> 32, keys & _MASK32
+
+
+def splitmix64(x: np.ndarray) -> np.ndarray:
+    """SplitMix64's finalizer (a bijection of uint64), vectorized."""
+    z = x.astype(np.uint64, copy=True)
+    with np.errstate(over="ignore"):
+        z += np.uint64(0x9E3779B97F4A7C15)
+        z ^= z >> np.uint64(30)
+        z *= np.uint64(0xBF58476D1CE4E5B9)
+        z ^= z >> np.uint64(27)
+        z *= np.uint64(0x94D049BB133111EB)
+        z ^= z >> np.uint64(31)
+    return z
+
+
+def priorities(keys: np.ndarray, salt: int) -> np.ndarray:
+    """A fixed pseudo-random uint64 per item key (distinct keys, distinct values)."""
+    return splitmix64(np.asarray(keys, dtype=np.int64).view(np.uint64) ^ np.uint64(salt))
+
+
+class Partition:
+    """The reservoir partition in memory: sources, the F/R bitmaps, partials."""
+
+    def __init__(self, store: Store, p: int, writer_options: dict):
+        self.store = store
+        self.p = p
+        self.options = writer_options
+        self.sources = []                 # [{"path", "keys", "rows", "segs": [[batch, lo, hi]]}]
+        self.F = np.zeros(0, dtype=bool)
+        self.R = np.zeros(0, dtype=bool)
+        self.partials = {}                # pid -> row
+        self._keys = {}                   # source index -> key array (lazily loaded)
+
+    # ------------------------------------------------------------------ persistence
+    @classmethod
+    def load(cls, store, p, rel, writer_options):
+        part = cls(store, p, writer_options)
+        if rel is None:
+            return part
+        with np.load(io.BytesIO(store.read_bytes(rel)), allow_pickle=False) as z:
+            n = int(z["rows"])
+            part.F = np.unpackbits(z["F"], count=n).astype(bool)
+            part.R = np.unpackbits(z["R"], count=n).astype(bool)
+            part.partials = {int(a): int(b) for a, b in zip(z["pids"], z["prows"])}
+            part.sources = json.loads(bytes(z["sources"]).decode())
+        if sum(s["rows"] for s in part.sources) != n:
+            raise TBSError(f"corrupt STATE: {rel} does not match its sources")
+        return part
+
+    def save(self, rel):
+        buf = io.BytesIO()
+        pids = np.array(sorted(self.partials), dtype=np.int64)
+        np.savez(buf, rows=np.int64(self.F.size), F=np.packbits(self.F), R=np.packbits(self.R),
+                 pids=pids, prows=np.array([self.partials[i] for i in pids], dtype=np.int64),
+                 sources=np.frombuffer(json.dumps(self.sources).encode(), dtype=np.uint8))
+        self.store.write_bytes(rel, buf.getvalue())
+
+    # ------------------------------------------------------------------ rows
+    def offsets(self):
+        out = [0]
+        for s in self.sources:
+            out.append(out[-1] + s["rows"])
+        return out
+
+    def keys(self, rows: np.ndarray) -> np.ndarray:
+        """Keys of the given global rows."""
+        rows = np.asarray(rows, dtype=np.int64)
+        off = np.asarray(self.offsets(), dtype=np.int64)
+        src = np.searchsorted(off, rows, side="right") - 1
+        out = np.empty(rows.size, dtype=np.int64)
+        for i in np.unique(src):
+            sel = src == i
+            if i not in self._keys:
+                self._keys[i] = self.store.load_npy(self.sources[i]["keys"])
+            out[sel] = self._keys[i][rows[sel] - off[i]]
+        return out
+
+    def group_ranges(self, mapping):
+        """{group id: [(lo, hi), ...]} in global rows, from the source segments."""
+        off = self.offsets()
+        ranges = {}
+        for i, s in enumerate(self.sources):
+            for batch, lo, hi in s["segs"]:
+                ranges.setdefault(group_of(mapping, batch), []).append((off[i] + lo, off[i] + hi))
+        return ranges
+
+    def group_rows(self, ranges, gid):
+        parts = [np.flatnonzero(self.F[lo:hi]) + lo for lo, hi in ranges.get(gid, ())]
+        return np.concatenate(parts) if parts else np.zeros(0, dtype=np.int64)
+
+    def read(self, rows: np.ndarray, label: str):
+        """The data (all columns and keys) of the given global rows, in that order."""
+        import pandas as pd
+        rows = np.asarray(rows, dtype=np.int64)
+        off = self.offsets()
+        order = np.argsort(rows, kind="stable")
+        srt = rows[order]
+        frames = []
+        for i, s in enumerate(self.sources):
+            lo, hi = np.searchsorted(srt, [off[i], off[i + 1]])
+            if lo == hi:
+                continue
+            local = srt[lo:hi] - off[i]
+            frames.append(_read_source_rows(self.store, s["path"], local, label))
+        if not frames:
+            return None
+        df = pd.concat(frames, ignore_index=True) if len(frames) > 1 else frames[0]
+        inverse = np.empty_like(order)
+        inverse[order] = np.arange(order.size)
+        return df.take(inverse).reset_index(drop=True)
+
+    # ------------------------------------------------------------------ one batch
+    def apply(self, key: int, plan: dict, batch: dict, bounds, op: dict, expect: int, salt: int,
+              compact: bool) -> dict:
+        k = plan["k"]
+        p = self.p
+        label = f"batch {batch['name']} (partition {p})"
+        rng = batch_generator(key, k, STREAM_APPLY, sub=p)
+        ranges = self.group_ranges(plan["mapping"])
+
+        # 1. evictions per group
+        for gid, n_exp, moved, pid in op["moves"]:
+            rows = self.group_rows(ranges, gid)
+            if rows.size != n_exp:
+                raise TBSError(f"corrupt STATE: partition {p} holds {rows.size} full items of group {gid}, "
+                               f"the driver expects {n_exp}")
+            mode, pos, ppos = select_for_downsample(rng, n_exp, partition_plan(n_exp, moved, int(pid >= 0)))
+            if mode == "remove":
+                self.F[rows[pos]] = False
+            else:
+                self.F[rows] = False
+                self.F[rows[pos]] = True
+            if pid >= 0:
+                self.partials[pid] = int(rows[ppos])
+
+        # 2. the new rows from this partition's slice of the batch
+        lo, hi = bounds
+        b_p = hi - lo
+        take, take_pid = op["take"], op["take_pid"]
+        tp = int(take_pid >= 0)
+        if take + tp:
+            mode, pos, ppos = select_for_downsample(rng, b_p, partition_plan(b_p, b_p - take, tp))
+            if mode == "keep":
+                full = np.asarray(pos, dtype=np.int64)
+            else:
+                mask = np.ones(b_p, dtype=bool)
+                mask[pos] = False
+                full = np.flatnonzero(mask)
+            chosen = np.sort(np.concatenate([full, [ppos]]) if tp else full)
+            df = read_rows(batch["files"], batch["row_groups"], lo, hi, label)
+            new = df.take(chosen).reset_index(drop=True)
+        else:
+            chosen = np.zeros(0, dtype=np.int64)
+            new = read_rows(batch["files"], batch["row_groups"], lo, lo, label)
+        n_new = int(chosen.size)
+        new_keys = (np.int64(k) << 32) | (chosen + lo).astype(np.int64)
+        base = self.F.size
+        self.F = np.concatenate([self.F, np.ones(n_new, dtype=bool)])
+        R_old = np.concatenate([self.R, np.zeros(n_new, dtype=bool)])
+        if tp:
+            prow = base + int(np.searchsorted(chosen, ppos))
+            self.F[prow] = False
+            self.partials[take_pid] = prow
+
+        # 3. partial items promoted or dropped
+        for pid, action in op["partials"]:
+            if pid not in self.partials:
+                raise TBSError(f"corrupt STATE: partition {p} has no partial item {pid}")
+            row = self.partials.pop(pid)
+            if action == "full":
+                self.F[row] = True
+        full_now = int(self.F.sum())
+        if full_now != expect:
+            raise TBSError(f"corrupt STATE: partition {p} holds {full_now} full items after batch {k}, "
+                           f"the driver expects {expect}")
+
+        # 4. the realized sample
+        out = op["out"]
+        extra = np.array([self.partials[i] for i in out["extra"]], dtype=np.int64)
+        union = np.array([self.partials[i] for i in out["union"]], dtype=np.int64)
+        if out["mode"] == "all":
+            R = self.F.copy()
+            R[union] = True
+        else:
+            cand = np.concatenate([np.flatnonzero(self.F), union])
+            c = out["count"]
+            R = np.zeros(self.F.size, dtype=bool)
+            if c >= cand.size:
+                R[cand] = True
+            elif c > 0:
+                pri = priorities(self._all_keys(cand, base, new_keys), salt)
+                R[cand[np.argpartition(pri, c - 1)[:c]]] = True
+        R[extra] = True
+
+        # 5. the delta
+        left = np.flatnonzero(R_old[:base] & ~R[:base])
+        enter = np.flatnonzero(~R_old[:base] & R[:base])
+        unreal = np.flatnonzero(~R[base:])
+        out_keys = np.concatenate([self.keys(left), new_keys[unreal]])
+        bk, br = split_keys(new_keys)
+        new[KEY_COLUMNS[0]] = bk
+        new[KEY_COLUMNS[1]] = br
+        if enter.size:
+            import pandas as pd
+            copies = self.read(enter, label)
+            in_df = pd.concat([new, copies], ignore_index=True)
+            in_keys = np.concatenate([new_keys, self.keys(enter)])
+        else:
+            in_df, in_keys = new, new_keys
+        ob, orow = split_keys(out_keys)
+        import pandas as pd
+        out_df = pd.DataFrame({KEY_COLUMNS[0]: ob, KEY_COLUMNS[1]: orow})
+        store = self.store
+        store.write_parquet(delta_in(k, p), in_df, **self.options)
+        store.write_npy(keys_of(k, p), in_keys)
+        store.write_parquet(delta_out(k, p), out_df, row_group_offsets=ROW_GROUP)
+        n_copies = len(in_df) - n_new
+        self.sources.append({"path": delta_in(k, p), "keys": keys_of(k, p), "rows": len(in_df),
+                             "segs": [[k, 0, n_new]] if n_new else []})
+        self._keys[len(self.sources) - 1] = in_keys
+        self.F = np.concatenate([self.F, np.zeros(n_copies, dtype=bool)])
+        self.R = np.concatenate([R, np.zeros(n_copies, dtype=bool)])
+
+        summary = {"k": k, "p": p, "in": delta_in(k, p), "in_rows": len(in_df), "new": n_new,
+                   "copies": n_copies, "out": delta_out(k, p), "out_rows": int(out_keys.size),
+                   "snapshot": None}
+        # 6. compaction
+        if compact:
+            summary["snapshot"] = self.compact(k, label)
+        self.save(struct_file(k, p))
+        summary.update(struct=struct_file(k, p), files=self.files(), full=int(self.F.sum()),
+                       realized=int(self.R.sum()), stored=self.stored())
+        return summary
+
+    def _all_keys(self, rows, base, new_keys):
+        out = np.empty(rows.size, dtype=np.int64)
+        old = rows < base
+        out[old] = self.keys(rows[old])
+        out[~old] = new_keys[rows[~old] - base]
+        return out
+
+    def stored(self) -> int:
+        """Items held (full and partial)."""
+        return int(self.F.sum()) + len(self.partials)
+
+    def files(self) -> list:
+        return [[s["path"], s["keys"]] for s in self.sources]
+
+    def compact(self, k, label) -> str:
+        """Rewrite the partition's items as one snapshot source (ordered by
+        arrival batch), dropping dead rows and copies."""
+        live = self.F.copy()
+        for row in self.partials.values():
+            live[row] = True
+        live |= self.R
+        rows = np.flatnonzero(live)
+        keys = self.keys(rows)
+        order = np.argsort(keys >> 32, kind="stable")
+        rows, keys = rows[order], keys[order]
+        df = self.read(rows, label)
+        if df is None:
+            df = _empty_like_source(self.store, self.sources, label)
+        df = df.drop(columns=[IN_SAMPLE], errors="ignore")
+        df[IN_SAMPLE] = self.R[rows]
+        path = snapshot_file(k, self.p)
+        self.store.write_parquet(path, df, **self.options)
+        self.store.write_npy(keys_of(k, self.p, snap=True), keys)
+        batches = keys >> 32
+        cuts = np.flatnonzero(np.diff(batches)) + 1
+        starts = np.concatenate([[0], cuts]).astype(np.int64)
+        ends = np.concatenate([cuts, [rows.size]]).astype(np.int64)
+        segs = [[int(batches[a]), int(a), int(b)] for a, b in zip(starts, ends)] if rows.size else []
+        position = np.full(self.F.size, -1, dtype=np.int64)
+        position[rows] = np.arange(rows.size)
+        self.partials = {pid: int(position[row]) for pid, row in self.partials.items()}
+        self.F = self.F[rows]
+        self.R = self.R[rows]
+        self.sources = [{"path": path, "keys": keys_of(k, self.p, snap=True), "rows": int(rows.size),
+                         "segs": segs}]
+        self._keys = {0: keys}
+        return path
+
+
+def _read_source_rows(store, path, local_rows, label):
+    """Rows (local indices, sorted) of one source file, only from the row groups
+    that hold them; the snapshot's ``_sg_in_sample`` column is dropped."""
+    import pandas as pd
+    try:
+        pf = store.open_parquet(path)
+        counts = [int(rg.num_rows) for rg in pf.row_groups]
+        starts = np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
+        rg_of = np.searchsorted(starts, local_rows, side="right") - 1
+        frames = []
+        for g in np.unique(rg_of):
+            sel = local_rows[rg_of == g] - starts[g]
+            frames.append(pf[int(g):int(g) + 1].to_pandas(index=False).take(sel))
+    except Exception as exc:
+        raise TBSError(f"{label}: cannot read {store.uri(path)} ({type(exc).__name__}: {exc})") from None
+    df = pd.concat(frames, ignore_index=True) if len(frames) > 1 else frames[0].reset_index(drop=True)
+    return df.drop(columns=[IN_SAMPLE], errors="ignore")
+
+
+def _empty_like_source(store, sources, label):
+    if not sources:
+        raise TBSError(f"{label}: nothing to snapshot")
+    pf = store.open_parquet(sources[0]["path"])
+    return pf[0:0].to_pandas(index=False).drop(columns=[IN_SAMPLE], errors="ignore")
+
+
+def run_partition(plan: dict, p: int) -> list:
+    """Process every batch of ``plan`` for partition ``p``; returns one summary per batch.
+
+    This is the whole work of a task, whatever the runner (in-process, mrjob
+    mapper, Spark task)."""
+    store = Store(plan["state"], fsync=plan.get("fsync"))
+    part = Partition.load(store, p, plan["structs"][p], plan["writer"])
+    key = int(plan["key"])
+    summaries = []
+    for bp, batch in zip(plan["batches"], plan["batch_info"]):
+        summaries.append(part.apply(key, bp, batch, batch["bounds"][p], bp["ops"][p], bp["expect"][p],
+                                    int(plan["salt"]), bp["compact"]))
+    store.sync()
+    return summaries
