@@ -24,7 +24,6 @@ from tbs.stream.task import run_partition
 
 HADOOP_JOBCONF = {
     "mapreduce.map.speculative": "false",
-    "mapreduce.job.reduces": "0",
 }
 
 
