@@ -21,6 +21,11 @@ CASES = {
 NO_CONF = {"mrjob_conf": ""}
 
 
+@pytest.fixture(autouse=True)
+def _no_fsync(monkeypatch):
+    monkeypatch.setenv("SAMPLEGEN_TBS_FSYNC", "0")      # the plan tells every task; see test_tbs_jobs.py
+
+
 @pytest.fixture(scope="module")
 def batches(tmp_path_factory):
     folder = str(tmp_path_factory.mktemp("batches"))
@@ -30,6 +35,7 @@ def batches(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def inline_digests(batches, tmp_path_factory):
+    os.environ["SAMPLEGEN_TBS_FSYNC"] = "0"
     out = {}
     for name, params in CASES.items():
         state = str(tmp_path_factory.mktemp("inline") / name)

@@ -157,7 +157,7 @@ def plan_chunk(commit: dict, chunk, store: Store) -> tuple:
         infos.append(info)
     plan = {"state": store.uri(), "fsync": store.fsync, "key": str(commit["key"]), "salt": str(commit["salt"]),
             "structs": [part["struct"] for part in commit["partitions"]],
-            "writer": commit["writer"] or {"row_group_offsets": ROW_GROUP},
+            "writer": commit["writer"] or {"row_group_offsets": ROW_GROUP, "stats": False},
             "batches": steps, "batch_info": infos}
     return plan, states
 
@@ -261,7 +261,7 @@ def run(batches_url: str, state_url: str, given: dict, runner: str = "inline", o
         if first is not None and commit["schema"] is None:
             commit = dict(commit, schema=first.schema,
                           writer={"object_encoding": object_encodings(first.schema),
-                                  "row_group_offsets": ROW_GROUP})
+                                  "row_group_offsets": ROW_GROUP, "stats": False})
         done = 0
         for start in range(0, len(batches), per_job):
             chunk = batches[start:start + per_job]

@@ -68,6 +68,7 @@ class Store:
             self.fs, self.root = fsspec.core.url_to_fs(url)
             self.root = self.root.rstrip("/")
         self._dirty_dirs = set()
+        self._made = set()
 
     # -- naming ----------------------------------------------------------
     def path(self, rel: str = "") -> str:
@@ -145,10 +146,13 @@ class Store:
 
     # -- writing -----------------------------------------------------------------
     def makedirs(self, rel: str = "") -> None:
+        if rel in self._made:
+            return
         if self.local:
             os.makedirs(self.path(rel), exist_ok=True)
         else:
             self.fs.makedirs(self.path(rel), exist_ok=True)
+        self._made.add(rel)
 
     def _tmp_name(self, rel: str) -> str:
         head, _, name = rel.rpartition("/")
@@ -217,6 +221,7 @@ class Store:
 
     def remove_empty_dirs(self) -> None:
         """Delete empty directories below the root (after garbage collection)."""
+        self._made.clear()
         if not self.local:
             return
         for dirpath, dirnames, filenames in os.walk(self.root, topdown=False):

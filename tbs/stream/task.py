@@ -296,7 +296,7 @@ class Partition:
         store = self.store
         store.write_parquet(delta_in(k, p), in_df, **self.options)
         store.write_npy(keys_of(k, p), in_keys)
-        store.write_parquet(delta_out(k, p), out_df, row_group_offsets=ROW_GROUP)
+        store.write_parquet(delta_out(k, p), out_df, row_group_offsets=ROW_GROUP, stats=False)
         n_copies = len(in_df) - n_new
         self.sources.append({"path": delta_in(k, p), "keys": keys_of(k, p), "rows": len(in_df),
                              "segs": [[k, 0, n_new]] if n_new else []})
