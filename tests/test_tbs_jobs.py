@@ -25,6 +25,8 @@ TIMES = [1.0, 2.0, 2.5, 4.0, 6.0, 6.2, 7.0, 9.0, 10.0, 11.5, 12.0, 14.0]
 ALGORITHMS = {
     "rtbs-exp": dict(algorithm="rtbs", decay="exp", size=150, **{"lambda": 0.15}),
     "rtbs-poly": dict(algorithm="rtbs", decay="poly", size=100, power=2.0, shift=1.0, delta1=0.2, delta2=3.0),
+    "rtbs-poly-cap": dict(algorithm="rtbs", decay="poly", size=100, power=2.0, shift=1.0, delta1=0.2, delta2=3.0,
+                          max_weight=200.0),
     "ttbs-exp": dict(algorithm="ttbs", decay="exp", size=150, mean_batch_size=60.0, **{"lambda": 0.15}),
     "ttbs-poly": dict(algorithm="ttbs", decay="poly", size=100, mean_batch_size=60.0),
 }
@@ -46,7 +48,8 @@ def in_memory(name):
         return TTBS(p["size"], decay, p["mean_batch_size"], seed=0)
     if p["decay"] == "exp":
         return RTBS(p["size"], decay, seed=0)
-    return RTBS(p["size"], decay, seed=0, delta1=p["delta1"], delta2=p["delta2"])
+    return RTBS(p["size"], decay, seed=0, delta1=p["delta1"], delta2=p["delta2"],
+                max_weight=p.get("max_weight", p["size"]))
 
 
 def params(name, **extra):
@@ -130,7 +133,7 @@ def test_state_layout_snapshots_and_delta_retention(tmp_path):
     info = status(state)
     assert info["snapshot"] == 10 and info["deltas_kept"] == [10, 11, 12]
     top = sorted(os.listdir(state))
-    assert top == ["commits", "deltas", "keys", "parts", "snapshots"]
+    assert top == ["commits", "deltas", "parts", "snapshots"]
     assert sorted(os.listdir(os.path.join(state, "commits"))) == ["0000000011.json", "0000000012.json"]
     assert sorted(os.listdir(os.path.join(state, "snapshots"))) == ["0000000010"]
     from tests.tbs_jobs_util import read_dir
@@ -409,3 +412,17 @@ def test_not_a_state(tmp_path, capsys):
     assert "does not exist" in capsys.readouterr().err
     assert main(["sample", str(other), "--to", str(tmp_path / "x.csv")]) == 2
     assert "is not a samplegen tbs STATE" in capsys.readouterr().err
+
+
+def test_partition_bounds_follow_row_groups():
+    from tbs.stream.batches import partition_bounds
+    # enough row groups: every boundary is a row-group start, nearest to p * size / P
+    assert partition_bounds([[10, 10, 10], [10, 10, 10]], 3) == [(0, 20), (20, 40), (40, 60)]
+    assert partition_bounds([[25, 5, 30, 10, 30]], 4) == [(0, 25), (25, 60), (60, 70), (70, 100)]
+    assert partition_bounds([[90, 1, 1, 1, 1]], 2) == [(0, 90), (90, 94)]
+    # fewer row groups than partitions: even row ranges
+    assert partition_bounds([[10], [7]], 3) == [(0, 5), (5, 11), (11, 17)]
+    assert partition_bounds([[]], 2) == [(0, 0), (0, 0)]
+    for groups in ([[3] * 7], [[1, 50, 2, 9, 40]], [[0, 0, 5, 0]]):
+        b = partition_bounds(groups, 4)
+        assert b[0][0] == 0 and b[-1][1] == sum(groups[0]) and all(b[i][1] == b[i + 1][0] for i in range(3))

@@ -14,7 +14,8 @@ SIZES = [60, 0, 150, 45, 200, 90, 75, 130, 20]
 TIMES = [1.0, 2.0, 3.5, 4.0, 5.0, 7.0, 8.0, 9.0, 10.5]
 CASES = {
     "rtbs-exp": dict(algorithm="rtbs", decay="exp", size=120, **{"lambda": 0.2}),
-    "rtbs-poly": dict(algorithm="rtbs", decay="poly", size=80, power=2.0, shift=1.0, delta1=0.2, delta2=3.0),
+    "rtbs-poly": dict(algorithm="rtbs", decay="poly", size=80, power=2.0, shift=1.0, delta1=0.2, delta2=3.0,
+                      max_weight=160.0),      # n' = 2n: the output cap (and rows coming back into S)
     "ttbs-exp": dict(algorithm="ttbs", decay="exp", size=120, mean_batch_size=80.0, **{"lambda": 0.2}),
     "ttbs-poly": dict(algorithm="ttbs", decay="poly", size=80, mean_batch_size=80.0),
 }

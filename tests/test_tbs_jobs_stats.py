@@ -9,7 +9,8 @@ of the partition's rows) is counted in S_k after the last batch.  Its mean over 
 the in-memory sampler's theory gives for the same sizes and times:
 
 * R-TBS, exponential decay: rho_k f(t_k - t_j) (Theorem 4.3);
-* R-TBS, polynomial decay with the output cap at n active (n' = 2n):
+* R-TBS, polynomial decay with the output cap at n active (n' = 2n, as the
+  in-memory sampler's default; the jobs' default n' = n has no cap):
   sample_rho_k f(t_k - t_j) (Proposition 4.7; nothing is consolidated
   here);
 * T-TBS, polynomial decay: q f(t_k - t_j).
@@ -27,6 +28,7 @@ import pytest
 
 from tbs import RTBS, TTBS, Polynomial, Exponential
 from tbs.stream import current_sample, run, status
+from tbs.stream.batches import describe, list_batches, partition_bounds
 from tests.tbs_jobs_util import write_batches
 from tests.tbs_stats import ALPHA, assert_means
 
@@ -39,8 +41,9 @@ RUNS = 90
 CASES = {
     "rtbs-exp": (dict(algorithm="rtbs", decay="exp", size=50, **{"lambda": 0.4}),
                  lambda: RTBS(50, Exponential(0.4), seed=0)),
-    "rtbs-poly": (dict(algorithm="rtbs", decay="poly", size=30, power=2.0, shift=1.0, delta1=0.01, delta2=0.5),
-                  lambda: RTBS(30, Polynomial(2.0, shift=1.0), seed=0, delta1=0.01, delta2=0.5)),
+    "rtbs-poly": (dict(algorithm="rtbs", decay="poly", size=30, power=2.0, shift=1.0, delta1=0.01, delta2=0.5,
+                       max_weight=60.0),
+                  lambda: RTBS(30, Polynomial(2.0, shift=1.0), seed=0, delta1=0.01, delta2=0.5, max_weight=60.0)),
     "ttbs-poly": (dict(algorithm="ttbs", decay="poly", size=40, power=2.0, shift=1.0, mean_batch_size=60.0),
                   lambda: TTBS(40, Polynomial(2.0, shift=1.0), 60.0, seed=0)),
 }
@@ -51,38 +54,31 @@ def _replicate(args):
     where a cell is (batch, partition, first or second half of the
     partition's rows) -- the halves catch a bias in *which* rows a partition
     takes, not only in how many."""
-    name, batches, state, r = args
+    name, batches, state, r, cells = args
     os.environ["SAMPLEGEN_TBS_FSYNC"] = "0"
     params = CASES[name][0]
     run(batches, state, dict(params, seed=r, partitions=P, compact_every=3))
     sample = current_sample(state)
     info = status(state)
-    index = {c: i for i, c in enumerate(CELLS)}
-    counts = np.zeros(len(CELLS))
+    counts = np.zeros(len(cells))
     for j, row in zip(sample["_sg_batch"].tolist(), sample["_sg_row"].tolist()):
-        counts[index[cell_of(j, row)]] += 1
+        i = next(i for i, (jj, lo, hi) in enumerate(cells) if jj == j and lo <= row < hi)
+        counts[i] += 1
     shutil.rmtree(state)
     return counts, len(sample), info["sample_weight"]
 
 
-def _bounds(j):
-    size = SIZES[j - 1]
-    return [p * size // P for p in range(P + 1)]
-
-
-def cell_of(j, row):
-    b = _bounds(j)
-    p = int(np.searchsorted(b, row, side="right")) - 1
-    return j, p, int(row >= (b[p] + b[p + 1]) // 2)
-
-
-CELLS = [(j, p, h) for j in range(1, len(SIZES) + 1) if SIZES[j - 1] for p in range(P) for h in (0, 1)]
-
-
-def cell_size(j, p, h):
-    b = _bounds(j)
-    mid = (b[p] + b[p + 1]) // 2
-    return mid - b[p] if h == 0 else b[p + 1] - mid
+def cells_of(batches):
+    """(batch, lo, hi) per half of every partition of every non-empty batch,
+    with the partitions the job uses (from the batches' footers)."""
+    fs, root, found = list_batches(batches)
+    cells = []
+    for k in sorted(found):
+        b = describe(fs, root, k, *found[k])
+        for lo, hi in partition_bounds(b.row_groups, P):
+            mid = (lo + hi) // 2
+            cells += [(k, lo, mid), (k, mid, hi)]
+    return [c for c in cells if c[2] > c[1]]
 
 
 @pytest.mark.parametrize("name", list(CASES))
@@ -102,8 +98,10 @@ def test_inclusion_frequencies_match_the_theory(tmp_path, name):
         pi = ref.sample_rho * ref.decay(ages)
     else:
         pi = ref.q * ref.decay(ages)
-    expected = np.array([cell_size(*c) * pi[c[0] - 1] for c in CELLS])
-    jobs = [(name, batches, str(tmp_path / f"s{r}"), r) for r in range(RUNS)]
+    cells = cells_of(batches)
+    assert sum(hi - lo for _, lo, hi in cells) == sum(SIZES)
+    expected = np.array([(hi - lo) * pi[j - 1] for j, lo, hi in cells])
+    jobs = [(name, batches, str(tmp_path / f"s{r}"), r, cells) for r in range(RUNS)]
     with ProcessPoolExecutor(2) as pool:
         results = list(pool.map(_replicate, jobs))
     counts = np.array([r[0] for r in results])

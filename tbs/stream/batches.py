@@ -19,14 +19,17 @@ a directory that has it; they must agree), or, for a directory, a text file
 
 Everything the driver needs -- row counts per row group, schema, time -- comes
 from the Parquet footers; the data pages are read only by the partition tasks.
-Partition ``p`` of a batch of ``b`` rows is the contiguous range of rows
-``[p b // P, (p + 1) b // P)`` in (file name, row group, row) order.
+Partition ``p`` of a batch is a contiguous range of its rows in (file name,
+row group, row) order, computed from the footers alone
+(:func:`partition_bounds`): whole row groups when there are at least ``P``.
 """
 from __future__ import annotations
 
 import math
 import re
 from dataclasses import dataclass, field
+
+import numpy as np
 
 from ..errors import TBSError
 
@@ -249,9 +252,29 @@ def pending(url: str, after: int | None, last_time: float | None, schema, limit:
     return out, note
 
 
-def partition_bounds(size: int, partitions: int) -> list:
-    """[lo, hi) of each partition of a batch of ``size`` rows."""
-    return [(p * size // partitions, (p + 1) * size // partitions) for p in range(partitions)]
+def partition_bounds(row_groups, partitions: int) -> list:
+    """[lo, hi) of each partition of a batch, from its row groups (rows per row
+    group, per file).
+
+    With at least one row group per partition, every boundary is the start of
+    a row group (the one nearest to ``p * size / P``), so each task reads
+    whole row groups of its own; with fewer row groups, the rows are split
+    evenly ([p size // P, (p + 1) size // P)) and tasks share row groups."""
+    sizes = [int(g) for groups in row_groups for g in groups]
+    total = sum(sizes)
+    if len(sizes) < partitions or not total:
+        cuts = [p * total // partitions for p in range(partitions + 1)]
+    else:
+        starts = np.concatenate([[0], np.cumsum(sizes)])
+        cuts = [0]
+        for p in range(1, partitions):
+            target = p * total / partitions
+            i = int(np.searchsorted(starts, target))
+            nearest = starts[i] if i < starts.size and (i == 0 or starts[i] - target < target - starts[i - 1]) \
+                else starts[i - 1]
+            cuts.append(max(cuts[-1], int(nearest)))
+        cuts.append(total)
+    return [(cuts[p], cuts[p + 1]) for p in range(partitions)]
 
 
 def _open(url):

@@ -70,6 +70,9 @@ def sampler_of(params: dict):
                 delta2=params.get("delta2"))
 
 
+PID_UNION, PID_INCLUDE = 1, 2      # the two uniforms of a partial item (see Driver.pid_uniform)
+
+
 def output_salt(key: int) -> int:
     """Salt of the item priorities used when Algorithm 8 caps the output at n."""
     return int(np.random.SeedSequence(key, spawn_key=(0xC0FFEE,)).generate_state(1, np.uint64)[0])
@@ -113,6 +116,21 @@ class Driver:
         if self.exp:
             return {"mode": "single"}
         return {"mode": "batch", "cons_upto": self.state.get("cons_upto")}
+
+    def pid_uniform(self, pid: int, which: int) -> float:
+        """The uniform on (0, 1] that decides, in every batch, whether partial
+        item ``pid`` is in the realized sample (``PID_INCLUDE``, Algorithm 4)
+        or how it fares in the union of the latent samples (``PID_UNION``,
+        Algorithm 6 in Algorithm 8's output).
+
+        Drawn once per partial item instead of once per batch: in each batch
+        it is still uniform and independent of everything the sampler decided
+        (pids are handed out in order, the uniform comes from its own
+        stream), so every S_k has its exact distribution -- and a partial item
+        does not drop out of S and come back from one batch to the next,
+        which would cost a copy of its row each time it comes back."""
+        ss = np.random.SeedSequence(self.key, spawn_key=(0x5A17, int(pid), int(which)))
+        return open_uniform(np.random.Generator(np.random.SFC64(ss)))
 
     def _pid(self) -> int:
         pid = self.state["next_pid"]
@@ -272,8 +290,8 @@ class Driver:
         self._check(g)
         s["W"], s["rho"] = step.total_weight, step.rho
         out = [{"mode": "all", "union": [], "extra": []} for _ in range(self.P)]
-        include = keep is not None and includes_partial(
-            g["weight"], sum(g["n"]), open_uniform(batch_generator(self.key, k, STREAM_OUTPUT)))
+        include = keep is not None and includes_partial(g["weight"], sum(g["n"]),
+                                                        self.pid_uniform(keep[0], PID_INCLUDE))
         if include:
             out[keep[1]]["extra"].append(keep[0])
         s["size"] = sum(g["n"]) + int(include)
@@ -389,7 +407,8 @@ class Driver:
             s["size"] = 0
             return out
         rng = batch_generator(self.key, k, STREAM_OUTPUT)
-        u = 1.0 - rng.random(len(parts) + 2)
+        u = [self.pid_uniform(g["partial"][0], PID_UNION) if g["partial"] is not None else 1.0 for g in parts]
+        u += list(1.0 - rng.random(1))
         weight, owner, promoted = plan_union_many([sum(g["n"]) for g in parts],
                                                   [g["partial"] is not None for g in parts],
                                                   [g["weight"] for g in parts], u)
@@ -404,7 +423,7 @@ class Driver:
         total = int(fu.sum())
         n = self.sampler.n
         if weight > n:
-            plan = plan_downsample(total, owner_partial is not None, weight, n / weight, float(u[-2]))
+            plan = plan_downsample(total, owner_partial is not None, weight, n / weight, float(u[-1]))
             if plan.to_partial:
                 raise TBSError("internal error: the output cap left a partial item")
             counts = split_count(rng, fu, plan.keep_full)
@@ -415,7 +434,8 @@ class Driver:
                 out[owner_partial[1]]["extra"].append(owner_partial[0])
             s["size"] = plan.keep_full + int(extra)
         else:
-            include = owner_partial is not None and includes_partial(weight, total, float(u[-1]))
+            include = owner_partial is not None and includes_partial(
+                weight, total, self.pid_uniform(owner_partial[0], PID_INCLUDE))
             if include:
                 out[owner_partial[1]]["extra"].append(owner_partial[0])
             s["size"] = total + int(include)

@@ -27,7 +27,7 @@ from ..errors import TBSError
 from ..randomness import derive_key
 from .batches import object_encodings, partition_bounds, pending
 from .decide import Driver, initial_state, output_salt, sampler_of
-from .state import FORMAT, collect_garbage, crash_point, load_latest, write_commit
+from .state import FORMAT, collect_garbage, crash_point, forget, load_latest, write_commit
 from .storage import Lock, Store
 from .task import ROW_GROUP, delta_in, delta_out, run_partition
 
@@ -88,6 +88,8 @@ def new_params(given: dict, batches) -> dict:
         if g["algorithm"] == "rtbs":
             for name in ("max_weight", "delta1", "delta2"):
                 p[name] = None if g.get(name) is None else float(g[name])
+            if p["max_weight"] is None:      # n' = n by default here (docs/TBS_JOBS.md, "Algorithm 8")
+                p["max_weight"] = float(g["size"])
             p["consolidation_rate"] = None if g.get("lambda") is None else float(g["lambda"])
         else:
             for name in ("lambda", "max_weight", "delta1", "delta2"):
@@ -144,7 +146,7 @@ def plan_chunk(commit: dict, chunk, store: Store) -> tuple:
     since = commit["since_snapshot"]
     steps, states, infos = [], [], []
     for b in chunk:
-        bounds = partition_bounds(b.size, P)
+        bounds = partition_bounds(b.row_groups, P)
         step = driver.step(b.k, [hi - lo for lo, hi in bounds], b.time)
         since += 1
         step["compact"] = since >= params["compact_every"]
@@ -223,7 +225,7 @@ def run(batches_url: str, state_url: str, given: dict, runner: str = "inline", o
     per_job = options.get("batches_per_job") or 16
     if not isinstance(per_job, int) or per_job < 1:
         raise TBSError(f"--batches-per-job must be an integer >= 1, got {per_job!r}")
-    store = Store(state_url)
+    store = Store(state_url, fsync=options.get("fsync"))
     lock = None
     writing = False
     try:
@@ -254,9 +256,13 @@ def run(batches_url: str, state_url: str, given: dict, runner: str = "inline", o
         if note:
             log(f"note: {note}")
         writing = True
-        removed = collect_garbage(store)
-        if removed:
-            log(f"removed {removed} files left by an interrupted run")
+        if lock.previous or not store.local:
+            # Only a run that died while holding the lock (it left _lock behind) can
+            # have left files no commit references; a run that ended (even with an
+            # error) cleaned up before releasing the lock.
+            removed = collect_garbage(store)
+            if removed:
+                log(f"removed {removed} files left by an interrupted run")
         first = next((b for b in batches if b.size), None)
         if first is not None and commit["schema"] is None:
             commit = dict(commit, schema=first.schema,
@@ -272,7 +278,8 @@ def run(batches_url: str, state_url: str, given: dict, runner: str = "inline", o
                 commit = next_commit(commit, b, plan["batches"][i], states[i], [s[i] for s in summaries])
                 write_commit(store, commit)
                 done += 1
-            collect_garbage(store)            # not before: the chunk's later batches are not committed yet
+            for seq in range(commit["seq"] - len(chunk) + 1, commit["seq"] + 1):
+                forget(store, seq)            # not before: the chunk's later batches were not committed
             log(f"processed batches {chunk[0].name}..{chunk[-1].name} ({done}/{len(batches)})")
         if not batches:
             log("nothing to do: no new batches")

@@ -3,11 +3,10 @@
 Layout::
 
     STATE/commits/<seq>.json            the commit log; the highest seq is the state
-    STATE/parts/<p>/<k>.npz             partition p's structure after batch k (bitmaps, partials, sources)
+    STATE/parts/<p>/<k>.bin             partition p's structure after batch k (bitmaps, partials, sources, keys)
     STATE/deltas/<k>/in/part-<p>.parquet   rows that entered partition p's reservoir with batch k
     STATE/deltas/<k>/out/part-<p>.parquet  keys (_sg_batch, _sg_row) that left S_k, or entered without
     STATE/snapshots/<k>/part-<p>.parquet   partition p's items after batch k, with _sg_in_sample
-    STATE/keys/...                      the sidecar of every source: the key of each row
     STATE/_lock                         held by the running job (see storage.Lock)
 
 A commit (``commits/<seq>.json``, written under a temporary name and renamed:
@@ -78,8 +77,7 @@ def referenced(commit: dict) -> set:
     for part in commit["partitions"]:
         if part["struct"]:
             refs.add(part["struct"])
-        for pair in part["files"]:
-            refs.update(pair)
+        refs.update(part["files"])
     for entry in commit["deltas"]:
         refs.update(entry[1])
         refs.update(entry[2])
@@ -94,6 +92,28 @@ def write_commit(store: Store, commit: dict) -> None:
     crash_point("after-commit")
 
 
+def forget(store: Store, seq: int) -> int:
+    """After commit ``seq``: delete the files only commit ``seq - KEEP_COMMITS``
+    needed (the same result as :func:`collect_garbage` on a STATE without
+    leftovers, without listing it)."""
+    old = seq - KEEP_COMMITS
+    if old < 0:
+        return 0
+    try:
+        gone = referenced(store.read_json(commit_name(old)))
+    except FileNotFoundError:
+        return 0
+    for s in range(old + 1, seq + 1):
+        gone -= referenced(store.read_json(commit_name(s)))
+    for i, rel in enumerate(sorted(gone)):
+        store.remove(rel)
+        if i == 0:
+            crash_point("in-gc")
+    if gone:
+        store.remove_empty_dirs()
+    return len(gone)
+
+
 def collect_garbage(store: Store) -> int:
     """Delete every file not referenced by the newest KEEP_COMMITS commits
     (leftovers of crashed runs, superseded structures, old snapshots and
@@ -103,7 +123,7 @@ def collect_garbage(store: Store) -> int:
     for seq in seqs[-KEEP_COMMITS:]:
         keep |= referenced(store.read_json(commit_name(seq)))
     removed = 0
-    for rel, _ in store.walk():
+    for rel in store.names():
         if rel == LOCK or rel in keep:
             continue
         store.remove(rel)

@@ -119,6 +119,17 @@ class Store:
                 out.append((full[len(self.root) + 1:], int(info.get("size") or 0)))
         return sorted(out)
 
+    def names(self) -> list:
+        """Every file under the root (relative names), without their sizes."""
+        if not self.local:
+            return [rel for rel, _ in self.walk()]
+        out = []
+        for dirpath, dirnames, filenames in os.walk(self.root):
+            rel_dir = os.path.relpath(dirpath, self.root)
+            prefix = "" if rel_dir == "." else rel_dir.replace(os.sep, "/") + "/"
+            out += [prefix + name for name in filenames]
+        return out
+
     def size(self, rel: str) -> int:
         return os.path.getsize(self.path(rel)) if self.local else int(self.fs.size(self.path(rel)))
 
@@ -129,6 +140,24 @@ class Store:
                 return f.read()
         return self.fs.cat_file(self.path(rel))
 
+    def read_range(self, rel: str, start: int, length: int) -> bytes:
+        """``length`` bytes of a file from offset ``start``."""
+        if self.local:
+            with open(self.path(rel), "rb") as f:
+                f.seek(start)
+                return f.read(length)
+        return self.fs.cat_file(self.path(rel), start=start, end=start + length)
+
+    def map_array(self, rel: str, offset: int, count: int, dtype="<i8"):
+        """``count`` values stored at ``offset`` of a file: memory-mapped for local
+        files (only the pages used are read), read otherwise."""
+        import numpy as np
+        if self.local:
+            if count == 0:
+                return np.zeros(0, dtype=dtype)
+            return np.memmap(self.path(rel), dtype=dtype, mode="r", offset=offset, shape=(count,))
+        return np.frombuffer(self.read_range(rel, offset, count * np.dtype(dtype).itemsize), dtype=dtype)
+
     def read_json(self, rel: str):
         return json.loads(self.read_bytes(rel))
 
@@ -138,18 +167,19 @@ class Store:
             return fastparquet.ParquetFile(self.path(rel))
         return fastparquet.ParquetFile(self.path(rel), open_with=self.fs.open)
 
-    def load_npy(self, rel: str):
-        import numpy as np
-        if self.local:
-            return np.load(self.path(rel), mmap_mode="r", allow_pickle=False)
-        return np.load(io.BytesIO(self.read_bytes(rel)), allow_pickle=False)
-
     # -- writing -----------------------------------------------------------------
     def makedirs(self, rel: str = "") -> None:
+        """Create a directory and its parents; a new directory's parent is
+        fsync-ed at the next :meth:`sync` (so that its entry survives a power loss)."""
         if rel in self._made:
             return
         if self.local:
-            os.makedirs(self.path(rel), exist_ok=True)
+            parts = rel.split("/") if rel else []
+            for i in range(len(parts) + 1):
+                path = self.path("/".join(parts[:i]))
+                if not os.path.isdir(path):
+                    os.makedirs(path, exist_ok=True)
+                    self._dirty_dirs.add(os.path.dirname(path))
         else:
             self.fs.makedirs(self.path(rel), exist_ok=True)
         self._made.add(rel)
@@ -176,7 +206,7 @@ class Store:
             finally:
                 os.close(fd)
             os.replace(path, self.path(rel))
-            self._dirty_dirs.add(head)
+            self._dirty_dirs.add(self.path(head))
         else:
             with self.fs.open(self.path(tmp), "wb") as f:
                 f.write(data)
@@ -190,18 +220,12 @@ class Store:
     def write_parquet(self, rel: str, df, **options) -> None:
         self.write_bytes(rel, parquet_bytes(df, **options))
 
-    def write_npy(self, rel: str, array) -> None:
-        import numpy as np
-        buf = io.BytesIO()
-        np.save(buf, array, allow_pickle=False)
-        self.write_bytes(rel, buf.getvalue())
-
     def sync(self) -> None:
         """fsync the directories that received renames since the last call."""
         if self.local and self.fsync:
-            for head in sorted(self._dirty_dirs):
+            for path in sorted(self._dirty_dirs, key=len, reverse=True):
                 try:
-                    fd = os.open(self.path(head), os.O_RDONLY)
+                    fd = os.open(path, os.O_RDONLY)
                 except FileNotFoundError:
                     continue
                 try:

@@ -9,10 +9,12 @@ items are rows of *sources*, immutable Parquet files of this partition --
   the partition's slice of batch ``k`` that entered the reservoir (followed by
   copies of older rows that re-entered the sample, which are not items).
 
-Each source has a sidecar ``keys/.../part-<p>.npy`` with every row's key
-``(arrival batch << 32) | row of that batch`` (the columns ``_sg_batch`` and
-``_sg_row``).  Which rows are items is kept in the partition's *structure*
-file ``parts/<p>/<k>.npz``, rewritten for every batch: two bitmaps over the
+Every row of a source carries its key, the columns ``_sg_batch`` (arrival
+batch) and ``_sg_row`` (row of that batch); in memory a key is the int64
+``(batch << 32) | row``, and the keys of a source are also stored, as one
+array, in the structure file of the batch that wrote it (read much faster
+than Parquet when rows leave the sample).  Which rows are items is kept in the partition's *structure*
+file ``parts/<p>/<k>.bin``, rewritten for every batch: two bitmaps over the
 rows of all sources -- ``F`` (a full item of some latent sample) and ``R`` (in
 the realized sample ``S_k``) -- and the rows of its partial items (by pid).
 Nothing per item is rewritten except these two bits.
@@ -40,7 +42,6 @@ batch, so a disagreement stops the run instead of corrupting the STATE.
 """
 from __future__ import annotations
 
-import io
 import json
 
 import numpy as np
@@ -66,16 +67,12 @@ def delta_out(k, p):
     return f"deltas/{k:010d}/out/part-{p:05d}.parquet"
 
 
-def keys_of(k, p, snap=False):
-    return f"keys/{'snap-' if snap else ''}{k:010d}/part-{p:05d}.npy"
-
-
 def snapshot_file(k, p):
     return f"snapshots/{k:010d}/part-{p:05d}.parquet"
 
 
 def struct_file(k, p):
-    return f"parts/{p:05d}/{k:010d}.npz"
+    return f"parts/{p:05d}/{k:010d}.bin"
 
 
 def split_keys(keys):
@@ -113,6 +110,7 @@ class Partition:
         self.R = np.zeros(0, dtype=bool)
         self.partials = {}                # pid -> row
         self._keys = {}                   # source index -> key array (lazily loaded)
+        self._fresh = None                # keys of the source written by this batch (go into its structure file)
 
     # ------------------------------------------------------------------ persistence
     @classmethod
@@ -120,23 +118,26 @@ class Partition:
         part = cls(store, p, writer_options)
         if rel is None:
             return part
-        with np.load(io.BytesIO(store.read_bytes(rel)), allow_pickle=False) as z:
-            n = int(z["rows"])
-            part.F = np.unpackbits(z["F"], count=n).astype(bool)
-            part.R = np.unpackbits(z["R"], count=n).astype(bool)
-            part.partials = {int(a): int(b) for a, b in zip(z["pids"], z["prows"])}
-            part.sources = json.loads(bytes(z["sources"]).decode())
+        head, base = read_struct_header(store, rel)
+        n = head["rows"]
+        f_at, f_len = head["F"]
+        data = store.read_range(rel, base + f_at, 2 * f_len)
+        bits = np.frombuffer(data, dtype=np.uint8)
+        part.F = np.unpackbits(bits[:f_len], count=n).astype(bool)
+        part.R = np.unpackbits(bits[f_len:], count=n).astype(bool)
+        part.partials = {int(a): int(b) for a, b in zip(head["pids"], head["prows"])}
+        part.sources = head["sources"]
         if sum(s["rows"] for s in part.sources) != n:
             raise TBSError(f"corrupt STATE: {rel} does not match its sources")
         return part
 
     def save(self, rel):
-        buf = io.BytesIO()
-        pids = np.array(sorted(self.partials), dtype=np.int64)
-        np.savez(buf, rows=np.int64(self.F.size), F=np.packbits(self.F), R=np.packbits(self.R),
-                 pids=pids, prows=np.array([self.partials[i] for i in pids], dtype=np.int64),
-                 sources=np.frombuffer(json.dumps(self.sources).encode(), dtype=np.uint8))
-        self.store.write_bytes(rel, buf.getvalue())
+        pids = sorted(self.partials)
+        fresh = np.zeros(0, dtype=np.int64) if self._fresh is None else self._fresh
+        self.store.write_bytes(rel, struct_bytes(
+            {"rows": int(self.F.size), "pids": pids, "prows": [self.partials[i] for i in pids],
+             "sources": self.sources}, np.packbits(self.F), np.packbits(self.R), fresh))
+        self._fresh = None
 
     # ------------------------------------------------------------------ rows
     def offsets(self):
@@ -146,17 +147,36 @@ class Partition:
         return out
 
     def keys(self, rows: np.ndarray) -> np.ndarray:
-        """Keys of the given global rows."""
+        """Keys of the given global rows (each source's keys are mapped once per task)."""
         rows = np.asarray(rows, dtype=np.int64)
-        off = np.asarray(self.offsets(), dtype=np.int64)
-        src = np.searchsorted(off, rows, side="right") - 1
         out = np.empty(rows.size, dtype=np.int64)
-        for i in np.unique(src):
-            sel = src == i
+        if not rows.size:
+            return out
+        order = None if rows.size < 2 or np.all(rows[1:] >= rows[:-1]) else np.argsort(rows, kind="stable")
+        srt = rows if order is None else rows[order]
+        off = self.offsets()
+        cuts = np.searchsorted(srt, off)
+        got = np.empty(rows.size, dtype=np.int64)
+        for i in range(len(self.sources)):
+            a, b = int(cuts[i]), int(cuts[i + 1])
+            if a == b:
+                continue
             if i not in self._keys:
-                self._keys[i] = self.store.load_npy(self.sources[i]["keys"])
-            out[sel] = self._keys[i][rows[sel] - off[i]]
+                self._keys[i] = self._source_keys(self.sources[i])
+            got[a:b] = self._keys[i][srt[a:b] - off[i]]
+        if order is None:
+            return got
+        out[order] = got
         return out
+
+    def _source_keys(self, source):
+        head, base = read_struct_header(self.store, source["keys"])
+        at, count = head["keys"]
+        keys = self.store.map_array(source["keys"], base + at, count)
+        if keys.size != source["rows"]:
+            raise TBSError(f"corrupt STATE: {source['keys']} holds {keys.size} keys for the "
+                           f"{source['rows']} rows of {source['path']}")
+        return keys
 
     def group_ranges(self, mapping):
         """{group id: [(lo, hi), ...]} in global rows, from the source segments."""
@@ -164,7 +184,11 @@ class Partition:
         ranges = {}
         for i, s in enumerate(self.sources):
             for batch, lo, hi in s["segs"]:
-                ranges.setdefault(group_of(mapping, batch), []).append((off[i] + lo, off[i] + hi))
+                mine = ranges.setdefault(group_of(mapping, batch), [])
+                if mine and mine[-1][1] == off[i] + lo:          # adjacent: one range
+                    mine[-1] = (mine[-1][0], off[i] + hi)
+                else:
+                    mine.append((off[i] + lo, off[i] + hi))
         return ranges
 
     def group_rows(self, ranges, gid):
@@ -229,7 +253,7 @@ class Partition:
                 mask = np.ones(b_p, dtype=bool)
                 mask[pos] = False
                 full = np.flatnonzero(mask)
-            chosen = np.sort(np.concatenate([full, [ppos]]) if tp else full)
+            chosen = np.sort(np.concatenate([full, [ppos]]) if tp else full, kind="stable")
             df = read_rows(batch["files"], batch["row_groups"], lo, hi, label)
             new = df.take(chosen).reset_index(drop=True)
         else:
@@ -252,7 +276,7 @@ class Partition:
             row = self.partials.pop(pid)
             if action == "full":
                 self.F[row] = True
-        full_now = int(self.F.sum())
+        full_now = int(np.count_nonzero(self.F))
         if full_now != expect:
             raise TBSError(f"corrupt STATE: partition {p} holds {full_now} full items after batch {k}, "
                            f"the driver expects {expect}")
@@ -276,8 +300,8 @@ class Partition:
         R[extra] = True
 
         # 5. the delta
-        left = np.flatnonzero(R_old[:base] & ~R[:base])
-        enter = np.flatnonzero(~R_old[:base] & R[:base])
+        left = np.flatnonzero(R_old[:base] > R[:base])      # was in S, is not
+        enter = np.flatnonzero(R[:base] > R_old[:base])     # was not in S, is again
         unreal = np.flatnonzero(~R[base:])
         out_keys = np.concatenate([self.keys(left), new_keys[unreal]])
         bk, br = split_keys(new_keys)
@@ -295,12 +319,11 @@ class Partition:
         out_df = pd.DataFrame({KEY_COLUMNS[0]: ob, KEY_COLUMNS[1]: orow})
         store = self.store
         store.write_parquet(delta_in(k, p), in_df, **self.options)
-        store.write_npy(keys_of(k, p), in_keys)
         store.write_parquet(delta_out(k, p), out_df, row_group_offsets=ROW_GROUP, stats=False)
         n_copies = len(in_df) - n_new
-        self.sources.append({"path": delta_in(k, p), "keys": keys_of(k, p), "rows": len(in_df),
+        self.sources.append({"path": delta_in(k, p), "keys": struct_file(k, p), "rows": len(in_df),
                              "segs": [[k, 0, n_new]] if n_new else []})
-        self._keys[len(self.sources) - 1] = in_keys
+        self._keys[len(self.sources) - 1] = self._fresh = in_keys
         self.F = np.concatenate([self.F, np.zeros(n_copies, dtype=bool)])
         self.R = np.concatenate([R, np.zeros(n_copies, dtype=bool)])
 
@@ -311,8 +334,9 @@ class Partition:
         if compact:
             summary["snapshot"] = self.compact(k, label)
         self.save(struct_file(k, p))
-        summary.update(struct=struct_file(k, p), files=self.files(), full=int(self.F.sum()),
-                       realized=int(self.R.sum()), stored=self.stored())
+        full_now = int(np.count_nonzero(self.F))
+        summary.update(struct=struct_file(k, p), files=self.files(), full=full_now,
+                       realized=int(np.count_nonzero(self.R)), stored=full_now + len(self.partials))
         return summary
 
     def _all_keys(self, rows, base, new_keys):
@@ -327,7 +351,7 @@ class Partition:
         return int(self.F.sum()) + len(self.partials)
 
     def files(self) -> list:
-        return [[s["path"], s["keys"]] for s in self.sources]
+        return sorted({s["path"] for s in self.sources} | {s["keys"] for s in self.sources})
 
     def compact(self, k, label) -> str:
         """Rewrite the partition's items as one snapshot source (ordered by
@@ -347,7 +371,6 @@ class Partition:
         df[IN_SAMPLE] = self.R[rows]
         path = snapshot_file(k, self.p)
         self.store.write_parquet(path, df, **self.options)
-        self.store.write_npy(keys_of(k, self.p, snap=True), keys)
         batches = keys >> 32
         cuts = np.flatnonzero(np.diff(batches)) + 1
         starts = np.concatenate([[0], cuts]).astype(np.int64)
@@ -358,10 +381,40 @@ class Partition:
         self.partials = {pid: int(position[row]) for pid, row in self.partials.items()}
         self.F = self.F[rows]
         self.R = self.R[rows]
-        self.sources = [{"path": path, "keys": keys_of(k, self.p, snap=True), "rows": int(rows.size),
+        self.sources = [{"path": path, "keys": struct_file(k, self.p), "rows": int(rows.size),
                          "segs": segs}]
         self._keys = {0: keys}
+        self._fresh = keys
         return path
+
+
+_MAGIC = b"SGTBSP1\n"
+
+
+def struct_bytes(head: dict, f_bits, r_bits, keys) -> bytes:
+    """A structure file: magic, the length of a JSON header, the header, then
+    the F and R bitmaps (packed bits) and the keys of the source written with
+    this batch (little-endian int64), 8-byte aligned.  Raw arrays so that a
+    later batch can read one source's keys (or the bitmaps) by offset."""
+    f_len = int(f_bits.size)
+    keys_at = (2 * f_len + 7) // 8 * 8
+    head = dict(head, F=[0, f_len], keys=[keys_at, int(keys.size)])
+    text = json.dumps(head, separators=(",", ":")).encode()
+    text += b" " * (-(len(_MAGIC) + 8 + len(text)) % 8)
+    pad = b"\0" * (keys_at - 2 * f_len)
+    return b"".join([_MAGIC, len(text).to_bytes(8, "little"), text, f_bits.tobytes(), r_bits.tobytes(), pad,
+                     np.ascontiguousarray(keys, dtype="<i8").tobytes()])
+
+
+def read_struct_header(store, rel):
+    """(header, offset of the arrays) of a structure file."""
+    first = store.read_range(rel, 0, 1 << 16)
+    if first[:len(_MAGIC)] != _MAGIC:
+        raise TBSError(f"corrupt STATE: {rel} is not a partition structure file")
+    size = int.from_bytes(first[len(_MAGIC):len(_MAGIC) + 8], "little")
+    start = len(_MAGIC) + 8
+    text = first[start:start + size] if start + size <= len(first) else store.read_range(rel, start, size)
+    return json.loads(text), start + size
 
 
 def _read_source_rows(store, path, local_rows, label):
