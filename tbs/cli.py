@@ -354,6 +354,9 @@ def _add_stream_commands(sub):
                    help="Hadoop setting for the hadoop runner (repeatable)")
     p.add_argument("--spark-master", help="Spark master (default local[*])")
     p.add_argument("--spark-conf", metavar="KEY=VALUE", action="append", default=[])
+    p.add_argument("--no-fsync", action="store_true",
+                   help="do not fsync files before committing (still crash-safe for process crashes, "
+                        "not for power loss; also SAMPLEGEN_TBS_FSYNC=0)")
     p.add_argument("-q", "--quiet", action="store_true")
 
     p = sub.add_parser("sample", help="write the current sample S_k of a STATE")
@@ -375,7 +378,7 @@ def _cmd_run(args):
              "keep_deltas": args.keep_deltas}
     options = {"batches_per_job": args.batches_per_job, "num_cores": args.num_cores,
                "mrjob_conf": args.mrjob_conf, "jobconf": args.jobconf, "spark_master": args.spark_master,
-               "spark_conf": args.spark_conf}
+               "spark_conf": args.spark_conf, "fsync": False if args.no_fsync else None}
     log = (lambda message: None) if args.quiet else (lambda message: print(message, file=sys.stderr))
     commit = run(args.batches, args.state, given, runner=args.runner, options=options, log=log)
     if not args.quiet:
