@@ -18,7 +18,7 @@ the runner, the chunking, or how often the run was interrupted.
 """
 from __future__ import annotations
 
-import copy
+import json
 import math
 
 import numpy as np
@@ -138,11 +138,16 @@ def initial_commit(params: dict) -> dict:
 
 # ----------------------------------------------------------------------------- planning
 
+def _copy(value):
+    """A deep copy of JSON data (much faster than copy.deepcopy)."""
+    return json.loads(json.dumps(value))
+
+
 def plan_chunk(commit: dict, chunk, store: Store) -> tuple:
     """The job plan for a chunk of batches, and the driver state after each."""
     params = commit["params"]
     P = params["partitions"]
-    driver = Driver(params, copy.deepcopy(commit["driver"]), P, commit["time"])
+    driver = Driver(params, _copy(commit["driver"]), P, commit["time"])
     since = commit["since_snapshot"]
     steps, states, infos = [], [], []
     for b in chunk:
@@ -153,7 +158,7 @@ def plan_chunk(commit: dict, chunk, store: Store) -> tuple:
         if step["compact"]:
             since = 0
         steps.append(step)
-        states.append((copy.deepcopy(driver.state), since))
+        states.append((_copy(driver.state), since))
         info = b.to_json()
         info["bounds"] = bounds
         infos.append(info)

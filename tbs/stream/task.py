@@ -106,11 +106,42 @@ class Partition:
         self.p = p
         self.options = writer_options
         self.sources = []                 # [{"path", "keys", "rows", "segs": [[batch, lo, hi]]}]
-        self.F = np.zeros(0, dtype=bool)
-        self.R = np.zeros(0, dtype=bool)
+        self.n = 0                        # rows of all sources (and, during a batch, the new rows)
+        self._F = np.zeros(0, dtype=bool)  # growable buffers behind the F and R bitmaps
+        self._R = np.zeros(0, dtype=bool)
         self.partials = {}                # pid -> row
+        self.all_mode = True              # R = F plus extra_rows (S is every full item and some partials)
+        self.extra_rows = np.zeros(0, dtype=np.int64)   # rows in R that are not in F
+        self.realized = 0                 # rows in R
         self._keys = {}                   # source index -> key array (lazily loaded)
         self._fresh = None                # keys of the source written by this batch (go into its structure file)
+
+    @property
+    def F(self):
+        """F[row]: the row is a full item of some latent sample (a view)."""
+        return self._F[:self.n]
+
+    @property
+    def R(self):
+        """R[row]: the row is in the realized sample S_k (a view)."""
+        return self._R[:self.n]
+
+    def _set(self, F, R):
+        self._F, self._R, self.n = F, R, int(F.size)
+
+    def _append(self, count: int, full: bool) -> None:
+        """Add ``count`` rows (F = ``full``, R = False) without copying the bitmaps
+        every batch (capacity grows geometrically)."""
+        need = self.n + count
+        if need > self._F.size:
+            cap = max(need, self._F.size + self._F.size // 4 + 4096)
+            for name in ("_F", "_R"):
+                grown = np.zeros(cap, dtype=bool)
+                grown[:self.n] = getattr(self, name)[:self.n]
+                setattr(self, name, grown)
+        self._F[self.n:need] = full
+        self._R[self.n:need] = False
+        self.n = need
 
     # ------------------------------------------------------------------ persistence
     @classmethod
@@ -123,9 +154,11 @@ class Partition:
         f_at, f_len = head["F"]
         data = store.read_range(rel, base + f_at, 2 * f_len)
         bits = np.frombuffer(data, dtype=np.uint8)
-        part.F = np.unpackbits(bits[:f_len], count=n).astype(bool)
-        part.R = np.unpackbits(bits[f_len:], count=n).astype(bool)
+        part._set(np.unpackbits(bits[:f_len], count=n).view(bool), np.unpackbits(bits[f_len:], count=n).view(bool))
         part.partials = {int(a): int(b) for a, b in zip(head["pids"], head["prows"])}
+        part.all_mode = bool(head["all_mode"])
+        part.extra_rows = np.array(head["extra_rows"], dtype=np.int64)
+        part.realized = int(head["realized"])
         part.sources = head["sources"]
         if sum(s["rows"] for s in part.sources) != n:
             raise TBSError(f"corrupt STATE: {rel} does not match its sources")
@@ -136,7 +169,8 @@ class Partition:
         fresh = np.zeros(0, dtype=np.int64) if self._fresh is None else self._fresh
         self.store.write_bytes(rel, struct_bytes(
             {"rows": int(self.F.size), "pids": pids, "prows": [self.partials[i] for i in pids],
-             "sources": self.sources}, np.packbits(self.F), np.packbits(self.R), fresh))
+             "sources": self.sources, "all_mode": self.all_mode, "extra_rows": self.extra_rows.tolist(),
+             "realized": self.realized}, np.packbits(self.F), np.packbits(self.R), fresh))
         self._fresh = None
 
     # ------------------------------------------------------------------ rows
@@ -219,11 +253,14 @@ class Partition:
     # ------------------------------------------------------------------ one batch
     def apply(self, key: int, plan: dict, batch: dict, bounds, op: dict, expect: int, salt: int,
               compact: bool) -> dict:
+        import pandas as pd
         k = plan["k"]
         p = self.p
         label = f"batch {batch['name']} (partition {p})"
         rng = batch_generator(key, k, STREAM_APPLY, sub=p)
         ranges = self.group_ranges(plan["mapping"])
+        touched = []                       # old rows whose F may change in this batch
+        pid_rows = []                      # rows of partial items promoted or dropped
 
         # 1. evictions per group
         for gid, n_exp, moved, pid in op["moves"]:
@@ -234,9 +271,11 @@ class Partition:
             mode, pos, ppos = select_for_downsample(rng, n_exp, partition_plan(n_exp, moved, int(pid >= 0)))
             if mode == "remove":
                 self.F[rows[pos]] = False
+                touched.append(rows[pos])           # groups are disjoint: no row twice
             else:
                 self.F[rows] = False
                 self.F[rows[pos]] = True
+                touched.append(rows)
             if pid >= 0:
                 self.partials[pid] = int(rows[ppos])
 
@@ -255,15 +294,16 @@ class Partition:
                 full = np.flatnonzero(mask)
             chosen = np.sort(np.concatenate([full, [ppos]]) if tp else full, kind="stable")
             df = read_rows(batch["files"], batch["row_groups"], lo, hi, label)
-            new = df.take(chosen).reset_index(drop=True)
         else:
             chosen = np.zeros(0, dtype=np.int64)
-            new = read_rows(batch["files"], batch["row_groups"], lo, lo, label)
+            df = read_rows(batch["files"], batch["row_groups"], lo, lo, label)
         n_new = int(chosen.size)
         new_keys = (np.int64(k) << 32) | (chosen + lo).astype(np.int64)
-        base = self.F.size
-        self.F = np.concatenate([self.F, np.ones(n_new, dtype=bool)])
-        R_old = np.concatenate([self.R, np.zeros(n_new, dtype=bool)])
+        columns = {name: df[name].to_numpy()[chosen] for name in df.columns}
+        columns[KEY_COLUMNS[0]], columns[KEY_COLUMNS[1]] = split_keys(new_keys)
+        new = pd.DataFrame(columns, copy=False)
+        base = self.n
+        self._append(n_new, True)
         if tp:
             prow = base + int(np.searchsorted(chosen, ppos))
             self.F[prow] = False
@@ -274,6 +314,7 @@ class Partition:
             if pid not in self.partials:
                 raise TBSError(f"corrupt STATE: partition {p} has no partial item {pid}")
             row = self.partials.pop(pid)
+            pid_rows.append(row)
             if action == "full":
                 self.F[row] = True
         full_now = int(np.count_nonzero(self.F))
@@ -281,42 +322,58 @@ class Partition:
             raise TBSError(f"corrupt STATE: partition {p} holds {full_now} full items after batch {k}, "
                            f"the driver expects {expect}")
 
-        # 4. the realized sample
+        # 4-5. the realized sample and the delta.  In "all" mode S is the full items
+        # plus some partial items, so only rows touched above, partial items and
+        # the new rows can change: O(changes), no pass over the bitmaps.
         out = op["out"]
         extra = np.array([self.partials[i] for i in out["extra"]], dtype=np.int64)
         union = np.array([self.partials[i] for i in out["union"]], dtype=np.int64)
-        if out["mode"] == "all":
-            R = self.F.copy()
-            R[union] = True
+        special = np.concatenate([extra, union])
+        if out["mode"] == "all" and self.all_mode:
+            small = np.unique(np.concatenate([np.array(pid_rows, dtype=np.int64), special, self.extra_rows]))
+            lefts, enters = [], []
+            for cand in (np.concatenate(touched) if touched else small[:0], small[small < base]):
+                now = self.F[cand] | np.isin(cand, special)  # (a row of both lists changes in the first)
+                was = self.R[cand]
+                lefts.append(cand[was & ~now])
+                enters.append(cand[now & ~was])
+                self.R[cand] = now
+            left, enter = np.concatenate(lefts), np.concatenate(enters)
+            self.R[base:] = self.F[base:]
+            self.R[special[special >= base]] = True
+            self.realized += enter.size - left.size + int(np.count_nonzero(self.R[base:]))
         else:
-            cand = np.concatenate([np.flatnonzero(self.F), union])
-            c = out["count"]
-            R = np.zeros(self.F.size, dtype=bool)
-            if c >= cand.size:
-                R[cand] = True
-            elif c > 0:
-                pri = priorities(self._all_keys(cand, base, new_keys), salt)
-                R[cand[np.argpartition(pri, c - 1)[:c]]] = True
-        R[extra] = True
-
-        # 5. the delta
-        left = np.flatnonzero(R_old[:base] > R[:base])      # was in S, is not
-        enter = np.flatnonzero(R[:base] > R_old[:base])     # was not in S, is again
-        unreal = np.flatnonzero(~R[base:])
+            if out["mode"] == "all":
+                R = self.F.copy()
+                R[union] = True
+            else:
+                cand = np.concatenate([np.flatnonzero(self.F), union])
+                c = out["count"]
+                R = np.zeros(self.F.size, dtype=bool)
+                if c >= cand.size:
+                    R[cand] = True
+                elif c > 0:
+                    pri = priorities(self._all_keys(cand, base, new_keys), salt)
+                    R[cand[np.argpartition(pri, c - 1)[:c]]] = True
+            R[extra] = True
+            old = self.R[:base]
+            changed = np.flatnonzero(old != R[:base])
+            left = changed[old[changed]]                        # was in S, is not
+            enter = changed[R[changed]]                         # was not in S, is again
+            self.R[:] = R
+            self.realized = int(np.count_nonzero(R))
+        self.all_mode = out["mode"] == "all"
+        self.extra_rows = special[~self.F[special]] if special.size else np.zeros(0, dtype=np.int64)
+        unreal = np.flatnonzero(~self.R[base:])
         out_keys = np.concatenate([self.keys(left), new_keys[unreal]])
-        bk, br = split_keys(new_keys)
-        new[KEY_COLUMNS[0]] = bk
-        new[KEY_COLUMNS[1]] = br
         if enter.size:
-            import pandas as pd
             copies = self.read(enter, label)
             in_df = pd.concat([new, copies], ignore_index=True)
             in_keys = np.concatenate([new_keys, self.keys(enter)])
         else:
             in_df, in_keys = new, new_keys
         ob, orow = split_keys(out_keys)
-        import pandas as pd
-        out_df = pd.DataFrame({KEY_COLUMNS[0]: ob, KEY_COLUMNS[1]: orow})
+        out_df = pd.DataFrame({KEY_COLUMNS[0]: ob, KEY_COLUMNS[1]: orow}, copy=False)
         store = self.store
         store.write_parquet(delta_in(k, p), in_df, **self.options)
         store.write_parquet(delta_out(k, p), out_df, row_group_offsets=ROW_GROUP, stats=False)
@@ -324,8 +381,7 @@ class Partition:
         self.sources.append({"path": delta_in(k, p), "keys": struct_file(k, p), "rows": len(in_df),
                              "segs": [[k, 0, n_new]] if n_new else []})
         self._keys[len(self.sources) - 1] = self._fresh = in_keys
-        self.F = np.concatenate([self.F, np.zeros(n_copies, dtype=bool)])
-        self.R = np.concatenate([R, np.zeros(n_copies, dtype=bool)])
+        self._append(n_copies, False)
 
         summary = {"k": k, "p": p, "in": delta_in(k, p), "in_rows": len(in_df), "new": n_new,
                    "copies": n_copies, "out": delta_out(k, p), "out_rows": int(out_keys.size),
@@ -334,9 +390,8 @@ class Partition:
         if compact:
             summary["snapshot"] = self.compact(k, label)
         self.save(struct_file(k, p))
-        full_now = int(np.count_nonzero(self.F))
         summary.update(struct=struct_file(k, p), files=self.files(), full=full_now,
-                       realized=int(np.count_nonzero(self.R)), stored=full_now + len(self.partials))
+                       realized=self.realized, stored=full_now + len(self.partials))
         return summary
 
     def _all_keys(self, rows, base, new_keys):
@@ -348,7 +403,7 @@ class Partition:
 
     def stored(self) -> int:
         """Items held (full and partial)."""
-        return int(self.F.sum()) + len(self.partials)
+        return int(np.count_nonzero(self.F)) + len(self.partials)
 
     def files(self) -> list:
         return sorted({s["path"] for s in self.sources} | {s["keys"] for s in self.sources})
@@ -379,8 +434,8 @@ class Partition:
         position = np.full(self.F.size, -1, dtype=np.int64)
         position[rows] = np.arange(rows.size)
         self.partials = {pid: int(position[row]) for pid, row in self.partials.items()}
-        self.F = self.F[rows]
-        self.R = self.R[rows]
+        self.extra_rows = position[self.extra_rows]
+        self._set(self.F[rows], self.R[rows])
         self.sources = [{"path": path, "keys": struct_file(k, self.p), "rows": int(rows.size),
                          "segs": segs}]
         self._keys = {0: keys}
