@@ -23,11 +23,11 @@ from tests.tbs_jobs_util import write_batches
 
 pytestmark = pytest.mark.slow
 
-SIZES = [300, 120, 0, 420, 250, 380, 90, 310, 270, 200, 330, 150, 260, 410]
+SIZES = [300, 120, 0, 420, 250, 380, 90, 310, 270, 200, 330, 150, 260, 410, 180, 240, 350, 60, 290, 220]
 PARAMS = ["--partitions", "3", "--compact-every", "3", "--keep-deltas", "4", "--seed", "5"]
 ALGORITHMS = {
-    "rtbs-poly": ["--algorithm", "rtbs", "--decay", "poly", "--power", "2", "--shift", "1", "--size", "300", "--max-weight", "600",
-                  "--delta1", "0.2", "--delta2", "5"],
+    "rtbs-poly": ["--algorithm", "rtbs", "--decay", "poly", "--power", "2", "--shift", "1", "--size", "300",
+                  "--max-weight", "600", "--delta1", "0.2", "--delta2", "5"],
     "rtbs-exp": ["--algorithm", "rtbs", "--decay", "exp", "--lambda", "0.2", "--size", "400"],
 }
 
