@@ -327,7 +327,8 @@ def _parser():
 
 def _add_stream_commands(sub):
     p = sub.add_parser("run", help="process new micro-batches into a STATE (D-R-TBS / D-T-TBS)")
-    p.add_argument("batches", metavar="BATCHES", help="directory (or fsspec URL) of batch-<k> Parquet files/dirs")
+    p.add_argument("batches", metavar="BATCHES",
+                   help="directory (or fsspec URL) of batch-<k> Parquet files or directories")
     p.add_argument("state", metavar="STATE", help="state directory (created on the first run)")
     p.add_argument("--algorithm", choices=["rtbs", "ttbs"])
     p.add_argument("--decay", choices=["exp", "poly"])

@@ -25,8 +25,8 @@ TIMES = [1.0, 2.0, 2.5, 4.0, 6.0, 6.2, 7.0, 9.0, 10.0, 11.5, 12.0, 14.0]
 ALGORITHMS = {
     "rtbs-exp": dict(algorithm="rtbs", decay="exp", size=150, **{"lambda": 0.15}),
     "rtbs-poly": dict(algorithm="rtbs", decay="poly", size=100, power=2.0, shift=1.0, delta1=0.2, delta2=3.0),
-    "rtbs-poly-cap": dict(algorithm="rtbs", decay="poly", size=100, power=2.0, shift=1.0, delta1=0.2, delta2=3.0,
-                          max_weight=200.0),
+    "rtbs-poly-cap": dict(algorithm="rtbs", decay="poly", size=100, power=2.0, shift=1.0, delta1=0.2,
+                          delta2=3.0, max_weight=200.0),
     "ttbs-exp": dict(algorithm="ttbs", decay="exp", size=150, mean_batch_size=60.0, **{"lambda": 0.15}),
     "ttbs-poly": dict(algorithm="ttbs", decay="poly", size=100, mean_batch_size=60.0),
 }
@@ -164,7 +164,8 @@ def test_sample_formats_and_status(tmp_path, capsys):
         assert np.array_equal(got["id"], expected["id"]) and np.allclose(got["x"], expected["x"])
         assert [str(v) for v in got["tag"]] == list(expected["tag"])
     assert main(["sample", state, "--to", str(tmp_path / "nokeys.parquet"), "--no-keys"]) == 0
-    assert list(pd.read_parquet(tmp_path / "nokeys.parquet", engine="fastparquet").columns) == ["id", "x", "tag", "w"]
+    nokeys = pd.read_parquet(tmp_path / "nokeys.parquet", engine="fastparquet")
+    assert list(nokeys.columns) == ["id", "x", "tag", "w"]
     capsys.readouterr()
     assert main(["status", state, "--json"]) == 0
     info = json.loads(capsys.readouterr().out)
@@ -192,7 +193,8 @@ def test_arrival_times_and_batches_still_being_written(tmp_path, capsys):
     assert main(["run", batches, state, "--algorithm", "rtbs", "--decay", "exp", "--lambda", "0.1",
                  "--size", "40", "--seed", "1"]) == 0
     assert "batch-4 has no _SUCCESS" in capsys.readouterr().err
-    commit = json.load(open(os.path.join(state, "commits", sorted(os.listdir(os.path.join(state, "commits")))[-1])))
+    commits = os.path.join(state, "commits")
+    commit = json.load(open(os.path.join(commits, sorted(os.listdir(commits))[-1])))
     assert [e[:2] for e in commit["ledger"]] == [[1, 1.0], [2, 7.5], [3, 9.25]]
     os.makedirs(os.path.join(batches, "batch-4", "_temporary"))
     open(os.path.join(batches, "batch-4", "_SUCCESS"), "w").close()

@@ -40,7 +40,8 @@ def inline_digests(batches, tmp_path_factory):
     out = {}
     for name, params in CASES.items():
         state = str(tmp_path_factory.mktemp("inline") / name)
-        run(batches, state, dict(params, seed=11, partitions=3, compact_every=4), options={"batches_per_job": 4})
+        run(batches, state, dict(params, seed=11, partitions=3, compact_every=4),
+            options={"batches_per_job": 4})
         out[name] = (tree_digest(state), sort_by_key(current_sample(state)))
     return out
 

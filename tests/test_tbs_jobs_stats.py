@@ -5,8 +5,9 @@ For each algorithm, R independent runs (seeds 0..R-1) of the whole job
 (in-process runner, 3 partitions, a snapshot after batch 3; two runs at a
 time) over the same batches with irregular arrival times; in each run, the
 number of sampled items of every cell (batch, partition, first or second half
-of the partition's rows) is counted in S_k after the last batch.  Its mean over the runs must be |cell| * pi(batch), where pi is what
-the in-memory sampler's theory gives for the same sizes and times:
+of the partition's rows) is counted in S_k after the last batch.  Its mean
+over the runs must be |cell| * pi(batch), where pi is what the in-memory
+sampler's theory gives for the same sizes and times:
 
 * R-TBS, exponential decay: rho_k f(t_k - t_j) (Theorem 4.3);
 * R-TBS, polynomial decay with the output cap at n active (n' = 2n, as the
@@ -43,7 +44,8 @@ CASES = {
                  lambda: RTBS(50, Exponential(0.4), seed=0)),
     "rtbs-poly": (dict(algorithm="rtbs", decay="poly", size=30, power=2.0, shift=1.0, delta1=0.01, delta2=0.5,
                        max_weight=60.0),
-                  lambda: RTBS(30, Polynomial(2.0, shift=1.0), seed=0, delta1=0.01, delta2=0.5, max_weight=60.0)),
+                  lambda: RTBS(30, Polynomial(2.0, shift=1.0), seed=0, delta1=0.01, delta2=0.5,
+                               max_weight=60.0)),
     "ttbs-poly": (dict(algorithm="ttbs", decay="poly", size=40, power=2.0, shift=1.0, mean_batch_size=60.0),
                   lambda: TTBS(40, Polynomial(2.0, shift=1.0), 60.0, seed=0)),
 }

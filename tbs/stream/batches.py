@@ -270,8 +270,8 @@ def partition_bounds(row_groups, partitions: int) -> list:
         for p in range(1, partitions):
             target = p * total / partitions
             i = int(np.searchsorted(starts, target))
-            nearest = starts[i] if i < starts.size and (i == 0 or starts[i] - target < target - starts[i - 1]) \
-                else starts[i - 1]
+            closer = i < starts.size and (i == 0 or starts[i] - target < target - starts[i - 1])
+            nearest = starts[i] if closer else starts[i - 1]
             cuts.append(max(cuts[-1], int(nearest)))
         cuts.append(total)
     return [(cuts[p], cuts[p + 1]) for p in range(partitions)]

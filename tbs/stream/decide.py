@@ -37,7 +37,7 @@ from ..errors import TBSError
 from ..latent import (PARTIAL_FULL, PARTIAL_KEEP, PARTIAL_NONE, includes_partial, plan_downsample,
                       plan_union, plan_union_many, split_plan)
 from ..randomness import STREAM_DECIDE, STREAM_OUTPUT, batch_generator, derive_key, open_uniform, split_count
-from ..rtbs import RTBS, _factor_at_most_one, exp_step
+from ..rtbs import RTBS, _factor_at_most_one, exp_step, general_step
 from ..ttbs import TTBS
 
 CONS = -1          # id of the consolidated group (Algorithm 8)
@@ -159,7 +159,8 @@ class Driver:
                 ops[old[1]]["partials"].append([old[0], "drop"])
         group["n"] = n.tolist()
         group["weight"] = plan.weight
-        group["partial"] = [pid, part] if plan.to_partial else (old if plan.old_partial == PARTIAL_KEEP else None)
+        kept = old if plan.old_partial == PARTIAL_KEEP else None
+        group["partial"] = [pid, part] if plan.to_partial else kept
 
     def _take(self, rng, sizes, plan, ops):
         """Apply a DownsamplePlan to the new batch: how many rows each partition
@@ -301,49 +302,30 @@ class Driver:
     def _step_rtbs_general(self, k, sizes, t, dt, ops):
         s = self.state
         r = self.sampler
-        f = r.decay
         b = int(sizes.sum())
         s["bstar"] = max(s["bstar"], b)
         if dt is not None:
             s["gap"] = dt if s["gap"] is None else min(s["gap"], dt)
         recent = s["recent"]
         count = len(recent)
-        if count:
-            times = np.array([g["time"] for g in recent], dtype=np.float64)
-            bsizes = np.array([g["size"] for g in recent], dtype=np.float64)
-            f_now = np.asarray(f(t - times), dtype=np.float64)
-            f_prev = np.asarray(f((t - dt) - times), dtype=np.float64) if dt is not None else f_now
-            w_recent = float(np.dot(bsizes, f_now))
-        else:
-            w_recent = 0.0
-        cons_factor = 1.0 if dt is None else math.exp(-r.consolidation_rate * dt)
-        w = w_recent + s["cons_W"] * cons_factor + b
-        rho_prev = s["rho"]
-        rho_star = math.inf
-        if dt is not None:
-            if count:
-                ok = f_now > 0.0
-                if np.any(ok):
-                    rho_star = rho_prev * float(np.min(f_prev[ok] / f_now[ok]))
-            if s["cons_batches"] > 0:
-                rho_star = min(rho_star, rho_prev / cons_factor)
-        rho = min(1.0, r.max_weight / w if w > 0.0 else math.inf, rho_star)
+        step = general_step(r.decay, r.max_weight, r.consolidation_rate, s["rho"],
+                            np.array([g["time"] for g in recent], dtype=np.float64),
+                            np.array([g["size"] for g in recent], dtype=np.float64),
+                            s["cons_W"], s["cons_batches"], b, t, dt)
+        w, rho = step.total_weight, step.rho
         rng = batch_generator(self.key, k, STREAM_DECIDE)
         u = 1.0 - rng.random(count + 2)
         if dt is not None and count:
-            with np.errstate(divide="ignore", invalid="ignore"):
-                thetas = np.where(f_prev > 0.0, (rho * f_now) / (rho_prev * f_prev), 0.0)
-            thetas = _factor_at_most_one(thetas)
             for i, g in enumerate(recent):
                 self._downsample(rng, g, plan_downsample(sum(g["n"]), g["partial"] is not None, g["weight"],
-                                                         float(thetas[i]), float(u[i])), ops)
+                                                         float(step.thetas[i]), float(u[i])), ops)
             recent = [g for g in recent if g["weight"] > 0.0]
         cons = s["cons"]
         if dt is not None and cons["weight"] > 0.0:
-            factor = float(_factor_at_most_one(np.array([(rho / rho_prev) * cons_factor]))[0])
+            factor = float(_factor_at_most_one(np.array([step.cons_theta]))[0])
             self._downsample(rng, cons, plan_downsample(sum(cons["n"]), cons["partial"] is not None,
                                                         cons["weight"], factor, float(u[count])), ops)
-        s["cons_W"] *= cons_factor
+        s["cons_W"] *= step.cons_factor
         if b:
             plan = plan_downsample(b, False, float(b), rho, float(u[count + 1]))
             full, partial = self._take(rng, sizes, plan, ops)

@@ -73,7 +73,8 @@ def new_params(given: dict, batches) -> dict:
         if "lambda" not in g:
             raise TBSError("--lambda is required with --decay exp (the decay rate)")
         if not math.isfinite(g["lambda"]) or g["lambda"] < 0:
-            raise TBSError(f"--lambda must be >= 0: exp(-lambda * age) must be non-increasing, got {g['lambda']!r}")
+            raise TBSError("--lambda must be >= 0: exp(-lambda * age) must be non-increasing, "
+                           f"got {g['lambda']!r}")
         p["lambda"] = float(g["lambda"])
         for name in ("power", "shift", "max_weight", "delta1", "delta2"):
             if name in g:
@@ -82,7 +83,8 @@ def new_params(given: dict, batches) -> dict:
         p["power"] = float(g.get("power", 2.0))
         p["shift"] = float(g.get("shift", 10.0))
         if not math.isfinite(p["power"]) or p["power"] <= 0:
-            raise TBSError(f"--power must be > 0: (1+d)^s / (1+d+age)^s must be non-increasing, got {p['power']!r}")
+            raise TBSError("--power must be > 0: (1+d)^s / (1+d+age)^s must be non-increasing, "
+                           f"got {p['power']!r}")
         if not math.isfinite(p["shift"]) or p["shift"] < 0:
             raise TBSError(f"--shift must be >= 0, got {p['shift']!r}")
         if g["algorithm"] == "rtbs":

@@ -68,7 +68,8 @@ def _npy_bytes(df) -> bytes:
         elif all(isinstance(v, bytes) for v in col):
             arr = np.array(col.tolist(), dtype=bytes) if len(col) else np.zeros(0, "S1")
         else:
-            arr = np.array(["" if v is None else str(v) for v in col], dtype=str) if len(col) else np.zeros(0, "U1")
+            text = ["" if v is None else str(v) for v in col]
+            arr = np.array(text, dtype=str) if text else np.zeros(0, "U1")
         fields.append((str(name), arr.dtype))
         columns.append(arr)
     out = np.empty(len(df), dtype=fields)

@@ -3,7 +3,7 @@
 Layout::
 
     STATE/commits/<seq>.json            the commit log; the highest seq is the state
-    STATE/parts/<p>/<k>.bin             partition p's structure after batch k (bitmaps, partials, sources, keys)
+    STATE/parts/<p>/<k>.bin             partition p after batch k: bitmaps, partials, sources, keys
     STATE/deltas/<k>/in/part-<p>.parquet   rows that entered partition p's reservoir with batch k
     STATE/deltas/<k>/out/part-<p>.parquet  keys (_sg_batch, _sg_row) that left S_k, or entered without
     STATE/snapshots/<k>/part-<p>.parquet   partition p's items after batch k, with _sg_in_sample
@@ -65,10 +65,6 @@ def load_latest(store: Store):
     if not isinstance(commit, dict) or commit.get("format") != FORMAT or commit.get("seq") != seqs[-1]:
         raise TBSError(f"{store.url} is not a samplegen tbs STATE (unexpected {name})")
     return commit
-
-
-def is_state(store: Store) -> bool:
-    return bool(commit_seqs(store))
 
 
 def referenced(commit: dict) -> set:

@@ -130,9 +130,6 @@ class Store:
             out += [prefix + name for name in filenames]
         return out
 
-    def size(self, rel: str) -> int:
-        return os.path.getsize(self.path(rel)) if self.local else int(self.fs.size(self.path(rel)))
-
     # -- reading ---------------------------------------------------------------
     def read_bytes(self, rel: str) -> bytes:
         if self.local:

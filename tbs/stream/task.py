@@ -13,8 +13,9 @@ Every row of a source carries its key, the columns ``_sg_batch`` (arrival
 batch) and ``_sg_row`` (row of that batch); in memory a key is the int64
 ``(batch << 32) | row``, and the keys of a source are also stored, as one
 array, in the structure file of the batch that wrote it (read much faster
-than Parquet when rows leave the sample).  Which rows are items is kept in the partition's *structure*
-file ``parts/<p>/<k>.bin``, rewritten for every batch: two bitmaps over the
+than Parquet when rows leave the sample).  Which rows are items is kept in
+the partition's *structure* file ``parts/<p>/<k>.bin``, rewritten for every
+batch: two bitmaps over the
 rows of all sources -- ``F`` (a full item of some latent sample) and ``R`` (in
 the realized sample ``S_k``) -- and the rows of its partial items (by pid).
 Nothing per item is rewritten except these two bits.
@@ -114,7 +115,7 @@ class Partition:
         self.extra_rows = np.zeros(0, dtype=np.int64)   # rows in R that are not in F
         self.realized = 0                 # rows in R
         self._keys = {}                   # source index -> key array (lazily loaded)
-        self._fresh = None                # keys of the source written by this batch (go into its structure file)
+        self._fresh = None                # keys of the source written by this batch (kept in its structure)
 
     @property
     def F(self):
@@ -127,7 +128,7 @@ class Partition:
         return self._R[:self.n]
 
     def _set(self, F, R):
-        self._F, self._R, self.n = F, R, int(F.size)
+        self._F, self._R, self.n = F, R, int(F.size)     # (load then sets n below the capacity)
 
     def _append(self, count: int, full: bool) -> None:
         """Add ``count`` rows (F = ``full``, R = False) without copying the bitmaps
@@ -145,7 +146,9 @@ class Partition:
 
     # ------------------------------------------------------------------ persistence
     @classmethod
-    def load(cls, store, p, rel, writer_options):
+    def load(cls, store, p, rel, writer_options, headroom: int = 0):
+        """The partition after the commit that references structure file ``rel``
+        (None: empty), with room for ``headroom`` more rows in its bitmaps."""
         part = cls(store, p, writer_options)
         if rel is None:
             return part
@@ -154,7 +157,9 @@ class Partition:
         f_at, f_len = head["F"]
         data = store.read_range(rel, base + f_at, 2 * f_len)
         bits = np.frombuffer(data, dtype=np.uint8)
-        part._set(np.unpackbits(bits[:f_len], count=n).view(bool), np.unpackbits(bits[f_len:], count=n).view(bool))
+        part._set(np.unpackbits(bits[:f_len], count=n + headroom).view(bool),
+                  np.unpackbits(bits[f_len:], count=n + headroom).view(bool))   # zero-padded
+        part.n = n
         part.partials = {int(a): int(b) for a, b in zip(head["pids"], head["prows"])}
         part.all_mode = bool(head["all_mode"])
         part.extra_rows = np.array(head["extra_rows"], dtype=np.int64)
@@ -401,10 +406,6 @@ class Partition:
         out[~old] = new_keys[rows[~old] - base]
         return out
 
-    def stored(self) -> int:
-        """Items held (full and partial)."""
-        return int(np.count_nonzero(self.F)) + len(self.partials)
-
     def files(self) -> list:
         return sorted({s["path"] for s in self.sources} | {s["keys"] for s in self.sources})
 
@@ -504,7 +505,8 @@ def run_partition(plan: dict, p: int) -> list:
     This is the whole work of a task, whatever the runner (in-process, mrjob
     mapper, Spark task)."""
     store = Store(plan["state"], fsync=plan.get("fsync"))
-    part = Partition.load(store, p, plan["structs"][p], plan["writer"])
+    headroom = sum(bp["ops"][p]["take"] + 1 for bp in plan["batches"]) + 4096
+    part = Partition.load(store, p, plan["structs"][p], plan["writer"], headroom)
     key = int(plan["key"])
     summaries = []
     for bp, batch in zip(plan["batches"], plan["batch_info"]):
