@@ -168,6 +168,8 @@ def markdown(results, command, machine_text, warmup, measure, fsync=True):
                 f"(CPU {'-' if rt_cpu is None else f'{rt_cpu:.2f}'}x): "
                 f"{'met' if rt is not None and rt <= 1.3 else 'not met'}")
     lines += ["", "Targets: D-R-TBS within 1.5x of the floor and within 1.3x of D-T-TBS.", ""] + verdicts
+    lines += ["", "Where the time goes, what fsync costs, and the compaction: docs/TBS_JOBS.md, section 5.  "
+              "Reproduce with `make bench-tbs-jobs` (`QUICK=1`: 10^5 and 10^6 rows per batch only)."]
     return "\n".join(lines) + "\n"
 
 

@@ -337,17 +337,20 @@ def _add_stream_commands(sub):
     p.add_argument("--power", type=float, help="poly: power s (default 2)")
     p.add_argument("--shift", type=float, help="poly: shift d (default 10)")
     p.add_argument("--size", type=int, help="sample size N (R-TBS: maximum; T-TBS: target)")
-    p.add_argument("--seed", type=int)
+    p.add_argument("--seed", type=int, help="seed of all randomness (same seed, same sample on every runner)")
     p.add_argument("--partitions", type=int, help="partitions P, fixed when STATE is created (default 4)")
     p.add_argument("--mean-batch-size", type=float,
                    help="T-TBS: mean batch size b (default: mean of the batches present at creation)")
-    p.add_argument("--max-weight", type=float, help="poly R-TBS: n' (default 2N)")
+    p.add_argument("--max-weight", type=float,
+                   help="poly R-TBS: n' (default N; see docs/TBS_JOBS.md on n' > N)")
     p.add_argument("--delta1", type=float, help="poly R-TBS: consolidation accuracy (default 0.01)")
     p.add_argument("--delta2", type=float, help="poly R-TBS: consolidation accuracy (default 0.001 N)")
     p.add_argument("--compact-every", type=int, help="write a snapshot every C batches (default 16)")
     p.add_argument("--keep-deltas", type=int, help="keep the deltas of the last R batches (default 32)")
-    p.add_argument("--runner", choices=["inline", "local", "spark", "hadoop"], default="inline")
-    p.add_argument("--batches-per-job", type=int, default=16, help="batches applied per distributed job")
+    p.add_argument("--runner", choices=["inline", "local", "spark", "hadoop"], default="inline",
+                   help="inline: this process; local/hadoop: mrjob; spark: PySpark (default inline)")
+    p.add_argument("--batches-per-job", type=int, default=16,
+                   help="batches applied per distributed job (default 16)")
     p.add_argument("--num-cores", type=int, help="local runner: parallel tasks")
     p.add_argument("--mrjob-conf", metavar="PATH", help="mrjob config file (default: none for local, "
                    "mrjob's own lookup for hadoop)")

@@ -9,7 +9,9 @@ of the partition's rows) is counted in S_k after the last batch.  Its mean
 over the runs must be |cell| * pi(batch), where pi is what the in-memory
 sampler's theory gives for the same sizes and times:
 
-* R-TBS, exponential decay: rho_k f(t_k - t_j) (Theorem 4.3);
+* R-TBS, exponential decay: rho_k f(t_k - t_j) (Theorem 4.3), saturated
+  (C_k = n) and not (C_k = W_k fractional: the partial item is in S_k with
+  probability frac(C_k), so also E|S_k| = C_k);
 * R-TBS, polynomial decay with the output cap at n active (n' = 2n, as the
   in-memory sampler's default; the jobs' default n' = n has no cap):
   sample_rho_k f(t_k - t_j) (Proposition 4.7; nothing is consolidated
@@ -38,10 +40,12 @@ pytestmark = pytest.mark.slow
 SIZES = [45, 30, 0, 54, 36]
 TIMES = [1.0, 1.5, 3.0, 4.0, 5.5]
 P = 3
-RUNS = 90
+RUNS = 80
 CASES = {
     "rtbs-exp": (dict(algorithm="rtbs", decay="exp", size=50, **{"lambda": 0.4}),
                  lambda: RTBS(50, Exponential(0.4), seed=0)),
+    "rtbs-exp-unsaturated": (dict(algorithm="rtbs", decay="exp", size=400, **{"lambda": 0.4}),
+                             lambda: RTBS(400, Exponential(0.4), seed=0)),
     "rtbs-poly": (dict(algorithm="rtbs", decay="poly", size=30, power=2.0, shift=1.0, delta1=0.01, delta2=0.5,
                        max_weight=60.0),
                   lambda: RTBS(30, Polynomial(2.0, shift=1.0), seed=0, delta1=0.01, delta2=0.5,
@@ -93,7 +97,7 @@ def test_inclusion_frequencies_match_the_theory(tmp_path, name):
     for b, t in zip(SIZES, TIMES):
         ref.update(np.arange(b), time=t)
     ages = TIMES[-1] - np.array(TIMES)
-    if name == "rtbs-exp":
+    if name.startswith("rtbs-exp"):
         pi = ref.rho * ref.decay(ages)
     elif name == "rtbs-poly":
         assert ref.latent_weight > ref.n and ref.consolidated_batches == 0   # the cap is active
@@ -107,9 +111,19 @@ def test_inclusion_frequencies_match_the_theory(tmp_path, name):
     with ProcessPoolExecutor(2) as pool:
         results = list(pool.map(_replicate, jobs))
     counts = np.array([r[0] for r in results])
+    sizes = np.array([r[1] for r in results], dtype=np.float64)
     for _, size, weight in results:
         if params["algorithm"] == "rtbs":
             assert size <= params["size"]
             if params["decay"] == "exp":
                 assert size in (math.floor(weight), math.ceil(weight))
-    assert_means(counts, expected, alpha=ALPHA, what=f"{name}: sampled items of (batch, partition, half)")
+    if name == "rtbs-exp-unsaturated":
+        # C_k = W_k is fractional: the partial item is in S_k with probability frac(C_k), so E|S_k| = C_k
+        assert ref.sample_weight % 1 > 0.05 and ref.sample_weight < params["size"]
+        assert_means(np.column_stack([counts, sizes]), np.append(expected, ref.sample_weight), alpha=ALPHA,
+                     what=f"{name}: sampled items of (batch, partition, half), then |S_k|")
+    elif name == "rtbs-poly":
+        assert np.all(sizes == params["size"])          # capped at n
+        assert_means(counts, expected, alpha=ALPHA, what=f"{name}: sampled items of (batch, partition, half)")
+    else:
+        assert_means(counts, expected, alpha=ALPHA, what=f"{name}: sampled items of (batch, partition, half)")

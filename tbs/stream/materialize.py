@@ -11,7 +11,7 @@ from ..errors import TBSError
 from .decide import sample_weight, total_weight
 from .state import load_latest
 from .storage import Store
-from .task import KEY_COLUMNS, Partition
+from .task import KEY_COLUMNS, Partition, empty_frame
 
 FORMATS = (".parquet", ".npy", ".csv")
 
@@ -42,12 +42,9 @@ def current_sample(state_url: str, keys: bool = True):
             frames.append(part.read(rows, f"partition {p}"))
     if frames:
         df = pd.concat(frames, ignore_index=True)
-    elif commit["partitions"][0]["struct"] is not None:
+    elif commit["partitions"][0]["struct"] is not None:       # columns, no rows
         part = Partition.load(store, 0, commit["partitions"][0]["struct"], commit["writer"])
-        df = part.read(np.zeros(0, dtype=np.int64), "partition 0")
-        if df is None:
-            from .task import _empty_like_source
-            df = _empty_like_source(store, part.sources, "partition 0")
+        df = empty_frame(store, part.sources, "partition 0")
     else:
         df = pd.DataFrame({KEY_COLUMNS[0]: np.zeros(0, np.int64), KEY_COLUMNS[1]: np.zeros(0, np.int64)})
     if len(df) != commit["driver"]["size"]:

@@ -422,7 +422,7 @@ class Partition:
         rows, keys = rows[order], keys[order]
         df = self.read(rows, label)
         if df is None:
-            df = _empty_like_source(self.store, self.sources, label)
+            df = empty_frame(self.store, self.sources, label)
         df = df.drop(columns=[IN_SAMPLE], errors="ignore")
         df[IN_SAMPLE] = self.R[rows]
         path = snapshot_file(k, self.p)
@@ -492,9 +492,10 @@ def _read_source_rows(store, path, local_rows, label):
     return df.drop(columns=[IN_SAMPLE], errors="ignore")
 
 
-def _empty_like_source(store, sources, label):
+def empty_frame(store, sources, label):
+    """No rows, with the columns of the partition's sources (item columns and keys)."""
     if not sources:
-        raise TBSError(f"{label}: nothing to snapshot")
+        raise TBSError(f"{label}: no source files")
     pf = store.open_parquet(sources[0]["path"])
     return pf[0:0].to_pandas(index=False).drop(columns=[IN_SAMPLE], errors="ignore")
 
