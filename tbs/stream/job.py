@@ -6,12 +6,13 @@ One run:
 2. lists the batches after the last processed one and checks all their
    metadata (gaps, schemas, times, footers) -- any problem is an error
    before anything is written;
-3. deletes the leftovers of crashed runs (garbage collection);
+3. if the previous run died holding the lock, deletes the files no commit
+   references (its leftovers; see :mod:`tbs.stream.state`);
 4. for each chunk of ``batches_per_job`` batches: plans every batch on the
    driver (numbers only, :mod:`tbs.stream.decide`), runs one job whose task p
    applies the chunk's batches to partition p (:func:`task.run_partition`;
-   in-process, mrjob or Spark), checks the tasks' counts against the plan and
-   commits the batches one by one.
+   in-process, mrjob or Spark), checks the tasks' counts against the plan,
+   commits the batches one by one and deletes the files they superseded.
 
 The result depends only on the seed, the parameters and the batches: not on
 the runner, the chunking, or how often the run was interrupted.

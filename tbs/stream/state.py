@@ -1,4 +1,4 @@
-"""The STATE directory: commits, garbage collection, reading the current sample.
+"""The STATE directory: its layout, the commits, garbage collection.
 
 Layout::
 
