@@ -168,3 +168,48 @@ QUICK ?=
 bench-hive: setup
 	$(PY) bench/bench_hive.py --workdir $(WORK)/bench-hive \
 	  --json $(WORK)/bench-hive/results$(if $(QUICK),-quick).json $(if $(QUICK),--quick)
+
+# --- micro-batch TBS jobs (issue 5) ---
+# make tbs-run BATCHES=DIR STATE=DIR: process the new batches of DIR into STATE.
+# The parameters below are used when STATE is created (later runs take them from STATE).
+TBS_ALGORITHM  ?= rtbs
+TBS_DECAY      ?= exp
+TBS_LAMBDA     ?= 0.07
+TBS_SIZE       ?= 10000
+TBS_PARTITIONS ?= 4
+TBS_RUNNER     ?= inline
+TBS_SEED       ?= $(SEED)
+TBS_DEMO       := $(WORK)/tbs-demo
+TBS_CREATE      = --algorithm $(TBS_ALGORITHM) --decay $(TBS_DECAY) --size $(TBS_SIZE) --seed $(TBS_SEED) \
+                  --partitions $(TBS_PARTITIONS) $(if $(filter exp,$(TBS_DECAY)),--lambda $(TBS_LAMBDA))
+
+.PHONY: tbs-run tbs-demo tbs-jobs-test bench-tbs-jobs
+
+tbs-run: setup
+	@test -n "$(BATCHES)" -a -n "$(STATE)" || { echo "usage: make tbs-run BATCHES=DIR STATE=DIR [TBS_ALGORITHM=rtbs|ttbs TBS_DECAY=exp|poly TBS_LAMBDA=0.07 TBS_SIZE=10000 TBS_SEED=42 TBS_RUNNER=inline|local|spark|hadoop]" >&2; exit 2; }
+	$(SAMPLEGEN) tbs run $(BATCHES) $(STATE) --runner $(TBS_RUNNER) \
+	  $(if $(wildcard $(STATE)/commits),,$(TBS_CREATE))
+	$(SAMPLEGEN) tbs status $(STATE)
+
+# A synthetic stream of 24 micro-batches, both algorithms with both decays; then 8 more
+# batches arrive and the same STATEs continue from where they were.
+tbs-demo: setup
+	rm -rf $(TBS_DEMO) && mkdir -p $(TBS_DEMO)
+	$(PY) -m tbs.stream.demo $(TBS_DEMO)/batches --batches 24 --size 20000 --seed 1
+	$(SAMPLEGEN) tbs run $(TBS_DEMO)/batches $(TBS_DEMO)/rtbs-exp --algorithm rtbs --decay exp --lambda 0.1 --size 30000 --seed 7
+	$(SAMPLEGEN) tbs run $(TBS_DEMO)/batches $(TBS_DEMO)/rtbs-poly --algorithm rtbs --decay poly --power 2 --shift 10 --size 30000 --seed 7
+	$(SAMPLEGEN) tbs run $(TBS_DEMO)/batches $(TBS_DEMO)/ttbs-exp --algorithm ttbs --decay exp --lambda 0.1 --size 30000 --seed 7
+	$(SAMPLEGEN) tbs run $(TBS_DEMO)/batches $(TBS_DEMO)/ttbs-poly --algorithm ttbs --decay poly --power 2 --shift 10 --size 30000 --seed 7
+	$(PY) -m tbs.stream.demo $(TBS_DEMO)/batches --batches 8 --size 20000 --seed 2 --start 25
+	for s in rtbs-exp rtbs-poly ttbs-exp ttbs-poly; do $(SAMPLEGEN) tbs run $(TBS_DEMO)/batches $(TBS_DEMO)/$$s -q || exit 1; done
+	for s in rtbs-exp rtbs-poly ttbs-exp ttbs-poly; do echo "== $$s"; $(SAMPLEGEN) tbs status $(TBS_DEMO)/$$s || exit 1; done
+	$(SAMPLEGEN) tbs sample $(TBS_DEMO)/rtbs-exp --to $(TBS_DEMO)/rtbs-exp-sample.parquet
+	$(SAMPLEGEN) tbs sample $(TBS_DEMO)/ttbs-exp --to $(TBS_DEMO)/ttbs-exp-sample.csv
+	@echo "tbs demo: batches, STATEs and samples are in $(TBS_DEMO)/"
+
+tbs-jobs-test: setup java
+	$(PY) -m pytest -q tests/test_tbs_jobs*.py
+
+# Per-batch time of D-R-TBS and D-T-TBS next to the I/O floor (QUICK=1: B = 1e5, 1e6 only).
+bench-tbs-jobs: setup
+	$(PY) bench/bench_tbs_jobs.py $(if $(QUICK),--quick) --update-doc docs/BENCHMARKS.md

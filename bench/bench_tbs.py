@@ -126,13 +126,14 @@ def markdown(results, command, machine_text):
     return "\n".join(lines) + "\n"
 
 
-def update_doc(path, section):
+def update_doc(path, section, heading=HEADING):
+    """Replace the section that starts with ``heading`` (or append it)."""
     text = open(path).read() if os.path.exists(path) else "# Benchmarks\n"
-    start = text.find(HEADING)
+    start = text.find(heading)
     if start < 0:
         text = text.rstrip("\n") + "\n\n" + section
     else:
-        end = text.find("\n## ", start + len(HEADING))
+        end = text.find("\n## ", start + len(heading))
         text = text[:start] + section + ("" if end < 0 else text[end:])
     with open(path, "w") as fh:
         fh.write(text)

@@ -144,11 +144,12 @@ def _chain(*iterables):
         yield from it
 
 
-_ERROR_LINE = re.compile(rb"(?:InputError|ParameterError|UDFError|OutputError): (.+)$")
+_ERROR_LINE = re.compile(rb"(?:InputError|ParameterError|UDFError|OutputError|TBSError): (.+)$")
 
 
 def task_error(stderr_text):
-    """The samplegen error message in a failed task's stderr, if any."""
+    """The samplegen error message in a failed task's stderr, if any (also
+    the tbs micro-batch jobs' TBSError)."""
     found = None
     for line in stderr_text.splitlines():
         match = _ERROR_LINE.search(line.strip())

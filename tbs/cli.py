@@ -5,6 +5,9 @@ Commands
   simulate    sample-size behaviour of T-TBS and R-TBS (section 6.2)
   knn         kNN accuracy and robustness on a two-mode stream (section 6.4, Table 1)
   regression  ridge regression on a two-mode stream (section 6.5)
+  run         process new micro-batches into a STATE (D-R-TBS / D-T-TBS; docs/TBS_JOBS.md)
+  sample      write the current sample S_k of a STATE
+  status      batches processed, W_k, C_k, rho, sample size and footprint of a STATE
 
 Bad input prints one line on stderr and exits with status 2 before anything
 is written.  Output files are written atomically (temporary file + rename).
@@ -318,7 +321,88 @@ def _parser():
         else:
             q.add_argument("--lam", type=float, default=0.1)
             q.add_argument("--penalties", type=_float_list, default="0,0.1,1,10,100,1000")
+    _add_stream_commands(sub)
     return parser
+
+
+def _add_stream_commands(sub):
+    p = sub.add_parser("run", help="process new micro-batches into a STATE (D-R-TBS / D-T-TBS)")
+    p.add_argument("batches", metavar="BATCHES",
+                   help="directory (or fsspec URL) of batch-<k> Parquet files or directories")
+    p.add_argument("state", metavar="STATE", help="state directory (created on the first run)")
+    p.add_argument("--algorithm", choices=["rtbs", "ttbs"])
+    p.add_argument("--decay", choices=["exp", "poly"])
+    p.add_argument("--lambda", dest="lam", type=float,
+                   help="exp: decay rate; poly R-TBS: rate of the consolidated sample (default 0.1 or more)")
+    p.add_argument("--power", type=float, help="poly: power s (default 2)")
+    p.add_argument("--shift", type=float, help="poly: shift d (default 10)")
+    p.add_argument("--size", type=int, help="sample size N (R-TBS: maximum; T-TBS: target)")
+    p.add_argument("--seed", type=int, help="seed of all randomness (same seed, same sample on every runner)")
+    p.add_argument("--partitions", type=int, help="partitions P, fixed when STATE is created (default 4)")
+    p.add_argument("--mean-batch-size", type=float,
+                   help="T-TBS: mean batch size b (default: mean of the batches present at creation)")
+    p.add_argument("--max-weight", type=float,
+                   help="poly R-TBS: n' (default N; see docs/TBS_JOBS.md on n' > N)")
+    p.add_argument("--delta1", type=float, help="poly R-TBS: consolidation accuracy (default 0.01)")
+    p.add_argument("--delta2", type=float, help="poly R-TBS: consolidation accuracy (default 0.001 N)")
+    p.add_argument("--compact-every", type=int, help="write a snapshot every C batches (default 16)")
+    p.add_argument("--keep-deltas", type=int, help="keep the deltas of the last R batches (default 32)")
+    p.add_argument("--runner", choices=["inline", "local", "spark", "hadoop"], default="inline",
+                   help="inline: this process; local/hadoop: mrjob; spark: PySpark (default inline)")
+    p.add_argument("--batches-per-job", type=int, default=16,
+                   help="batches applied per distributed job (default 16)")
+    p.add_argument("--num-cores", type=int, help="local runner: parallel tasks")
+    p.add_argument("--mrjob-conf", metavar="PATH", help="mrjob config file (default: none for local, "
+                   "mrjob's own lookup for hadoop)")
+    p.add_argument("--jobconf", metavar="KEY=VALUE", action="append", default=[],
+                   help="Hadoop setting for the hadoop runner (repeatable)")
+    p.add_argument("--spark-master", help="Spark master (default local[*])")
+    p.add_argument("--spark-conf", metavar="KEY=VALUE", action="append", default=[])
+    p.add_argument("--no-fsync", action="store_true",
+                   help="do not fsync files before committing (still crash-safe for process crashes, "
+                        "not for power loss; also SAMPLEGEN_TBS_FSYNC=0)")
+    p.add_argument("-q", "--quiet", action="store_true")
+
+    p = sub.add_parser("sample", help="write the current sample S_k of a STATE")
+    p.add_argument("state", metavar="STATE")
+    p.add_argument("--to", required=True, metavar="FILE", help="FILE.parquet, FILE.npy or FILE.csv")
+    p.add_argument("--no-keys", action="store_true", help="leave out the _sg_batch and _sg_row columns")
+
+    p = sub.add_parser("status", help="batches processed, W_k, C_k, rho, |S_k| and footprint of a STATE")
+    p.add_argument("state", metavar="STATE")
+    p.add_argument("--json", action="store_true", help="print JSON")
+
+
+def _cmd_run(args):
+    from .stream import run
+    given = {"algorithm": args.algorithm, "decay": args.decay, "lambda": args.lam, "power": args.power,
+             "shift": args.shift, "size": args.size, "seed": args.seed, "partitions": args.partitions,
+             "mean_batch_size": args.mean_batch_size, "max_weight": args.max_weight,
+             "delta1": args.delta1, "delta2": args.delta2, "compact_every": args.compact_every,
+             "keep_deltas": args.keep_deltas}
+    options = {"batches_per_job": args.batches_per_job, "num_cores": args.num_cores,
+               "mrjob_conf": args.mrjob_conf, "jobconf": args.jobconf, "spark_master": args.spark_master,
+               "spark_conf": args.spark_conf, "fsync": False if args.no_fsync else None}
+    log = (lambda message: None) if args.quiet else (lambda message: print(message, file=sys.stderr))
+    commit = run(args.batches, args.state, given, runner=args.runner, options=options, log=log)
+    if not args.quiet:
+        print(f"{args.state}: {len(commit['ledger'])} batches, |S_k| = {commit['driver']['size']}",
+              file=sys.stderr)
+    return 0
+
+
+def _cmd_sample(args):
+    from .stream import write_sample
+    write_sample(args.state, args.to, keys=not args.no_keys)
+    return 0
+
+
+def _cmd_status(args):
+    import json as _json
+    from .stream.materialize import format_status, status
+    info = status(args.state)
+    print(_json.dumps(info, indent=1, sort_keys=True) if args.json else format_status(info))
+    return 0
 
 
 def _patterns_arg(text):
@@ -336,6 +420,8 @@ def main(argv: list[str]) -> int:
         prog = f"samplegen tbs {args.command}"
         if args.command == "simulate":
             return _cmd_simulate(args, prog)
+        if args.command in ("run", "sample", "status"):
+            return {"run": _cmd_run, "sample": _cmd_sample, "status": _cmd_status}[args.command](args)
         return _stream_command(args, prog, args.command)
     except _UsageError as exc:
         print(str(exc), file=sys.stderr)

@@ -33,12 +33,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .randomness import choose
+from .randomness import choose, split_count
 
 __all__ = ["TOL", "snap", "PARTIAL_NONE", "PARTIAL_KEEP", "PARTIAL_FULL", "DownsamplePlan",
            "UnionPlan", "plan_downsample", "plan_downsample_many", "plan_union", "plan_union_many",
            "includes_partial", "LatentSample", "apply_downsample", "apply_union", "get_sample",
-           "select_for_downsample"]
+           "select_for_downsample", "split_plan", "partition_plan"]
 
 TOL = 1e-12
 
@@ -362,6 +362,35 @@ def select_for_downsample(rng: np.random.Generator, n_full: int, plan: Downsampl
             pos[j] = pos[-1]
             pos = pos[:-1]
     return mode, pos, partial_pos
+
+
+def split_plan(rng: np.random.Generator, sizes, moved: int, to_partial: int = 0):
+    """A plan's choice of items, split over partitions (distributed decisions).
+
+    ``moved`` of the full items, held in partitions of the given ``sizes``,
+    leave the full set (the evicted ones plus, when ``to_partial`` is 1, the
+    one that becomes the new partial item).  Returns ``(counts, partial)``:
+    how many of them fall in each partition (multivariate hypergeometric, as
+    if ``moved`` items were chosen uniformly from all of them) and the
+    partition holding the new partial item (a uniform one of the moved items,
+    i.e. partition ``p`` with probability ``counts[p] / moved``; -1 if none).
+    Each partition then applies :func:`partition_plan` with
+    :func:`select_for_downsample` on its own items.
+    """
+    counts = split_count(rng, sizes, moved)
+    partial = -1
+    if to_partial:
+        j = int(rng.integers(int(moved)))
+        partial = int(np.searchsorted(np.cumsum(counts), j, side="right"))
+    return counts, partial
+
+
+def partition_plan(n_full: int, moved: int, to_partial: int) -> DownsamplePlan:
+    """The plan one partition applies after :func:`split_plan`: of its
+    ``n_full`` full items, ``moved`` leave the full set and, if
+    ``to_partial``, one of those becomes the partial item.  (Only the counts
+    matter to :func:`select_for_downsample`; the weight is the driver's.)"""
+    return DownsamplePlan(math.nan, int(n_full) - int(moved), int(to_partial), PARTIAL_NONE)
 
 
 def apply_downsample(ls: LatentSample, plan: DownsamplePlan, rng: np.random.Generator,

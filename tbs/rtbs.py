@@ -29,7 +29,7 @@ from .latent import (PARTIAL_FULL, PARTIAL_KEEP, DownsamplePlan, LatentSample, U
                      plan_downsample_many, plan_union, plan_union_many, select_for_downsample, snap)
 from .randomness import STREAM_APPLY, STREAM_DECIDE, STREAM_OUTPUT, Scratch, open_uniform
 
-__all__ = ["RTBS", "ExpStep", "exp_step"]
+__all__ = ["RTBS", "ExpStep", "exp_step", "GeneralStep", "general_step"]
 
 
 @dataclass(frozen=True)
@@ -68,6 +68,49 @@ def exp_step(n: int, lam: float, total_weight: float, rho: float, n_full: int, h
     if uni.weight > n:          # rounding only: C_k = min(W_k, n) <= n exactly
         uni = UnionPlan(float(n), uni.partial, uni.to_full)
     return ExpStep(theta, w, new_rho, res, bat, uni)
+
+
+@dataclass(frozen=True)
+class GeneralStep:
+    """The numbers of one Algorithm-8 step, before any random decision."""
+    total_weight: float     # W_k (consolidated batches decay at the consolidation rate)
+    rho: float              # rho_k = min(1, n' / W_k, rho*)
+    thetas: np.ndarray      # downsampling factor of each recent latent sample (empty for the first batch)
+    cons_factor: float      # exp(-lambda (t_k - t_{k-1})) of the consolidated sample (1 for the first batch)
+    cons_theta: float       # its downsampling factor (rho_k / rho_{k-1}) cons_factor (1 for the first batch)
+
+
+def general_step(decay, max_weight: float, consolidation_rate: float, rho: float, times, sizes,
+                 cons_weight: float, cons_batches: int, batch_size: int, t: float, dt) -> GeneralStep:
+    """Decide the numbers of one step of Algorithm 8 from the recent batches'
+    arrival times and sizes, the consolidated batches' total weight and count,
+    and the new batch's size, time and gap ``dt`` (None for the first batch);
+    ``rho`` is rho_{k-1}.  Used by :class:`RTBS` and by the distributed driver
+    (tbs/stream), which therefore compute the same W_k, rho_k and factors."""
+    count = len(times)
+    if count:
+        f_now = np.asarray(decay(t - times), dtype=np.float64)
+        f_prev = np.asarray(decay((t - dt) - times), dtype=np.float64) if dt is not None else f_now
+        w_recent = float(np.dot(sizes, f_now))
+    else:
+        w_recent = 0.0
+    cons_factor = 1.0 if dt is None else math.exp(-consolidation_rate * dt)
+    w = w_recent + cons_weight * cons_factor + batch_size
+    rho_star = math.inf
+    if dt is not None:
+        if count:
+            ok = f_now > 0.0
+            if np.any(ok):
+                rho_star = rho * float(np.min(f_prev[ok] / f_now[ok]))
+        if cons_batches > 0:
+            rho_star = min(rho_star, rho / cons_factor)
+    new_rho = min(1.0, max_weight / w if w > 0.0 else math.inf, rho_star)
+    thetas = np.zeros(0)
+    if dt is not None and count:
+        with np.errstate(divide="ignore", invalid="ignore"):
+            thetas = _factor_at_most_one(np.where(f_prev > 0.0, (new_rho * f_now) / (rho * f_prev), 0.0))
+    cons_theta = 1.0 if dt is None else (new_rho / rho) * cons_factor
+    return GeneralStep(w, new_rho, thetas, cons_factor, cons_theta)
 
 
 def _take_from_batch(items: np.ndarray, plan: DownsamplePlan, rng, scratch=None):
@@ -256,7 +299,6 @@ class RTBS(Sampler):
         _check_latent(latent)
 
     def _update_general(self, items, t, dt):
-        f = self.decay
         b = int(items.size)
         self._bstar = max(self._bstar, b)
         if dt is not None:
@@ -265,34 +307,17 @@ class RTBS(Sampler):
             self._cons = LatentSample(items.dtype)
         recent = self._recent
         count = len(recent)
-        if count:
-            times = np.fromiter((r[0] for r in recent), np.float64, count)
-            sizes = np.fromiter((r[1] for r in recent), np.float64, count)
-            f_now = np.asarray(f(t - times), dtype=np.float64)
-            f_prev = np.asarray(f((t - dt) - times), dtype=np.float64)
-            w_recent = float(np.dot(sizes, f_now))
-        else:
-            w_recent = 0.0
-        cons_factor = 1.0 if dt is None else math.exp(-self.consolidation_rate * dt)
-        w = w_recent + self._cons_W * cons_factor + b
-        rho_prev = self._rho
-        rho_star = math.inf
-        if dt is not None:
-            if count:
-                ok = f_now > 0.0
-                if np.any(ok):
-                    rho_star = rho_prev * float(np.min(f_prev[ok] / f_now[ok]))
-            if self._cons_batches > 0:
-                rho_star = min(rho_star, rho_prev / cons_factor)
-        rho = min(1.0, self.max_weight / w if w > 0.0 else math.inf, rho_star)
+        step = general_step(self.decay, self.max_weight, self.consolidation_rate, self._rho,
+                            np.fromiter((r[0] for r in recent), np.float64, count),
+                            np.fromiter((r[1] for r in recent), np.float64, count),
+                            self._cons_W, self._cons_batches, b, t, dt)
+        w, rho, cons_factor = step.total_weight, step.rho, step.cons_factor
         dec = self._generator(STREAM_DECIDE)
         u = 1.0 - dec.random(count + 2)
         rng = self._generator(STREAM_APPLY)
         if dt is not None and count:
-            with np.errstate(divide="ignore", invalid="ignore"):
-                thetas = np.where(f_prev > 0.0, (rho * f_now) / (rho_prev * f_prev), 0.0)
             lat = [r[2] for r in recent]
-            thetas = _factor_at_most_one(thetas)
+            thetas = step.thetas
             if count <= 16:
                 for i, ls in enumerate(lat):
                     apply_downsample(ls, plan_downsample(ls.size, ls.partial is not None, ls.weight,
@@ -312,7 +337,7 @@ class RTBS(Sampler):
                                                             int(old[i])), rng)
             self._recent = recent = [r for r in recent if r[2].weight > 0.0]
         if dt is not None and self._cons is not None and self._cons.weight > 0.0:
-            factor = float(_factor_at_most_one(np.array([(rho / rho_prev) * cons_factor]))[0])
+            factor = float(_factor_at_most_one(np.array([step.cons_theta]))[0])
             apply_downsample(self._cons, plan_downsample(self._cons.size, self._cons.has_partial,
                                                          self._cons.weight, factor, u[count]), rng)
         self._cons_W *= cons_factor

@@ -250,3 +250,41 @@ def test_union_many_equals_folded_union():
             n1 = n1 + int(n_full[i]) + len(plan.to_full)
             h1, c1 = plan.partial != 0, plan.weight
         assert plan_union_many(n_full, has_p, weights, u) == (c1, owner, promoted)
+
+
+@pytest.mark.parametrize("to_partial", [0, 1])
+def test_split_plan_equals_a_global_uniform_choice(to_partial):
+    """Distributed decisions (split_plan on the driver, partition_plan +
+    select_for_downsample in each partition) choose the moved items and the
+    new partial item exactly as one uniform choice over all items would:
+    chi-square over every (moved subset, partial item) outcome, 12000
+    replicates, level ALPHA."""
+    from itertools import combinations
+
+    from tbs.latent import partition_plan, select_for_downsample, split_plan
+    from tests.tbs_stats import ALPHA, chi2_gof
+    sizes = np.array([3, 0, 5, 2])
+    offsets = np.concatenate([[0], np.cumsum(sizes)])
+    moved = 4
+    key = derive_key(11)
+    outcomes = {}
+    for subset in combinations(range(int(sizes.sum())), moved):
+        for j in (subset if to_partial else (-1,)):
+            outcomes[(subset, j)] = len(outcomes)
+    counts = np.zeros(len(outcomes))
+    for rep in range(12000):
+        counts_p, part = split_plan(batch_generator(key, rep, 0), sizes, moved, to_partial)
+        assert counts_p.sum() == moved and (part >= 0) == bool(to_partial)
+        chosen, partial = [], -1
+        for p, size in enumerate(sizes):
+            rng = batch_generator(key, rep, 1, sub=p)
+            plan = partition_plan(int(size), int(counts_p[p]), int(p == part))
+            mode, pos, ppos = select_for_downsample(rng, int(size), plan)
+            out = set(pos.tolist()) if mode == "remove" else set(range(size)) - set(pos.tolist())
+            chosen += [offsets[p] + i for i in out]
+            if p == part:
+                partial = offsets[p] + ppos
+                assert mode == "keep" or ppos in out
+        counts[outcomes[(tuple(sorted(chosen)), partial)]] += 1
+    _, p_value = chi2_gof(counts, np.full(counts.size, counts.sum() / counts.size))
+    assert p_value >= ALPHA

@@ -1,0 +1,14 @@
+"""Distributed time-biased sampling over micro-batches (issue 5): D-R-TBS and
+D-T-TBS jobs with durable, crash-safe state.  See docs/TBS_JOBS.md.
+
+Unlike the rest of ``tbs``, this subpackage needs pandas and fastparquet (and
+mrjob or pyspark for those runners); ``import tbs`` does not import it.
+
+* :func:`run` -- process the new batches of a directory into a STATE;
+* :func:`current_sample`, :func:`write_sample` -- the sample S_k;
+* :func:`status` -- W_k, C_k, rho, |S_k|, footprint.
+"""
+from .job import run
+from .materialize import current_sample, status, write_sample
+
+__all__ = ["run", "current_sample", "status", "write_sample"]

@@ -1,0 +1,304 @@
+"""The driver of ``samplegen tbs run``: from pending batches to commits.
+
+One run:
+
+1. reads the newest commit of STATE (if any) and takes the lock;
+2. lists the batches after the last processed one and checks all their
+   metadata (gaps, schemas, times, footers) -- any problem is an error
+   before anything is written;
+3. if the previous run died holding the lock, deletes the files no commit
+   references (its leftovers; see :mod:`tbs.stream.state`);
+4. for each chunk of ``batches_per_job`` batches: plans every batch on the
+   driver (numbers only, :mod:`tbs.stream.decide`), runs one job whose task p
+   applies the chunk's batches to partition p (:func:`task.run_partition`;
+   in-process, mrjob or Spark), checks the tasks' counts against the plan,
+   commits the batches one by one and deletes the files they superseded.
+
+The result depends only on the seed, the parameters and the batches: not on
+the runner, the chunking, or how often the run was interrupted.
+"""
+from __future__ import annotations
+
+import json
+import math
+
+import numpy as np
+
+from ..errors import TBSError
+from ..randomness import derive_key
+from .batches import object_encodings, partition_bounds, pending
+from .decide import Driver, initial_state, output_salt, sampler_of
+from .state import FORMAT, collect_garbage, crash_point, forget, load_latest, write_commit
+from .storage import Lock, Store
+from .task import ROW_GROUP, delta_in, delta_out, run_partition
+
+RUNNERS = ("inline", "local", "hadoop", "spark")
+DEFAULTS = {"partitions": 4, "compact_every": 16, "keep_deltas": 32}
+#: parameters fixed when a STATE is created (given again, they must match)
+FIXED = ("algorithm", "decay", "lambda", "power", "shift", "size", "seed", "partitions",
+         "compact_every", "keep_deltas", "mean_batch_size", "max_weight", "consolidation_rate",
+         "delta1", "delta2")
+OPTION_NAMES = {"lambda": "--lambda", "mean_batch_size": "--mean-batch-size", "max_weight": "--max-weight",
+                "consolidation_rate": "--lambda", "compact_every": "--compact-every",
+                "keep_deltas": "--keep-deltas", "delta1": "--delta1", "delta2": "--delta2"}
+
+
+def _opt(name):
+    return OPTION_NAMES.get(name, "--" + name.replace("_", "-"))
+
+
+# ----------------------------------------------------------------------------- parameters
+
+def new_params(given: dict, batches) -> dict:
+    """The parameters of a new STATE from the command line (and, for T-TBS
+    without --mean-batch-size, the mean size of the batches present)."""
+    g = {k: v for k, v in given.items() if v is not None}
+    for name in ("algorithm", "decay", "size", "seed"):
+        if name not in g:
+            raise TBSError(f"{_opt(name)} is required to create a new STATE")
+    if g["algorithm"] not in ("rtbs", "ttbs"):
+        raise TBSError(f"--algorithm must be rtbs or ttbs, got {g['algorithm']!r}")
+    if g["decay"] not in ("exp", "poly"):
+        raise TBSError(f"--decay must be exp or poly, got {g['decay']!r}")
+    if isinstance(g["size"], bool) or not isinstance(g["size"], int) or g["size"] < 1:
+        raise TBSError(f"--size must be an integer >= 1 (the sample size N), got {g['size']!r}")
+    if isinstance(g["seed"], bool) or not isinstance(g["seed"], int) or g["seed"] < 0:
+        raise TBSError(f"--seed must be a non-negative integer, got {g['seed']!r}")
+    p = {"algorithm": g["algorithm"], "decay": g["decay"], "size": g["size"], "seed": g["seed"]}
+    for name, low in (("partitions", 1), ("compact_every", 1), ("keep_deltas", 0)):
+        value = g.get(name, DEFAULTS[name])
+        if isinstance(value, bool) or not isinstance(value, int) or value < low:
+            raise TBSError(f"{_opt(name)} must be an integer >= {low}, got {value!r}")
+        p[name] = value
+    if g["decay"] == "exp":
+        if "lambda" not in g:
+            raise TBSError("--lambda is required with --decay exp (the decay rate)")
+        if not math.isfinite(g["lambda"]) or g["lambda"] < 0:
+            raise TBSError("--lambda must be >= 0: exp(-lambda * age) must be non-increasing, "
+                           f"got {g['lambda']!r}")
+        p["lambda"] = float(g["lambda"])
+        for name in ("power", "shift", "max_weight", "delta1", "delta2"):
+            if name in g:
+                raise TBSError(f"{_opt(name)} applies to --decay poly only")
+    else:
+        p["power"] = float(g.get("power", 2.0))
+        p["shift"] = float(g.get("shift", 10.0))
+        if not math.isfinite(p["power"]) or p["power"] <= 0:
+            raise TBSError("--power must be > 0: (1+d)^s / (1+d+age)^s must be non-increasing, "
+                           f"got {p['power']!r}")
+        if not math.isfinite(p["shift"]) or p["shift"] < 0:
+            raise TBSError(f"--shift must be >= 0, got {p['shift']!r}")
+        if g["algorithm"] == "rtbs":
+            for name in ("max_weight", "delta1", "delta2"):
+                p[name] = None if g.get(name) is None else float(g[name])
+            if p["max_weight"] is None:      # n' = n by default here (docs/TBS_JOBS.md, "Algorithm 8")
+                p["max_weight"] = float(g["size"])
+            p["consolidation_rate"] = None if g.get("lambda") is None else float(g["lambda"])
+        else:
+            for name in ("lambda", "max_weight", "delta1", "delta2"):
+                if name in g:
+                    raise TBSError(f"{_opt(name)} applies to R-TBS (--algorithm rtbs) with --decay poly only")
+    if g["algorithm"] == "ttbs":
+        if "mean_batch_size" in g:
+            p["mean_batch_size"] = float(g["mean_batch_size"])
+        elif batches:
+            p["mean_batch_size"] = float(np.mean([b.size for b in batches]))
+        else:
+            raise TBSError("T-TBS needs --mean-batch-size (or batches to estimate it from)")
+    elif "mean_batch_size" in g:
+        raise TBSError("--mean-batch-size applies to T-TBS (--algorithm ttbs) only")
+    sampler = sampler_of(p)          # validates everything else (n gamma <= b, delta1, ...)
+    if p["algorithm"] == "rtbs" and p["decay"] == "poly":
+        p.update(max_weight=sampler.max_weight, consolidation_rate=sampler.consolidation_rate,
+                 delta1=sampler.delta1, delta2=sampler.delta2)
+    return p
+
+
+def check_params(stored: dict, given: dict) -> None:
+    """Parameters given for an existing STATE must be the ones it was created with."""
+    for name, value in given.items():
+        if value is None or name not in FIXED:
+            continue
+        key = "consolidation_rate" if (name == "lambda" and stored["decay"] == "poly") else name
+        have = stored.get(key)
+        same = have == value or (isinstance(have, float) and isinstance(value, (int, float))
+                                 and float(value) == have)
+        if not same:
+            raise TBSError(f"STATE was created with {_opt(name)} {have!r}; got {value!r} "
+                           "(parameters cannot change once a STATE exists)")
+
+
+def initial_commit(params: dict) -> dict:
+    P = params["partitions"]
+    key = derive_key(params["seed"])
+    return {"format": FORMAT, "seq": 0, "params": params, "key": key, "salt": output_salt(key),
+            "schema": None, "writer": None, "first_batch": None, "last_batch": None, "time": None,
+            "ledger": [], "driver": initial_state(params, P), "since_snapshot": 0, "snapshot": None,
+            "partitions": [{"struct": None, "files": [], "full": 0, "realized": 0, "stored": 0}
+                           for _ in range(P)],
+            "deltas": []}
+
+
+# ----------------------------------------------------------------------------- planning
+
+def _copy(value):
+    """A deep copy of JSON data (much faster than copy.deepcopy)."""
+    return json.loads(json.dumps(value))
+
+
+def plan_chunk(commit: dict, chunk, store: Store) -> tuple:
+    """The job plan for a chunk of batches, and the driver state after each."""
+    params = commit["params"]
+    P = params["partitions"]
+    driver = Driver(params, _copy(commit["driver"]), P, commit["time"])
+    since = commit["since_snapshot"]
+    steps, states, infos = [], [], []
+    for b in chunk:
+        bounds = partition_bounds(b.row_groups, P)
+        step = driver.step(b.k, [hi - lo for lo, hi in bounds], b.time)
+        since += 1
+        step["compact"] = since >= params["compact_every"]
+        if step["compact"]:
+            since = 0
+        steps.append(step)
+        states.append((_copy(driver.state), since))
+        info = b.to_json()
+        info["bounds"] = bounds
+        infos.append(info)
+    plan = {"state": store.uri(), "fsync": store.fsync, "key": str(commit["key"]), "salt": str(commit["salt"]),
+            "structs": [part["struct"] for part in commit["partitions"]],
+            "writer": commit["writer"] or {"row_group_offsets": ROW_GROUP, "stats": False},
+            "batches": steps, "batch_info": infos}
+    return plan, states
+
+
+def next_commit(commit: dict, batch, step: dict, state_after, summaries) -> dict:
+    """The commit after ``batch`` from the plan and the tasks' summaries."""
+    params = commit["params"]
+    driver_state, since = state_after
+    new = dict(commit)
+    new["seq"] = commit["seq"] + 1
+    new["ledger"] = commit["ledger"] + [[batch.k, batch.time, batch.size]]
+    new["first_batch"] = batch.k if commit["first_batch"] is None else commit["first_batch"]
+    new["last_batch"] = batch.k
+    new["time"] = batch.time
+    new["driver"] = driver_state
+    new["since_snapshot"] = since
+    if step["compact"]:
+        new["snapshot"] = batch.k
+    parts = []
+    for p, s in enumerate(summaries):
+        if s["k"] != batch.k or s["p"] != p or s["full"] != step["expect"][p]:
+            raise TBSError(f"internal error: task summary {s['k']}/{s['p']} does not match the plan")
+        parts.append({"struct": s["struct"], "files": s["files"], "full": s["full"], "realized": s["realized"],
+                      "stored": s["stored"]})
+    realized = sum(part["realized"] for part in parts)
+    if realized != driver_state["size"]:
+        raise TBSError(f"internal error: batch {batch.k}: the partitions hold {realized} sampled items, "
+                       f"the driver expects {driver_state['size']}")
+    new["partitions"] = parts
+    P = params["partitions"]
+    deltas = commit["deltas"] + [[batch.k, [delta_in(batch.k, p) for p in range(P)],
+                                  [delta_out(batch.k, p) for p in range(P)]]]
+    oldest = batch.k - max(params["keep_deltas"], since)
+    new["deltas"] = [d for d in deltas if d[0] > oldest]
+    return new
+
+
+# ----------------------------------------------------------------------------- running
+
+def execute(plan: dict, runner: str, options: dict) -> list:
+    """Run the job: returns, per partition, the list of batch summaries."""
+    P = len(plan["structs"])
+    if runner == "inline":
+        return [run_partition(plan, p) for p in range(P)]
+    if runner in ("local", "hadoop"):
+        from .mr_tbs import run_mrjob
+        return run_mrjob(plan, runner, options)
+    if runner == "spark":
+        from .spark_tbs import run_spark
+        return run_spark(plan, options)
+    raise TBSError(f"--runner must be one of {', '.join(RUNNERS)}, got {runner!r}")
+
+
+def run(batches_url: str, state_url: str, given: dict, runner: str = "inline", options=None, log=None) -> dict:
+    """Process every batch of ``batches_url`` not yet in ``state_url``.
+
+    ``given``: the command line's parameters (None = not given).  Returns the
+    newest commit."""
+    options = dict(options or {})
+    log = log or (lambda message: None)
+    if runner not in RUNNERS:
+        raise TBSError(f"--runner must be one of {', '.join(RUNNERS)}, got {runner!r}")
+    per_job = options.get("batches_per_job") or 16
+    if not isinstance(per_job, int) or per_job < 1:
+        raise TBSError(f"--batches-per-job must be an integer >= 1, got {per_job!r}")
+    store = Store(state_url, fsync=options.get("fsync"))
+    lock = None
+    writing = False
+    try:
+        commit = None
+        if store.exists():
+            if not store.isdir():
+                raise TBSError(f"STATE {state_url} exists and is not a directory")
+            lock = Lock(store).acquire()
+            if lock.previous:
+                log(f"note: took over the lock of a run that ended without releasing it "
+                    f"(pid {lock.previous.get('pid')} on {lock.previous.get('host')})")
+            commit = load_latest(store)
+            if commit is None and [n for n in store.listdir() if n != "_lock"]:
+                raise TBSError(f"STATE {state_url} is a non-empty directory without a samplegen tbs state")
+        if commit is not None:
+            check_params(commit["params"], given)
+            batches, note = pending(batches_url, commit["last_batch"], commit["time"], commit["schema"])
+        else:
+            batches, note = pending(batches_url, None, None, None)
+            params = new_params(given, batches)
+            store.makedirs()
+            if lock is None:
+                lock = Lock(store).acquire()
+            if load_latest(store) is not None:
+                raise TBSError(f"STATE {state_url} was created by another run meanwhile; run again")
+            commit = initial_commit(params)
+            write_commit(store, commit)
+        if note:
+            log(f"note: {note}")
+        writing = True
+        if lock.previous or not store.local:
+            # Only a run that died while holding the lock (it left _lock behind) can
+            # have left files no commit references; a run that ended (even with an
+            # error) cleaned up before releasing the lock.
+            removed = collect_garbage(store)
+            if removed:
+                log(f"removed {removed} files left by an interrupted run")
+        first = next((b for b in batches if b.size), None)
+        if first is not None and commit["schema"] is None:
+            commit = dict(commit, schema=first.schema,
+                          writer={"object_encoding": object_encodings(first.schema),
+                                  "row_group_offsets": ROW_GROUP, "stats": False})
+        done = 0
+        for start in range(0, len(batches), per_job):
+            chunk = batches[start:start + per_job]
+            plan, states = plan_chunk(commit, chunk, store)
+            summaries = execute(plan, runner, options)
+            crash_point("after-tasks")
+            for i, b in enumerate(chunk):
+                commit = next_commit(commit, b, plan["batches"][i], states[i], [s[i] for s in summaries])
+                write_commit(store, commit)
+                done += 1
+            for seq in range(commit["seq"] - len(chunk) + 1, commit["seq"] + 1):
+                forget(store, seq)            # not before: the chunk's later batches were not committed
+            log(f"processed batches {chunk[0].name}..{chunk[-1].name} ({done}/{len(batches)})")
+        if not batches:
+            log("nothing to do: no new batches")
+        return commit
+    except BaseException:
+        if writing and lock is not None and lock.fd is not None:
+            try:
+                collect_garbage(store)        # the files of an unfinished chunk
+            except Exception:
+                pass
+        raise
+    finally:
+        if lock is not None:
+            lock.release()

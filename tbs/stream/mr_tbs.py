@@ -1,0 +1,113 @@
+"""The micro-batch job on MapReduce (mrjob): one map-only step.
+
+Each input file holds one line, a partition number ``p``; its mapper runs
+:func:`tbs.stream.task.run_partition` for ``p`` over every batch of the plan
+(``--plan PLAN.json``, shipped with the job) and emits the summaries as one
+JSON line.  One small file per partition gives one map task per partition on
+every runner (Hadoop's default input format does not split small files).
+Tasks write their files into STATE themselves (atomically); speculative
+attempts would only write the same bytes again, but are switched off.
+
+Run it through ``samplegen tbs run --runner local|hadoop``; the driver
+writes the plan and commits the results.
+"""
+import json
+import os
+import sys
+import tempfile
+
+from mrjob.job import MRJob
+from mrjob.protocol import RawValueProtocol
+
+from tbs.errors import TBSError
+from tbs.stream.task import run_partition
+
+HADOOP_JOBCONF = {
+    "mapreduce.map.speculative": "false",
+}
+
+
+class MRTBS(MRJob):
+    """Apply a plan of micro-batches, one map task per reservoir partition."""
+
+    INPUT_PROTOCOL = RawValueProtocol
+    OUTPUT_PROTOCOL = RawValueProtocol
+    JOBCONF = HADOOP_JOBCONF
+
+    def configure_args(self):
+        super().configure_args()
+        self.add_file_arg("--plan", help="plan written by samplegen tbs run (JSON)")
+
+    def mapper(self, _, line):
+        line = line.strip()
+        if not line:
+            return
+        with open(self.options.plan) as f:
+            plan = json.load(f)
+        p = int(line)
+        yield None, json.dumps([p, run_partition(plan, p)])
+
+
+def mrjob_args(plan_path, inputs, runner, options, tmp):
+    """The MRTBS command line for ``runner`` (local or hadoop); for hadoop
+    also writes the zip of the project's packages into ``tmp``."""
+    args = ["-r", runner, "--plan", plan_path, "--cleanup-on-failure", "ALL"]
+    conf = options.get("mrjob_conf")
+    if conf == "" or (conf is None and runner == "local"):
+        args.append("--no-conf")
+    elif conf:
+        args += ["-c", conf]
+    if options.get("num_cores") and runner == "local":
+        args += ["--num-cores", str(options["num_cores"])]
+    for item in options.get("jobconf", ()):
+        args += ["--jobconf", item]
+    if runner == "hadoop":
+        from jobs.package import build_zip
+        args += ["--py-files", build_zip(os.path.join(tmp, "samplegen.zip"))]
+    return args + list(options.get("mrjob_args", ())) + list(inputs)
+
+
+def write_inputs(tmp, partitions):
+    inputs = []
+    for p in range(partitions):
+        path = os.path.join(tmp, f"partition-{p:05d}.txt")
+        with open(path, "w") as f:
+            f.write(f"{p}\n")
+        inputs.append(path)
+    return inputs
+
+
+def run_mrjob(plan, runner, options):
+    """Run the plan as an MRTBS job; returns the summaries per partition."""
+    from mrjob.step import StepFailedException
+
+    from jobs.driver import _task_failure
+
+    P = len(plan["structs"])
+    with tempfile.TemporaryDirectory(prefix="samplegen-tbs-") as tmp:
+        plan_path = os.path.join(tmp, "plan.json")
+        with open(plan_path, "w") as f:
+            json.dump(plan, f)
+        inputs = write_inputs(tmp, P)          # local files: mrjob uploads them for hadoop
+        job = MRTBS(args=mrjob_args(plan_path, inputs, runner, options, tmp))
+        with job.make_runner() as mr_runner:
+            try:
+                mr_runner.run()
+            except StepFailedException as exc:
+                err = _task_failure(mr_runner, exc)
+                raise TBSError(str(err)) if not isinstance(err, RuntimeError) else err from None
+            lines = b"".join(mr_runner.cat_output()).splitlines()
+    out = [None] * P
+    for line in lines:
+        if line.strip():
+            p, summaries = json.loads(line)
+            out[p] = summaries
+    missing = [p for p in range(P) if out[p] is None]
+    if missing:
+        raise TBSError(f"the MapReduce job returned no result for partitions {missing}")
+    return out
+
+
+if __name__ == "__main__":
+    MRTBS.run()
+    sys.exit(0)

@@ -1,0 +1,363 @@
+"""Where a STATE lives: a local directory (default) or any fsspec URL.
+
+The commit protocol (see :mod:`tbs.stream.state`) needs only three things of a
+filesystem: writing a file under a temporary name and renaming it to a name
+that does not exist yet (atomic on POSIX and HDFS), listing a directory tree,
+and deleting files.  It never renames over an existing file, which HDFS
+refuses and object stores cannot do atomically.
+
+* Local paths (and ``file://`` URLs) use the os module: every file is
+  written to ``.<name>.tmp-<random>``, flushed with ``fsync`` and renamed;
+  directories are ``fsync``-ed once per commit so that a power loss cannot
+  lose a rename.  The lock is an ``flock`` on ``STATE/_lock`` (see
+  :class:`Lock`).
+* Other URLs go through fsspec (``hdfs://`` needs pyarrow's HDFS driver);
+  the same temporary-name-then-rename writes, an exclusive-create lock file.
+"""
+from __future__ import annotations
+
+import io
+import json
+import os
+import socket
+import time
+import uuid
+
+from ..errors import TBSError
+
+LOCK = "_lock"
+
+
+def is_local(url: str) -> bool:
+    return "://" not in url or url.startswith("file://")
+
+
+def _strip_file(url: str) -> str:
+    return url[len("file://"):] if url.startswith("file://") else url
+
+
+class _Sink(io.BytesIO):
+    """A BytesIO that survives ``close()`` (fastparquet closes what it writes to)."""
+
+    def close(self):
+        pass
+
+
+def parquet_bytes(df, **options) -> bytes:
+    """The bytes of ``df`` as one Parquet file (fastparquet)."""
+    import fastparquet
+    sink = _Sink()
+    fastparquet.write("mem.parquet", df, open_with=lambda path, mode: sink, write_index=False, **options)
+    return sink.getvalue()
+
+
+class Store:
+    """Files under one root directory, addressed by '/'-separated relative names."""
+
+    def __init__(self, url: str, fsync: bool | None = None):
+        self.url = url.rstrip("/") or url
+        self.local = is_local(url)
+        if fsync is None:
+            fsync = os.environ.get("SAMPLEGEN_TBS_FSYNC", "1") != "0"
+        self.fsync = fsync
+        if self.local:
+            self.root = os.path.abspath(_strip_file(url))
+            self.fs = None
+        else:
+            import fsspec
+            self.fs, self.root = fsspec.core.url_to_fs(url)
+            self.root = self.root.rstrip("/")
+        self._dirty_dirs = set()
+        self._made = set()
+
+    # -- naming ----------------------------------------------------------
+    def path(self, rel: str = "") -> str:
+        """Path (local) or filesystem path (fsspec) of a relative name."""
+        if not rel:
+            return self.root
+        return (os.path.join(self.root, *rel.split("/")) if self.local else f"{self.root}/{rel}")
+
+    def uri(self, rel: str = "") -> str:
+        """A URL other processes can open (tasks, Spark, pandas)."""
+        if self.local:
+            return self.path(rel)
+        return self.fs.unstrip_protocol(self.path(rel))
+
+    # -- queries -------------------------------------------------------------
+    def exists(self, rel: str = "") -> bool:
+        return os.path.exists(self.path(rel)) if self.local else self.fs.exists(self.path(rel))
+
+    def isdir(self, rel: str = "") -> bool:
+        return os.path.isdir(self.path(rel)) if self.local else self.fs.isdir(self.path(rel))
+
+    def listdir(self, rel: str = "") -> list:
+        """Names in a directory (empty if it does not exist)."""
+        if self.local:
+            try:
+                return sorted(os.listdir(self.path(rel)))
+            except FileNotFoundError:
+                return []
+        if not self.fs.exists(self.path(rel)):
+            return []
+        return sorted(p.rstrip("/").rsplit("/", 1)[-1] for p in self.fs.ls(self.path(rel), detail=False))
+
+    def walk(self):
+        """Every file under the root as (relative name, size in bytes), sorted."""
+        out = []
+        if self.local:
+            for dirpath, dirnames, filenames in os.walk(self.root):
+                dirnames.sort()
+                rel_dir = os.path.relpath(dirpath, self.root)
+                for name in filenames:
+                    rel = name if rel_dir == "." else f"{rel_dir.replace(os.sep, '/')}/{name}"
+                    try:
+                        out.append((rel, os.path.getsize(os.path.join(dirpath, name))))
+                    except FileNotFoundError:
+                        pass
+        elif self.fs.exists(self.root):
+            for full, info in self.fs.find(self.root, detail=True).items():
+                out.append((full[len(self.root) + 1:], int(info.get("size") or 0)))
+        return sorted(out)
+
+    def names(self) -> list:
+        """Every file under the root (relative names), without their sizes."""
+        if not self.local:
+            return [rel for rel, _ in self.walk()]
+        out = []
+        for dirpath, dirnames, filenames in os.walk(self.root):
+            rel_dir = os.path.relpath(dirpath, self.root)
+            prefix = "" if rel_dir == "." else rel_dir.replace(os.sep, "/") + "/"
+            out += [prefix + name for name in filenames]
+        return out
+
+    # -- reading ---------------------------------------------------------------
+    def read_bytes(self, rel: str) -> bytes:
+        if self.local:
+            with open(self.path(rel), "rb") as f:
+                return f.read()
+        return self.fs.cat_file(self.path(rel))
+
+    def read_range(self, rel: str, start: int, length: int) -> bytes:
+        """``length`` bytes of a file from offset ``start``."""
+        if self.local:
+            with open(self.path(rel), "rb") as f:
+                f.seek(start)
+                return f.read(length)
+        return self.fs.cat_file(self.path(rel), start=start, end=start + length)
+
+    def map_array(self, rel: str, offset: int, count: int, dtype="<i8"):
+        """``count`` values stored at ``offset`` of a file: memory-mapped for local
+        files (only the pages used are read), read otherwise."""
+        import numpy as np
+        if self.local:
+            if count == 0:
+                return np.zeros(0, dtype=dtype)
+            return np.memmap(self.path(rel), dtype=dtype, mode="r", offset=offset, shape=(count,))
+        return np.frombuffer(self.read_range(rel, offset, count * np.dtype(dtype).itemsize), dtype=dtype)
+
+    def read_json(self, rel: str):
+        return json.loads(self.read_bytes(rel))
+
+    def open_parquet(self, rel: str):
+        import fastparquet
+        if self.local:
+            return fastparquet.ParquetFile(self.path(rel))
+        return fastparquet.ParquetFile(self.path(rel), open_with=self.fs.open)
+
+    # -- writing -----------------------------------------------------------------
+    def makedirs(self, rel: str = "") -> None:
+        """Create a directory and its parents; a new directory's parent is
+        fsync-ed at the next :meth:`sync` (so that its entry survives a power loss)."""
+        if rel in self._made:
+            return
+        if self.local:
+            parts = rel.split("/") if rel else []
+            for i in range(len(parts) + 1):
+                path = self.path("/".join(parts[:i]))
+                if not os.path.isdir(path):
+                    os.makedirs(path, exist_ok=True)
+                    self._dirty_dirs.add(os.path.dirname(path))
+        else:
+            self.fs.makedirs(self.path(rel), exist_ok=True)
+        self._made.add(rel)
+
+    def _tmp_name(self, rel: str) -> str:
+        head, _, name = rel.rpartition("/")
+        tmp = f".{name}.tmp-{uuid.uuid4().hex[:12]}"
+        return f"{head}/{tmp}" if head else tmp
+
+    def write_bytes(self, rel: str, data: bytes) -> None:
+        """Write ``data`` to ``rel`` atomically: temporary name, (fsync), rename."""
+        head = rel.rpartition("/")[0]
+        self.makedirs(head)
+        tmp = self._tmp_name(rel)
+        if self.local:
+            path = self.path(tmp)
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+            try:
+                view = memoryview(data)
+                while view:
+                    view = view[os.write(fd, view):]
+                if self.fsync:
+                    os.fsync(fd)
+            finally:
+                os.close(fd)
+            os.replace(path, self.path(rel))
+            self._dirty_dirs.add(self.path(head))
+        else:
+            with self.fs.open(self.path(tmp), "wb") as f:
+                f.write(data)
+            if self.fs.exists(self.path(rel)):
+                self.fs.rm(self.path(rel))
+            self.fs.mv(self.path(tmp), self.path(rel))
+
+    def write_json(self, rel: str, value) -> None:
+        self.write_bytes(rel, json.dumps(value, sort_keys=True, separators=(",", ":")).encode() + b"\n")
+
+    def write_parquet(self, rel: str, df, **options) -> None:
+        self.write_bytes(rel, parquet_bytes(df, **options))
+
+    def sync(self) -> None:
+        """fsync the directories that received renames since the last call."""
+        if self.local and self.fsync:
+            for path in sorted(self._dirty_dirs, key=len, reverse=True):
+                try:
+                    fd = os.open(path, os.O_RDONLY)
+                except FileNotFoundError:
+                    continue
+                try:
+                    os.fsync(fd)
+                finally:
+                    os.close(fd)
+        self._dirty_dirs.clear()
+
+    def remove(self, rel: str) -> None:
+        try:
+            if self.local:
+                os.remove(self.path(rel))
+            else:
+                self.fs.rm(self.path(rel))
+        except FileNotFoundError:
+            pass
+
+    def remove_empty_dirs(self) -> None:
+        """Delete empty directories below the root (after garbage collection)."""
+        self._made.clear()
+        if not self.local:
+            return
+        for dirpath, dirnames, filenames in os.walk(self.root, topdown=False):
+            if dirpath != self.root and not os.listdir(dirpath):
+                try:
+                    os.rmdir(dirpath)
+                except OSError:
+                    pass
+
+
+# ----------------------------------------------------------------------------- lock
+
+def _lock_info() -> dict:
+    return {"pid": os.getpid(), "host": socket.gethostname(),
+            "since": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+
+
+def _describe(info) -> str:
+    if not isinstance(info, dict):
+        return "another run"
+    return f"pid {info.get('pid')} on {info.get('host')} since {info.get('since')}"
+
+
+class Lock:
+    """At most one run per STATE.
+
+    Local STATE: ``STATE/_lock`` is opened (created if absent) and locked
+    with ``flock(LOCK_EX | LOCK_NB)``; it holds the owner's pid, host and
+    start time for the error message of a refused run.  The kernel drops an
+    flock when its process dies, however it dies (SIGKILL included), so a
+    lock file left behind by a crashed run is *stale by construction*: the
+    next run locks it at once, notes whose it was and takes over -- no
+    guessing from pids or ages, no window for two runs to both "break" a
+    stale lock.  After locking, the run checks that ``_lock`` still names the
+    file it locked (a finishing run unlinks it) and retries otherwise.  On
+    NFS, Linux implements flock with fcntl locks, which the server also
+    releases when the client process dies.
+
+    Other filesystems (fsspec): ``_lock`` is created exclusively (mode
+    ``xb``); a lock left by a crashed run must be removed by hand after
+    checking that no run is active (the error message says so).
+    """
+
+    def __init__(self, store: Store):
+        self.store = store
+        self.fd = None
+        self.previous = None
+
+    def acquire(self) -> "Lock":
+        store = self.store
+        if store.local:
+            import fcntl
+            path = store.path(LOCK)
+            while True:
+                fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+                try:
+                    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                except BlockingIOError:
+                    info = _read_info(fd)
+                    os.close(fd)
+                    raise TBSError(f"STATE {store.url} is in use by {_describe(info)}; "
+                                   "a second run on the same STATE is refused") from None
+                try:
+                    same = os.stat(path).st_ino == os.fstat(fd).st_ino
+                except FileNotFoundError:
+                    same = False
+                if not same:            # unlinked by a finishing run meanwhile: retry
+                    os.close(fd)
+                    continue
+                self.previous = _read_info(fd)
+                data = json.dumps(_lock_info()).encode()
+                os.ftruncate(fd, 0)
+                os.pwrite(fd, data, 0)
+                self.fd = fd
+                return self
+        path = store.path(LOCK)
+        try:
+            with store.fs.open(path, "xb") as f:
+                f.write(json.dumps(_lock_info()).encode())
+        except FileExistsError:
+            try:
+                info = json.loads(store.fs.cat_file(path))
+            except Exception:
+                info = None
+            raise TBSError(f"STATE {store.url} is in use by {_describe(info)}; a second run on the "
+                           f"same STATE is refused (if that run has died, remove {store.uri(LOCK)})") from None
+        self.fd = True
+        return self
+
+    def release(self) -> None:
+        if self.fd is None:
+            return
+        store = self.store
+        if store.local:
+            import fcntl
+            try:
+                os.unlink(store.path(LOCK))
+            except FileNotFoundError:
+                pass
+            fcntl.flock(self.fd, fcntl.LOCK_UN)
+            os.close(self.fd)
+        else:
+            store.remove(LOCK)
+        self.fd = None
+
+    def __enter__(self):
+        return self.acquire()
+
+    def __exit__(self, *exc):
+        self.release()
+
+
+def _read_info(fd):
+    try:
+        data = os.pread(fd, 4096, 0)
+        return json.loads(data) if data else None
+    except (OSError, ValueError):
+        return None

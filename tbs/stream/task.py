@@ -1,0 +1,517 @@
+"""One partition of the co-partitioned reservoir: applying the driver's decisions.
+
+Partition ``p`` of the reservoir lives with partition ``p`` of the batches: its
+items are rows of *sources*, immutable Parquet files of this partition --
+
+* the newest snapshot ``snapshots/<s>/part-<p>.parquet`` (every item the
+  partition held after batch ``s``, ordered by arrival batch), and
+* for each later batch ``k``, ``deltas/<k>/in/part-<p>.parquet``: the rows of
+  the partition's slice of batch ``k`` that entered the reservoir (followed by
+  copies of older rows that re-entered the sample, which are not items).
+
+Every row of a source carries its key, the columns ``_sg_batch`` (arrival
+batch) and ``_sg_row`` (row of that batch); in memory a key is the int64
+``(batch << 32) | row``, and the keys of a source are also stored, as one
+array, in the structure file of the batch that wrote it (read much faster
+than Parquet when rows leave the sample).  Which rows are items is kept in
+the partition's *structure* file ``parts/<p>/<k>.bin``, rewritten for every
+batch: two bitmaps over the
+rows of all sources -- ``F`` (a full item of some latent sample) and ``R`` (in
+the realized sample ``S_k``) -- and the rows of its partial items (by pid).
+Nothing per item is rewritten except these two bits.
+
+For batch ``k`` the task, with ``rng = batch_generator(key, k, STREAM_APPLY,
+sub=p)``:
+
+1. for each group with evictions here, chooses which of its full rows move out
+   (``select_for_downsample`` with the partition's ``partition_plan``) and, if
+   told, which of them becomes the named partial item;
+2. reads its slice of the batch and chooses the rows to take (and the new
+   partial item), writing them as the new source;
+3. promotes or drops partial items as told;
+4. computes ``R`` (all full items and the realized partial items, or, when
+   Algorithm 8 caps the sample at n, the ``count`` full items of smallest
+   priority);
+5. writes the delta: ``in`` = the new source, ``out`` = keys of rows that left
+   ``S`` or entered the reservoir without entering ``S``.  A consumer gets
+   ``S_k = (S_{k-1} union in_k) minus out_k`` (by key);
+6. every ``compact_every`` batches, writes a new snapshot of its items and
+   starts over with that single source.
+
+The task checks the driver's counts against its own before and after every
+batch, so a disagreement stops the run instead of corrupting the STATE.
+"""
+from __future__ import annotations
+
+import json
+
+import numpy as np
+
+from ..errors import TBSError
+from ..latent import partition_plan, select_for_downsample
+from ..randomness import STREAM_APPLY, batch_generator
+from .batches import read_rows
+from .decide import group_of
+from .storage import Store
+
+ROW_GROUP = 1 << 16          # rows per row group of written files (bounds the cost of reading a few rows)
+KEY_COLUMNS = ("_sg_batch", "_sg_row")
+IN_SAMPLE = "_sg_in_sample"
+_MASK32 = np.int64(0xFFFFFFFF)
+
+
+def delta_in(k, p):
+    return f"deltas/{k:010d}/in/part-{p:05d}.parquet"
+
+
+def delta_out(k, p):
+    return f"deltas/{k:010d}/out/part-{p:05d}.parquet"
+
+
+def snapshot_file(k, p):
+    return f"snapshots/{k:010d}/part-{p:05d}.parquet"
+
+
+def struct_file(k, p):
+    return f"parts/{p:05d}/{k:010d}.bin"
+
+
+def split_keys(keys):
+    keys = np.asarray(keys, dtype=np.int64)
+    return keys >> 32, keys & _MASK32
+
+
+def splitmix64(x: np.ndarray) -> np.ndarray:
+    """SplitMix64's finalizer (a bijection of uint64), vectorized."""
+    z = x.astype(np.uint64, copy=True)
+    with np.errstate(over="ignore"):
+        z += np.uint64(0x9E3779B97F4A7C15)
+        z ^= z >> np.uint64(30)
+        z *= np.uint64(0xBF58476D1CE4E5B9)
+        z ^= z >> np.uint64(27)
+        z *= np.uint64(0x94D049BB133111EB)
+        z ^= z >> np.uint64(31)
+    return z
+
+
+def priorities(keys: np.ndarray, salt: int) -> np.ndarray:
+    """A fixed pseudo-random uint64 per item key (distinct keys, distinct values)."""
+    return splitmix64(np.asarray(keys, dtype=np.int64).view(np.uint64) ^ np.uint64(salt))
+
+
+class Partition:
+    """The reservoir partition in memory: sources, the F/R bitmaps, partials."""
+
+    def __init__(self, store: Store, p: int, writer_options: dict):
+        self.store = store
+        self.p = p
+        self.options = writer_options
+        self.sources = []                 # [{"path", "keys", "rows", "segs": [[batch, lo, hi]]}]
+        self.n = 0                        # rows of all sources (and, during a batch, the new rows)
+        self._F = np.zeros(0, dtype=bool)  # growable buffers behind the F and R bitmaps
+        self._R = np.zeros(0, dtype=bool)
+        self.partials = {}                # pid -> row
+        self.all_mode = True              # R = F plus extra_rows (S is every full item and some partials)
+        self.extra_rows = np.zeros(0, dtype=np.int64)   # rows in R that are not in F
+        self.realized = 0                 # rows in R
+        self._keys = {}                   # source index -> key array (lazily loaded)
+        self._fresh = None                # keys of the source written by this batch (kept in its structure)
+
+    @property
+    def F(self):
+        """F[row]: the row is a full item of some latent sample (a view)."""
+        return self._F[:self.n]
+
+    @property
+    def R(self):
+        """R[row]: the row is in the realized sample S_k (a view)."""
+        return self._R[:self.n]
+
+    def _set(self, F, R):
+        self._F, self._R, self.n = F, R, int(F.size)     # (load then sets n below the capacity)
+
+    def _append(self, count: int, full: bool) -> None:
+        """Add ``count`` rows (F = ``full``, R = False) without copying the bitmaps
+        every batch (capacity grows geometrically)."""
+        need = self.n + count
+        if need > self._F.size:
+            cap = max(need, self._F.size + self._F.size // 4 + 4096)
+            for name in ("_F", "_R"):
+                grown = np.zeros(cap, dtype=bool)
+                grown[:self.n] = getattr(self, name)[:self.n]
+                setattr(self, name, grown)
+        self._F[self.n:need] = full
+        self._R[self.n:need] = False
+        self.n = need
+
+    # ------------------------------------------------------------------ persistence
+    @classmethod
+    def load(cls, store, p, rel, writer_options, headroom: int = 0):
+        """The partition after the commit that references structure file ``rel``
+        (None: empty), with room for ``headroom`` more rows in its bitmaps."""
+        part = cls(store, p, writer_options)
+        if rel is None:
+            return part
+        head, base = read_struct_header(store, rel)
+        n = head["rows"]
+        f_at, f_len = head["F"]
+        data = store.read_range(rel, base + f_at, 2 * f_len)
+        bits = np.frombuffer(data, dtype=np.uint8)
+        part._set(np.unpackbits(bits[:f_len], count=n + headroom).view(bool),
+                  np.unpackbits(bits[f_len:], count=n + headroom).view(bool))   # zero-padded
+        part.n = n
+        part.partials = {int(a): int(b) for a, b in zip(head["pids"], head["prows"])}
+        part.all_mode = bool(head["all_mode"])
+        part.extra_rows = np.array(head["extra_rows"], dtype=np.int64)
+        part.realized = int(head["realized"])
+        part.sources = head["sources"]
+        if sum(s["rows"] for s in part.sources) != n:
+            raise TBSError(f"corrupt STATE: {rel} does not match its sources")
+        return part
+
+    def save(self, rel):
+        pids = sorted(self.partials)
+        fresh = np.zeros(0, dtype=np.int64) if self._fresh is None else self._fresh
+        self.store.write_bytes(rel, struct_bytes(
+            {"rows": int(self.F.size), "pids": pids, "prows": [self.partials[i] for i in pids],
+             "sources": self.sources, "all_mode": self.all_mode, "extra_rows": self.extra_rows.tolist(),
+             "realized": self.realized}, np.packbits(self.F), np.packbits(self.R), fresh))
+        self._fresh = None
+
+    # ------------------------------------------------------------------ rows
+    def offsets(self):
+        out = [0]
+        for s in self.sources:
+            out.append(out[-1] + s["rows"])
+        return out
+
+    def keys(self, rows: np.ndarray) -> np.ndarray:
+        """Keys of the given global rows (each source's keys are mapped once per task)."""
+        rows = np.asarray(rows, dtype=np.int64)
+        out = np.empty(rows.size, dtype=np.int64)
+        if not rows.size:
+            return out
+        order = None if rows.size < 2 or np.all(rows[1:] >= rows[:-1]) else np.argsort(rows, kind="stable")
+        srt = rows if order is None else rows[order]
+        off = self.offsets()
+        cuts = np.searchsorted(srt, off)
+        got = np.empty(rows.size, dtype=np.int64)
+        for i in range(len(self.sources)):
+            a, b = int(cuts[i]), int(cuts[i + 1])
+            if a == b:
+                continue
+            if i not in self._keys:
+                self._keys[i] = self._source_keys(self.sources[i])
+            got[a:b] = self._keys[i][srt[a:b] - off[i]]
+        if order is None:
+            return got
+        out[order] = got
+        return out
+
+    def _source_keys(self, source):
+        head, base = read_struct_header(self.store, source["keys"])
+        at, count = head["keys"]
+        keys = self.store.map_array(source["keys"], base + at, count)
+        if keys.size != source["rows"]:
+            raise TBSError(f"corrupt STATE: {source['keys']} holds {keys.size} keys for the "
+                           f"{source['rows']} rows of {source['path']}")
+        return keys
+
+    def group_ranges(self, mapping):
+        """{group id: [(lo, hi), ...]} in global rows, from the source segments."""
+        off = self.offsets()
+        ranges = {}
+        for i, s in enumerate(self.sources):
+            for batch, lo, hi in s["segs"]:
+                mine = ranges.setdefault(group_of(mapping, batch), [])
+                if mine and mine[-1][1] == off[i] + lo:          # adjacent: one range
+                    mine[-1] = (mine[-1][0], off[i] + hi)
+                else:
+                    mine.append((off[i] + lo, off[i] + hi))
+        return ranges
+
+    def group_rows(self, ranges, gid):
+        parts = [np.flatnonzero(self.F[lo:hi]) + lo for lo, hi in ranges.get(gid, ())]
+        return np.concatenate(parts) if parts else np.zeros(0, dtype=np.int64)
+
+    def read(self, rows: np.ndarray, label: str):
+        """The data (all columns and keys) of the given global rows, in that order."""
+        import pandas as pd
+        rows = np.asarray(rows, dtype=np.int64)
+        off = self.offsets()
+        order = np.argsort(rows, kind="stable")
+        srt = rows[order]
+        frames = []
+        for i, s in enumerate(self.sources):
+            lo, hi = np.searchsorted(srt, [off[i], off[i + 1]])
+            if lo == hi:
+                continue
+            local = srt[lo:hi] - off[i]
+            frames.append(_read_source_rows(self.store, s["path"], local, label))
+        if not frames:
+            return None
+        df = pd.concat(frames, ignore_index=True) if len(frames) > 1 else frames[0]
+        inverse = np.empty_like(order)
+        inverse[order] = np.arange(order.size)
+        return df.take(inverse).reset_index(drop=True)
+
+    # ------------------------------------------------------------------ one batch
+    def apply(self, key: int, plan: dict, batch: dict, bounds, op: dict, expect: int, salt: int,
+              compact: bool) -> dict:
+        import pandas as pd
+        k = plan["k"]
+        p = self.p
+        label = f"batch {batch['name']} (partition {p})"
+        rng = batch_generator(key, k, STREAM_APPLY, sub=p)
+        ranges = self.group_ranges(plan["mapping"])
+        touched = []                       # old rows whose F may change in this batch
+        pid_rows = []                      # rows of partial items promoted or dropped
+
+        # 1. evictions per group
+        for gid, n_exp, moved, pid in op["moves"]:
+            rows = self.group_rows(ranges, gid)
+            if rows.size != n_exp:
+                raise TBSError(f"corrupt STATE: partition {p} holds {rows.size} full items of group {gid}, "
+                               f"the driver expects {n_exp}")
+            mode, pos, ppos = select_for_downsample(rng, n_exp, partition_plan(n_exp, moved, int(pid >= 0)))
+            if mode == "remove":
+                self.F[rows[pos]] = False
+                touched.append(rows[pos])           # groups are disjoint: no row twice
+            else:
+                self.F[rows] = False
+                self.F[rows[pos]] = True
+                touched.append(rows)
+            if pid >= 0:
+                self.partials[pid] = int(rows[ppos])
+
+        # 2. the new rows from this partition's slice of the batch
+        lo, hi = bounds
+        b_p = hi - lo
+        take, take_pid = op["take"], op["take_pid"]
+        tp = int(take_pid >= 0)
+        if take + tp:
+            mode, pos, ppos = select_for_downsample(rng, b_p, partition_plan(b_p, b_p - take, tp))
+            if mode == "keep":
+                full = np.asarray(pos, dtype=np.int64)
+            else:
+                mask = np.ones(b_p, dtype=bool)
+                mask[pos] = False
+                full = np.flatnonzero(mask)
+            chosen = np.sort(np.concatenate([full, [ppos]]) if tp else full, kind="stable")
+            df = read_rows(batch["files"], batch["row_groups"], lo, hi, label)
+        else:
+            chosen = np.zeros(0, dtype=np.int64)
+            df = read_rows(batch["files"], batch["row_groups"], lo, lo, label)
+        n_new = int(chosen.size)
+        new_keys = (np.int64(k) << 32) | (chosen + lo).astype(np.int64)
+        columns = {name: df[name].to_numpy()[chosen] for name in df.columns}
+        columns[KEY_COLUMNS[0]], columns[KEY_COLUMNS[1]] = split_keys(new_keys)
+        new = pd.DataFrame(columns, copy=False)
+        base = self.n
+        self._append(n_new, True)
+        if tp:
+            prow = base + int(np.searchsorted(chosen, ppos))
+            self.F[prow] = False
+            self.partials[take_pid] = prow
+
+        # 3. partial items promoted or dropped
+        for pid, action in op["partials"]:
+            if pid not in self.partials:
+                raise TBSError(f"corrupt STATE: partition {p} has no partial item {pid}")
+            row = self.partials.pop(pid)
+            pid_rows.append(row)
+            if action == "full":
+                self.F[row] = True
+        full_now = int(np.count_nonzero(self.F))
+        if full_now != expect:
+            raise TBSError(f"corrupt STATE: partition {p} holds {full_now} full items after batch {k}, "
+                           f"the driver expects {expect}")
+
+        # 4-5. the realized sample and the delta.  In "all" mode S is the full items
+        # plus some partial items, so only rows touched above, partial items and
+        # the new rows can change: O(changes), no pass over the bitmaps.
+        out = op["out"]
+        extra = np.array([self.partials[i] for i in out["extra"]], dtype=np.int64)
+        union = np.array([self.partials[i] for i in out["union"]], dtype=np.int64)
+        special = np.concatenate([extra, union])
+        if out["mode"] == "all" and self.all_mode:
+            small = np.unique(np.concatenate([np.array(pid_rows, dtype=np.int64), special, self.extra_rows]))
+            lefts, enters = [], []
+            for cand in (np.concatenate(touched) if touched else small[:0], small[small < base]):
+                now = self.F[cand] | np.isin(cand, special)  # (a row of both lists changes in the first)
+                was = self.R[cand]
+                lefts.append(cand[was & ~now])
+                enters.append(cand[now & ~was])
+                self.R[cand] = now
+            left, enter = np.concatenate(lefts), np.concatenate(enters)
+            self.R[base:] = self.F[base:]
+            self.R[special[special >= base]] = True
+            self.realized += enter.size - left.size + int(np.count_nonzero(self.R[base:]))
+        else:
+            if out["mode"] == "all":
+                R = self.F.copy()
+                R[union] = True
+            else:
+                cand = np.concatenate([np.flatnonzero(self.F), union])
+                c = out["count"]
+                R = np.zeros(self.F.size, dtype=bool)
+                if c >= cand.size:
+                    R[cand] = True
+                elif c > 0:
+                    pri = priorities(self._all_keys(cand, base, new_keys), salt)
+                    R[cand[np.argpartition(pri, c - 1)[:c]]] = True
+            R[extra] = True
+            old = self.R[:base]
+            changed = np.flatnonzero(old != R[:base])
+            left = changed[old[changed]]                        # was in S, is not
+            enter = changed[R[changed]]                         # was not in S, is again
+            self.R[:] = R
+            self.realized = int(np.count_nonzero(R))
+        self.all_mode = out["mode"] == "all"
+        self.extra_rows = special[~self.F[special]] if special.size else np.zeros(0, dtype=np.int64)
+        unreal = np.flatnonzero(~self.R[base:])
+        out_keys = np.concatenate([self.keys(left), new_keys[unreal]])
+        if enter.size:
+            copies = self.read(enter, label)
+            in_df = pd.concat([new, copies], ignore_index=True)
+            in_keys = np.concatenate([new_keys, self.keys(enter)])
+        else:
+            in_df, in_keys = new, new_keys
+        ob, orow = split_keys(out_keys)
+        out_df = pd.DataFrame({KEY_COLUMNS[0]: ob, KEY_COLUMNS[1]: orow}, copy=False)
+        store = self.store
+        store.write_parquet(delta_in(k, p), in_df, **self.options)
+        store.write_parquet(delta_out(k, p), out_df, row_group_offsets=ROW_GROUP, stats=False)
+        n_copies = len(in_df) - n_new
+        self.sources.append({"path": delta_in(k, p), "keys": struct_file(k, p), "rows": len(in_df),
+                             "segs": [[k, 0, n_new]] if n_new else []})
+        self._keys[len(self.sources) - 1] = self._fresh = in_keys
+        self._append(n_copies, False)
+
+        summary = {"k": k, "p": p, "in": delta_in(k, p), "in_rows": len(in_df), "new": n_new,
+                   "copies": n_copies, "out": delta_out(k, p), "out_rows": int(out_keys.size),
+                   "snapshot": None}
+        # 6. compaction
+        if compact:
+            summary["snapshot"] = self.compact(k, label)
+        self.save(struct_file(k, p))
+        summary.update(struct=struct_file(k, p), files=self.files(), full=full_now,
+                       realized=self.realized, stored=full_now + len(self.partials))
+        return summary
+
+    def _all_keys(self, rows, base, new_keys):
+        out = np.empty(rows.size, dtype=np.int64)
+        old = rows < base
+        out[old] = self.keys(rows[old])
+        out[~old] = new_keys[rows[~old] - base]
+        return out
+
+    def files(self) -> list:
+        return sorted({s["path"] for s in self.sources} | {s["keys"] for s in self.sources})
+
+    def compact(self, k, label) -> str:
+        """Rewrite the partition's items as one snapshot source (ordered by
+        arrival batch), dropping dead rows and copies."""
+        live = self.F.copy()
+        for row in self.partials.values():
+            live[row] = True
+        live |= self.R
+        rows = np.flatnonzero(live)
+        keys = self.keys(rows)
+        order = np.argsort(keys >> 32, kind="stable")
+        rows, keys = rows[order], keys[order]
+        df = self.read(rows, label)
+        if df is None:
+            df = empty_frame(self.store, self.sources, label)
+        df = df.drop(columns=[IN_SAMPLE], errors="ignore")
+        df[IN_SAMPLE] = self.R[rows]
+        path = snapshot_file(k, self.p)
+        self.store.write_parquet(path, df, **self.options)
+        batches = keys >> 32
+        cuts = np.flatnonzero(np.diff(batches)) + 1
+        starts = np.concatenate([[0], cuts]).astype(np.int64)
+        ends = np.concatenate([cuts, [rows.size]]).astype(np.int64)
+        segs = [[int(batches[a]), int(a), int(b)] for a, b in zip(starts, ends)] if rows.size else []
+        position = np.full(self.F.size, -1, dtype=np.int64)
+        position[rows] = np.arange(rows.size)
+        self.partials = {pid: int(position[row]) for pid, row in self.partials.items()}
+        self.extra_rows = position[self.extra_rows]
+        self._set(self.F[rows], self.R[rows])
+        self.sources = [{"path": path, "keys": struct_file(k, self.p), "rows": int(rows.size),
+                         "segs": segs}]
+        self._keys = {0: keys}
+        self._fresh = keys
+        return path
+
+
+_MAGIC = b"SGTBSP1\n"
+
+
+def struct_bytes(head: dict, f_bits, r_bits, keys) -> bytes:
+    """A structure file: magic, the length of a JSON header, the header, then
+    the F and R bitmaps (packed bits) and the keys of the source written with
+    this batch (little-endian int64), 8-byte aligned.  Raw arrays so that a
+    later batch can read one source's keys (or the bitmaps) by offset."""
+    f_len = int(f_bits.size)
+    keys_at = (2 * f_len + 7) // 8 * 8
+    head = dict(head, F=[0, f_len], keys=[keys_at, int(keys.size)])
+    text = json.dumps(head, separators=(",", ":")).encode()
+    text += b" " * (-(len(_MAGIC) + 8 + len(text)) % 8)
+    pad = b"\0" * (keys_at - 2 * f_len)
+    return b"".join([_MAGIC, len(text).to_bytes(8, "little"), text, f_bits.tobytes(), r_bits.tobytes(), pad,
+                     np.ascontiguousarray(keys, dtype="<i8").tobytes()])
+
+
+def read_struct_header(store, rel):
+    """(header, offset of the arrays) of a structure file."""
+    first = store.read_range(rel, 0, 1 << 16)
+    if first[:len(_MAGIC)] != _MAGIC:
+        raise TBSError(f"corrupt STATE: {rel} is not a partition structure file")
+    size = int.from_bytes(first[len(_MAGIC):len(_MAGIC) + 8], "little")
+    start = len(_MAGIC) + 8
+    text = first[start:start + size] if start + size <= len(first) else store.read_range(rel, start, size)
+    return json.loads(text), start + size
+
+
+def _read_source_rows(store, path, local_rows, label):
+    """Rows (local indices, sorted) of one source file, only from the row groups
+    that hold them; the snapshot's ``_sg_in_sample`` column is dropped."""
+    import pandas as pd
+    try:
+        pf = store.open_parquet(path)
+        counts = [int(rg.num_rows) for rg in pf.row_groups]
+        starts = np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
+        rg_of = np.searchsorted(starts, local_rows, side="right") - 1
+        frames = []
+        for g in np.unique(rg_of):
+            sel = local_rows[rg_of == g] - starts[g]
+            frames.append(pf[int(g):int(g) + 1].to_pandas(index=False).take(sel))
+    except Exception as exc:
+        raise TBSError(f"{label}: cannot read {store.uri(path)} ({type(exc).__name__}: {exc})") from None
+    df = pd.concat(frames, ignore_index=True) if len(frames) > 1 else frames[0].reset_index(drop=True)
+    return df.drop(columns=[IN_SAMPLE], errors="ignore")
+
+
+def empty_frame(store, sources, label):
+    """No rows, with the columns of the partition's sources (item columns and keys)."""
+    if not sources:
+        raise TBSError(f"{label}: no source files")
+    pf = store.open_parquet(sources[0]["path"])
+    return pf[0:0].to_pandas(index=False).drop(columns=[IN_SAMPLE], errors="ignore")
+
+
+def run_partition(plan: dict, p: int) -> list:
+    """Process every batch of ``plan`` for partition ``p``; returns one summary per batch.
+
+    This is the whole work of a task, whatever the runner (in-process, mrjob
+    mapper, Spark task)."""
+    store = Store(plan["state"], fsync=plan.get("fsync"))
+    headroom = sum(bp["ops"][p]["take"] + 1 for bp in plan["batches"]) + 4096
+    part = Partition.load(store, p, plan["structs"][p], plan["writer"], headroom)
+    key = int(plan["key"])
+    summaries = []
+    for bp, batch in zip(plan["batches"], plan["batch_info"]):
+        summaries.append(part.apply(key, bp, batch, batch["bounds"][p], bp["ops"][p], bp["expect"][p],
+                                    int(plan["salt"]), bp["compact"]))
+    store.sync()
+    return summaries

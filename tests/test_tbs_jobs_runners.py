@@ -1,0 +1,156 @@
+"""The micro-batch jobs on every runner give the same STATE, byte for byte:
+in-process, mrjob's local runner (real subprocess tasks), Spark (local
+master); and what the hadoop runner would submit."""
+import os
+import zipfile
+
+import pytest
+
+from tbs.stream import current_sample, run
+from tests.conftest import tree_digest
+from tests.tbs_jobs_util import KEYS, read_dir, sort_by_key, write_batches
+
+SIZES = [60, 0, 150, 45, 200, 90, 75, 130, 20]
+TIMES = [1.0, 2.0, 3.5, 4.0, 5.0, 7.0, 8.0, 9.0, 10.5]
+CASES = {
+    "rtbs-exp": dict(algorithm="rtbs", decay="exp", size=120, **{"lambda": 0.2}),
+    "rtbs-poly": dict(algorithm="rtbs", decay="poly", size=80, power=2.0, shift=1.0, delta1=0.2, delta2=3.0,
+                      max_weight=160.0),      # n' = 2n: the output cap (and rows coming back into S)
+    "ttbs-exp": dict(algorithm="ttbs", decay="exp", size=120, mean_batch_size=80.0, **{"lambda": 0.2}),
+    "ttbs-poly": dict(algorithm="ttbs", decay="poly", size=80, mean_batch_size=80.0),
+}
+NO_CONF = {"mrjob_conf": ""}
+
+
+@pytest.fixture(autouse=True)
+def _no_fsync(monkeypatch):
+    monkeypatch.setenv("SAMPLEGEN_TBS_FSYNC", "0")      # the plan tells every task; see test_tbs_jobs.py
+
+
+@pytest.fixture(scope="module")
+def batches(tmp_path_factory):
+    folder = str(tmp_path_factory.mktemp("batches"))
+    write_batches(folder, SIZES, times=TIMES, dirs=(3, 6))
+    return folder
+
+
+@pytest.fixture(scope="module")
+def inline_digests(batches, tmp_path_factory):
+    os.environ["SAMPLEGEN_TBS_FSYNC"] = "0"
+    out = {}
+    for name, params in CASES.items():
+        state = str(tmp_path_factory.mktemp("inline") / name)
+        run(batches, state, dict(params, seed=11, partitions=3, compact_every=4),
+            options={"batches_per_job": 4})
+        out[name] = (tree_digest(state), sort_by_key(current_sample(state)))
+    return out
+
+
+def _run(batches, state, name, runner, options):
+    run(batches, state, dict(CASES[name], seed=11, partitions=3, compact_every=4), runner=runner,
+        options=options)
+    return tree_digest(state)
+
+
+@pytest.mark.mrjob
+@pytest.mark.parametrize("name", ["rtbs-exp", "rtbs-poly", "ttbs-poly"])
+def test_mrjob_local_runner_writes_the_same_state(tmp_path, batches, inline_digests, name):
+    digest = _run(batches, str(tmp_path / "s"), name, "local",
+                  dict(NO_CONF, batches_per_job=16, num_cores=2))
+    assert digest == inline_digests[name][0]
+
+
+@pytest.mark.mrjob
+def test_mrjob_task_error_is_one_line(tmp_path, batches, capsys):
+    """A batch whose footer is fine but whose data pages are damaged is found by
+    a map task; the driver reports the task's error and commits nothing of
+    that job."""
+    import shutil
+    from tbs.cli import main
+    bad = str(tmp_path / "bad")
+    shutil.copytree(batches, bad)
+    path = os.path.join(bad, "batch-5.parquet")
+    data = bytearray(open(path, "rb").read())
+    data[4:400] = b"\x07" * 396                     # column chunk data of the first row group
+    open(path, "wb").write(bytes(data))
+    state = str(tmp_path / "s")
+    rc = main(["run", bad, state, "--algorithm", "rtbs", "--decay", "exp", "--lambda", "0.2", "--size", "50",
+               "--seed", "1", "--runner", "local", "--mrjob-conf", "", "--batches-per-job", "3", "-q"])
+    err = capsys.readouterr().err
+    assert rc == 2 and err.count("\n") == 1 and "batch batch-5.parquet (partition" in err, err
+    assert "cannot read" in err
+    # batches 1-3 (the first job) are committed; 4-6 (the failed job) left nothing behind
+    committed = sorted(os.listdir(os.path.join(state, "deltas")))
+    assert committed == ["0000000001", "0000000002", "0000000003"]
+
+
+def test_hadoop_runner_arguments(tmp_path):
+    """What --runner hadoop would submit (mrjob builds the streaming command
+    offline; there is no cluster here): a map-only step, one map task per
+    partition file, the plan and the project's zip shipped, no speculative
+    attempts."""
+    from tbs.stream.mr_tbs import MRTBS, mrjob_args, write_inputs
+    jar = tmp_path / "streaming.jar"
+    jar.write_bytes(b"")
+    hadoop = tmp_path / "hadoop"          # stands in for the Hadoop client: mrjob asks for its version
+    hadoop.write_text("#!/bin/sh\n[ \"$1\" = version ] && echo 'Hadoop 3.3.6'\nexit 0\n")
+    hadoop.chmod(0o755)
+    plan = tmp_path / "plan.json"
+    plan.write_text("{}")
+    inputs = write_inputs(str(tmp_path), 3)
+    options = {"mrjob_conf": "", "jobconf": ["mapreduce.task.timeout=600000"],
+               "mrjob_args": ["--hadoop-bin", str(hadoop), "--hadoop-streaming-jar", str(jar)]}
+    argv = mrjob_args(str(plan), inputs, "hadoop", options, str(tmp_path))
+    shipped = [argv[i + 1] for i, a in enumerate(argv) if a == "--py-files"]
+    assert [os.path.basename(p) for p in shipped] == ["samplegen.zip"]
+    names = set(zipfile.ZipFile(shipped[0]).namelist())
+    assert {"tbs/stream/task.py", "tbs/stream/mr_tbs.py", "tbs/latent.py", "jobs/driver.py"} <= names
+    job = MRTBS(args=argv)
+    assert len(job.steps()) == 1 and job.steps()[0].description()["type"] == "streaming"
+    assert "reducer" not in job.steps()[0].description()
+    with job.make_runner() as runner:
+        runner._create_setup_wrapper_scripts()       # what runner.run() does before submitting
+        runner._add_input_files_for_upload()
+        runner._add_job_files_for_upload()
+        args = runner._args_for_step(0)
+    defines = {args[i + 1] for i, a in enumerate(args) if a == "-D"}
+    assert {"mapreduce.map.speculative=false", "mapreduce.job.reduces=0",
+            "mapreduce.task.timeout=600000"} <= defines
+    assert "-reducer" not in args
+    assert "--plan plan.json" in args[args.index("-mapper") + 1]
+    assert "plan.json#plan.json" in args[args.index("-files") + 1]
+    inputs_given = [args[i + 1] for i, a in enumerate(args) if a == "-input"]
+    assert len(inputs_given) == 3 and all("partition-0000" in a for a in inputs_given)
+
+
+@pytest.fixture(scope="module")
+def spark_context():
+    pyspark = pytest.importorskip("pyspark")
+    import sys
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    conf = pyspark.SparkConf().setMaster("local[2]").setAppName("tbs-jobs-tests") \
+        .set("spark.ui.enabled", "false").set("spark.ui.showConsoleProgress", "false")
+    sc = pyspark.SparkContext(conf=conf)
+    sc.setLogLevel("ERROR")
+    yield sc
+    sc.stop()
+
+
+@pytest.mark.spark
+def test_spark_runner_writes_the_same_state_and_spark_reads_the_deltas(tmp_path, batches, inline_digests,
+                                                                         spark_context):
+    for name in CASES:
+        state = str(tmp_path / name)
+        assert _run(batches, state, name, "spark", {"batches_per_job": 16}) == inline_digests[name][0], name
+    from pyspark.sql import SparkSession
+    spark = SparkSession(spark_context)
+    state = str(tmp_path / "rtbs-poly")
+    for k in (len(SIZES) - 1, len(SIZES)):
+        for side in ("in", "out"):
+            path = os.path.join(state, "deltas", f"{k:010d}", side)
+            frame = spark.read.parquet(path)
+            expected = read_dir(path)
+            assert frame.count() == len(expected)
+            assert set(frame.columns) == set(expected.columns)
+            rows = sorted((r["_sg_batch"], r["_sg_row"]) for r in frame.select(*KEYS).collect())
+            assert rows == sorted(zip(expected["_sg_batch"], expected["_sg_row"]))
