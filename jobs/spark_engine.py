@@ -3,8 +3,9 @@
 * **local-sampling**: ``textFile`` reads the block lines as bytes;
   ``mapPartitions`` parses each block (values stay base64 text) and emits the
   chunks of :func:`jobs.phases.local_sampling`, keyed ``(sample, v, bin, h)``.
-* **block-preparation**: ``partitionBy`` on the group ``(sample, v)``; each
-  reduce task orders its records by the whole key in a :class:`SortSpool`.
+* **block-preparation**: records are partitioned on the group ``(sample, v)``
+  (:func:`shuffle`); each reduce task orders its records by the whole key in
+  a :class:`SortSpool`.
 * **streaming-re-block**: the reduce task walks its groups in order through
   :func:`jobs.phases.reblock` into :func:`jobs.store.write_group` and returns
   the summaries.
@@ -20,9 +21,9 @@ number of partitions.
 
 Memory per task (Python worker; the JVM side is Spark's own and spills):
 
-* map: one input block line, the chunks sampled from it, and PySpark's
-  shuffle-write buffer (flushed after an adaptive number of records, and
-  whenever the worker's RSS passes half of ``spark.python.worker.memory``);
+* map: one input block line, the chunks sampled from it, and at most
+  min(64 MiB, ``spark.python.worker.memory`` / 4) of chunks waiting to be
+  pickled to the JVM (:func:`shuffle`);
 * reduce: at most ``spark.python.worker.memory`` (default 512m) of records
   held for ordering, the rest in one local spill file with an index entry
   (about 100 bytes) per chunk; then, while re-blocking, one shuffle bin
@@ -37,8 +38,10 @@ an existing SparkContext is reused: ``spark.samplegen.inputPartitions``,
 """
 import contextlib
 import functools
+import hashlib
 import itertools
 import logging
+import math
 import os
 import re
 import shutil
@@ -50,7 +53,7 @@ import warnings
 from udfs.errors import InputError, ParameterError, SamplegenError
 
 from . import fs as fsmod
-from .blocks import EncodedBlock, parse_encoded
+from .blocks import EncodedBlock, parse_encoded, row_chars
 from .phases import Plan, keep_tail, local_sampling, reblock
 from .store import write_group
 
@@ -60,6 +63,9 @@ DEFAULT_MASTER = "local[*]"
 INPUT_PARTITIONS = "spark.samplegen.inputPartitions"
 REDUCE_PARTITIONS = "spark.samplegen.reducePartitions"
 WORKER_MEMORY = "spark.python.worker.memory"
+MAP_BUFFER = 64 << 20      # map side: rows held before pickling them to the JVM
+BUCKET_BYTES = 4 << 20     # ... and per reduce partition
+REDUCE_BYTES = 128 << 20   # expected output per reduce partition (default count)
 #: set on contexts the engine starts: reduce tasks write block files as a side
 #: effect, so no speculative copies; the rest can be overridden.
 FORCED = {"spark.speculation": "false"}
@@ -96,11 +102,12 @@ def _run(sc, plan, inputs, settings, stats):
     plan_json = plan.to_json()
     nv = plan.n_vblocks()
     budget = _memory_bytes(setting(sc, settings, WORKER_MEMORY, "512m"))
+    buffer = min(MAP_BUFFER, budget // 4)
     lines = read_lines(sc, inputs, _count_setting(sc, settings, INPUT_PARTITIONS))
-    groups = len(plan.names) * nv if plan.names is not None else 2 * sc.defaultParallelism
-    reducers = _count_setting(sc, settings, REDUCE_PARTITIONS) or groups
+    reducers = _count_setting(sc, settings, REDUCE_PARTITIONS) or \
+        default_reducers(plan, sc.defaultParallelism)
     records = lines.mapPartitions(functools.partial(_sample_partition, plan_json, stats))
-    step1 = (records.partitionBy(reducers, functools.partial(_group_index, nv))
+    step1 = (shuffle(records, reducers, functools.partial(_group_index, nv), buffer)
              .mapPartitions(functools.partial(_reduce_partition, plan_json, False, budget, stats)))
     if not plan.composed:
         return [value for _, value in step1.collect()]
@@ -110,13 +117,73 @@ def _run(sc, plan, inputs, settings, stats):
     try:
         rounds = len(plan.composed)
         tails = step1.filter(_is_tail).flatMap(functools.partial(_route_tail, rounds))
-        step2 = (tails.partitionBy(min(reducers, rounds * nv), functools.partial(_group_index, nv))
+        step2 = (shuffle(tails, min(reducers, rounds * nv), functools.partial(_group_index, nv),
+                         buffer)
                  .mapPartitions(functools.partial(_reduce_partition, plan_json, True, budget,
                                                   stats)))
         out = step1.filter(_is_summary).union(step2).collect()
     finally:
         step1.unpersist()
     return [value for _, value in out]
+
+
+def default_reducers(plan, parallelism):
+    """One reduce partition per ``(sample, v)`` group, but no more than one
+    per REDUCE_BYTES of expected output (and at least two per core): small
+    runs do not pay for many tiny tasks."""
+    if plan.names is None:
+        return 2 * parallelism
+    groups = len(plan.names) * plan.n_vblocks()
+    sampler = plan.sampler()
+    rows = sum(sampler.expected_rows(i) for i in range(len(plan.names)))
+    expected = rows * (row_chars(plan.cols) + 16 * plan.n_vblocks())
+    return max(1, min(groups, max(2 * parallelism, math.ceil(expected / REDUCE_BYTES))))
+
+
+def shuffle(records, partitions, partition_of, buffer_bytes):
+    """``partitionBy`` whose map-side buffers are bounded in bytes.
+
+    PySpark's own ``partitionBy`` flushes its buckets after a number of
+    records (up to 10 per partition, at most 1000), which lets megabyte-sized
+    chunks pile up to hundreds of MB; this one pickles a bucket once it holds
+    BUCKET_BYTES and everything once *buffer_bytes* are held, and hands the
+    JVM the same ``(partition, pickled list)`` pairs.
+    """
+    from pyspark import RDD
+    from pyspark.serializers import BatchedSerializer, CPickleSerializer, pack_long
+
+    serializer = CPickleSerializer()
+    bucket_bytes = min(BUCKET_BYTES, buffer_bytes)
+
+    def add_shuffle_key(_, records):
+        buckets, sizes, held = {}, {}, 0
+        for key, chunk in records:
+            p = partition_of(key) % partitions
+            buckets.setdefault(p, []).append((key, chunk))
+            size = _chunk_bytes(chunk)
+            sizes[p] = sizes.get(p, 0) + size
+            held += size
+            if held >= buffer_bytes:
+                flush = list(buckets)
+            elif sizes[p] >= bucket_bytes:
+                flush = [p]
+            else:
+                continue
+            for q in flush:
+                yield pack_long(q)
+                yield serializer.dumps(buckets.pop(q))
+                held -= sizes.pop(q)
+        for q, items in buckets.items():
+            yield pack_long(q)
+            yield serializer.dumps(items)
+
+    keyed = records.mapPartitionsWithIndex(add_shuffle_key, preservesPartitioning=True)
+    keyed._bypass_serializer = True
+    jvm = records.ctx._jvm
+    pairs = jvm.PairwiseRDD(keyed._jrdd.rdd()).asJavaPairRDD()
+    partitioner = jvm.PythonPartitioner(partitions, id(partition_of))
+    jrdd = jvm.PythonRDD.valueOfPair(pairs.partitionBy(partitioner))
+    return RDD(jrdd, records.ctx, BatchedSerializer(serializer))
 
 
 def read_lines(sc, inputs, partitions=None):
@@ -433,54 +500,66 @@ def start_context(master=None, settings=None, quiet=None):
     """Start a SparkContext for samplegen.
 
     Precedence: *settings* (``--spark-conf``) over Spark's spark-defaults.conf
-    over the engine defaults; *master* (``--spark-master``) over all, default
-    ``local[*]``.  In local mode the workers run this interpreter unless
-    ``spark.pyspark.python`` or ``$PYSPARK_PYTHON`` says otherwise.
+    (or, under ``spark-submit``, everything it was given) over the engine
+    defaults; *master* (``--spark-master``) over all, else ``local[*]``.  In
+    local mode the workers run this interpreter unless
+    ``spark.pyspark.python`` or ``$PYSPARK_PYTHON`` says otherwise.  With
+    *quiet* (default: unless logging is at INFO, i.e. ``-v``), Spark's JVM
+    output is discarded.
     """
     pyspark = _import_pyspark()
     from pyspark.java_gateway import launch_gateway
 
     settings = dict(settings or {})
     quiet = _quiet() if quiet is None else quiet
-    from_file = read_conf_file(spark_conf_file())
-    conf = pyspark.SparkConf(loadDefaults=False)
-    for key, value in DEFAULTS.items():
-        if key not in from_file:
-            conf.set(key, value)
-    if not quiet and "spark.ui.showConsoleProgress" not in from_file:
-        conf.set("spark.ui.showConsoleProgress", "true")
-    for key, value in settings.items():
-        conf.set(key, value)
-    master = master or settings.get("spark.master") or from_file.get("spark.master") \
-        or DEFAULT_MASTER
-    conf.setMaster(master)
-    for key, value in FORCED.items():
-        conf.set(key, value)
-    python = settings.get("spark.pyspark.python") or from_file.get("spark.pyspark.python") \
-        or os.environ.get("PYSPARK_PYTHON")
-    if not python and master.startswith("local"):
-        python = sys.executable
-    saved = os.environ.get("PYSPARK_PYTHON")
-    try:
-        if python:
-            os.environ["PYSPARK_PYTHON"] = python
-        popen = {"stdout": subprocess.DEVNULL, "stderr": subprocess.DEVNULL} if quiet else None
-        with warnings.catch_warnings():  # pyspark's notices about pandas versions
-            warnings.filterwarnings("ignore", category=FutureWarning, module=r"pyspark\.")
-            gateway = launch_gateway(conf, popen_kwargs=popen)
-            sc = pyspark.SparkContext(conf=conf, gateway=gateway)
-    except Exception as exc:
-        text = str(exc).strip().splitlines()
-        first = text[0] if text else type(exc).__name__
-        if "Master URL" in str(exc) or "master" in first.lower():
-            raise ParameterError(f"invalid Spark master {master!r}: {first}") from None
-        raise RuntimeError(f"cannot start Spark (master {master}): {first}; run with -v for "
-                           "Spark's own log") from None
-    finally:
-        if saved is None:
-            os.environ.pop("PYSPARK_PYTHON", None)
+    submitted = "PYSPARK_GATEWAY_PORT" in os.environ  # spark-submit started the JVM
+    with warnings.catch_warnings():  # pyspark's notices about pandas versions
+        warnings.filterwarnings("ignore", category=FutureWarning, module=r"pyspark\.")
+        if submitted:
+            conf = pyspark.SparkConf()  # what spark-submit was given, files included
+            given = dict(conf.getAll())
         else:
-            os.environ["PYSPARK_PYTHON"] = saved
+            conf = pyspark.SparkConf(loadDefaults=False)
+            given = read_conf_file(spark_conf_file())  # spark-submit will read it
+        for key, value in DEFAULTS.items():
+            if key not in given:
+                conf.set(key, value)
+        if not quiet and "spark.ui.showConsoleProgress" not in given:
+            conf.set("spark.ui.showConsoleProgress", "true")
+        for key, value in settings.items():
+            conf.set(key, value)
+        master = master or settings.get("spark.master") or given.get("spark.master") \
+            or DEFAULT_MASTER
+        conf.setMaster(master)
+        for key, value in FORCED.items():
+            conf.set(key, value)
+        python = settings.get("spark.pyspark.python") or given.get("spark.pyspark.python") \
+            or os.environ.get("PYSPARK_PYTHON")
+        if not python and master.startswith("local"):
+            python = sys.executable
+        saved = os.environ.get("PYSPARK_PYTHON")
+        try:
+            if python:
+                os.environ["PYSPARK_PYTHON"] = python
+            if submitted:
+                sc = pyspark.SparkContext(conf=conf)
+            else:
+                popen = {"stdout": subprocess.DEVNULL, "stderr": subprocess.DEVNULL} \
+                    if quiet else None
+                gateway = launch_gateway(conf, popen_kwargs=popen)
+                sc = pyspark.SparkContext(conf=conf, gateway=gateway)
+        except Exception as exc:
+            text = str(exc).strip().splitlines()
+            first = text[0] if text else type(exc).__name__
+            if "Master URL" in str(exc):
+                raise ParameterError(f"invalid Spark master {master!r}: {first}") from None
+            raise RuntimeError(f"cannot start Spark (master {master}): {first}; run with -v "
+                               "for Spark's own log") from None
+        finally:
+            if saved is None:
+                os.environ.pop("PYSPARK_PYTHON", None)
+            else:
+                os.environ["PYSPARK_PYTHON"] = saved
     if quiet:
         sc.setLogLevel("ERROR")
     return sc
@@ -494,7 +573,12 @@ def ship_packages(sc, plan=None):
 
     if getattr(sc, "_samplegen_zip_dir", None) is None:
         directory = tempfile.mkdtemp(prefix="samplegen-spark-")
-        sc.addPyFile(build_zip(os.path.join(directory, "samplegen.zip")))
+        path = build_zip(os.path.join(directory, "samplegen.zip"))
+        with open(path, "rb") as f:  # a name of its own: spark-submit may ship a samplegen.zip
+            digest = hashlib.sha256(f.read()).hexdigest()[:12]
+        named = os.path.join(directory, f"samplegen-{digest}.zip")
+        os.replace(path, named)
+        sc.addPyFile(named)
         sc._samplegen_zip_dir = directory
         sc._samplegen_modules = set()
     module = plan.udf.partition(":")[0] if plan is not None and ":" in plan.udf else None
