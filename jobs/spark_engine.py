@@ -69,7 +69,15 @@ REDUCE_BYTES = 128 << 20   # expected output per reduce partition (default count
 #: set on contexts the engine starts: reduce tasks write block files as a side
 #: effect, so no speculative copies; the rest can be overridden.
 FORCED = {"spark.speculation": "false"}
-DEFAULTS = {"spark.app.name": "samplegen", "spark.ui.showConsoleProgress": "false"}
+DEFAULTS = {
+    "spark.app.name": "samplegen",
+    "spark.ui.showConsoleProgress": "false",
+    # Python workers: keep freed memory for reuse instead of returning it to
+    # the system (glibc), so the chunks and blocks allocated and freed all the
+    # time do not page-fault fresh memory each time (about 10 % of CPU).
+    "spark.executorEnv.MALLOC_MMAP_THRESHOLD_": str(32 << 20),
+    "spark.executorEnv.MALLOC_TRIM_THRESHOLD_": str(1 << 30),
+}
 
 SUMMARY, TAIL = "S", "T"
 
