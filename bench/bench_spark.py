@@ -124,6 +124,45 @@ def _collect_garbage(sc):
     sc._jvm.System.gc()
 
 
+def identity(sc, src, out, copies):
+    """Spark's own data movement for the same volume: every input block
+    line, parsed like ours, shuffled ``copies`` times through the engine's
+    shuffle and spool, and written as block files; no sampling decision, no
+    re-blocking.  Returns seconds."""
+    from itertools import groupby
+
+    from jobs.blocks import parse_encoded
+    from jobs.store import write_group
+
+    nv = -(-Matrix.open(src).cols // Matrix.open(src).block_size)
+    budget = 512 << 20
+
+    def emit(lines):
+        for line in lines:
+            h, v, block = parse_encoded(line)
+            for c in range(copies):
+                yield (c, v, 0, h), block
+
+    def write(records):
+        with spark_engine.SortSpool(budget) as spool:
+            for key, block in records:
+                spool.add(key, block)
+            for (c, v), group in groupby(spool.sorted(), key=lambda r: r[0][:2]):
+                yield write_group(out, f"copy-{c}", v, ((key[3], b) for key, b in group))
+
+    shutil.rmtree(out, ignore_errors=True)
+    os.makedirs(out)
+    partitions = min(copies * nv, max(2 * sc.defaultParallelism,
+                                      -(-du(src) * copies // spark_engine.REDUCE_BYTES)))
+    lines = spark_engine.read_lines(sc, Matrix.open(src).part_uris())
+    seconds, _ = timed(lambda: spark_engine.shuffle(
+        lines.mapPartitions(emit), partitions, functools.partial(spark_engine._group_index, nv),
+        spark_engine.MAP_BUFFER).mapPartitions(write).collect())
+    shutil.rmtree(out, ignore_errors=True)
+    _collect_garbage(sc)
+    return seconds
+
+
 def write_df(df, sink, path):
     if sink == "parquet":
         df.write.mode("overwrite").parquet(path)
@@ -239,6 +278,9 @@ def exp_peers(sc, spark, args, rows):
             seconds, nbytes, stats = ours(sc, src, out, udf, params)
             t.add(f"{label}/samplegen", seconds, output_bytes=nbytes, stats=stats)
             t.add(f"{label}/io-floor", io_floor(src, nbytes, args.workdir))
+            if label in ("holdout", "bootstrap"):
+                copies = 10 if label == "holdout" else 20
+                t.add(f"{label}/spark-identity", identity(sc, src, out, copies))
         for sink in ("parquet", "noop"):
             for label, fn in (("holdout", lambda: df_holdout(spark, parquet, sink, out, 10)),
                               ("kfold", lambda: df_kfold(spark, parquet, sink, out, 10)),
@@ -416,6 +458,7 @@ def report_peers(res):
     names = [("samplegen", "samplegen --runner spark"),
              ("spark-df-parquet", "DataFrame → Parquet"), ("spark-df-noop", "DataFrame → no-op sink"),
              ("sklearn", "scikit-learn, in memory"), ("numpy", "numpy gathers, in memory"),
+             ("spark-identity", "Spark identity job, same volume (engine's own data movement)"),
              ("io-floor", "I/O floor (read input, write our bytes)")]
     for task in ("holdout", "bootstrap", "kfold"):
         floor = c.get(f"{task}/numpy", {}).get("seconds")

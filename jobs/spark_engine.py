@@ -93,7 +93,10 @@ def run_spark(plan, inputs, runner, options):
         try:
             summaries = _run(sc, plan, inputs, settings, stats)
         except Exception as exc:
-            raise _task_failure(exc) from exc
+            failure = _task_failure(exc)
+            if failure is exc:
+                raise
+            raise failure from exc
         callback = options.get("on_task_stats")
         if callback is not None:
             callback(stats.value())
@@ -611,7 +614,22 @@ def _task_failure(exc):
     if type(exc).__name__ not in ("Py4JJavaError", "PythonException") and \
             not type(exc).__module__.startswith(("py4j", "pyspark")):
         return exc
-    lines = [line.strip() for line in text.splitlines() if line.strip()]
-    cause = next((line for line in lines if "Exception:" in line or "Error:" in line),
-                 lines[0] if lines else type(exc).__name__)
-    return RuntimeError(f"the Spark job failed: {cause[:500]}")
+    return RuntimeError(f"the Spark job failed: {_cause(text, type(exc).__name__)[:500]}")
+
+
+def _cause(text, default):
+    """The exception line of the Python traceback in a Spark error, else the
+    first line naming an exception."""
+    start = text.find("Traceback (most recent call last)")
+    if start >= 0:
+        found = None
+        for line in text[start:].splitlines()[1:]:
+            if line.startswith("\tat ") or line.startswith("at "):
+                break  # the Java stack after the Python traceback
+            if line.strip() and not line[0].isspace():
+                found = line.strip()
+        if found:
+            return found
+    lines = [line.strip(": ") for line in text.splitlines() if line.strip()]
+    return next((line for line in lines if "Exception:" in line or "Error:" in line),
+                lines[0] if lines else default)

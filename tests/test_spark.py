@@ -140,6 +140,26 @@ def test_user_udf_module_is_shipped_to_the_executors(spark, tmp_path, inputs, mo
     assert np.array_equal(np.sort(ids), np.arange(0, 700, 3))
 
 
+def test_spark_defaults_file_and_failure_messages(tmp_path):
+    conf = tmp_path / "spark-defaults.conf"
+    conf.write_text("# comment\n! also a comment\nspark.master   spark://host:7077\n"
+                    "spark.python.worker.memory=1g\nspark.local.dir: /scratch\n\n")
+    assert spark_engine.read_conf_file(str(conf)) == {
+        "spark.master": "spark://host:7077", "spark.python.worker.memory": "1g",
+        "spark.local.dir": "/scratch"}
+    java = ("An error occurred while calling o93.collectAndServe.\n"
+            ": org.apache.spark.SparkException: Job aborted due to stage failure: boom\n"
+            "org.apache.spark.api.python.PythonException: Traceback (most recent call last):\n"
+            '  File "/x/udf.py", line 2, in broken\n    return len(None)\n'
+            "TypeError: object of type 'NoneType' has no len()\n\n"
+            "\tat org.apache.spark.api.python.BasePythonRunner.handle(PythonRunner.scala:1)\n")
+    assert spark_engine._cause(java, "X") == "TypeError: object of type 'NoneType' has no len()"
+    assert spark_engine._cause(java.split("org.apache.spark.api")[0], "X") == \
+        "org.apache.spark.SparkException: Job aborted due to stage failure: boom"
+    assert spark_engine._memory_bytes("512m") == 512 << 20
+    assert spark_engine._memory_bytes("2g") == 2 << 30 and spark_engine._memory_bytes("64") == 64 << 20
+
+
 def _corrupt_copy(src, dest):
     shutil.copytree(src, dest)
     part = os.path.join(dest, "part-00000")
