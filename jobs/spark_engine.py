@@ -548,21 +548,21 @@ def start_context(master=None, settings=None, quiet=None):
             or os.environ.get("PYSPARK_PYTHON")
         if not python and master.startswith("local"):
             python = sys.executable
-        saved = os.environ.get("PYSPARK_PYTHON")
+        saved, jvm_log = os.environ.get("PYSPARK_PYTHON"), None
         try:
             if python:
                 os.environ["PYSPARK_PYTHON"] = python
             if submitted:
                 sc = pyspark.SparkContext(conf=conf)
             else:
-                popen = {"stdout": subprocess.DEVNULL, "stderr": subprocess.DEVNULL} \
-                    if quiet else None
+                jvm_log = tempfile.TemporaryFile() if quiet else None  # read on failure
+                popen = {"stdout": jvm_log, "stderr": jvm_log} if quiet else None
                 gateway = launch_gateway(conf, popen_kwargs=popen)
                 sc = pyspark.SparkContext(conf=conf, gateway=gateway)
         except Exception as exc:
-            text = str(exc).strip().splitlines()
-            first = text[0] if text else type(exc).__name__
-            if "Master URL" in str(exc):
+            first = _startup_error(jvm_log if not submitted else None) or \
+                (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+            if "master" in first.lower():
                 raise ParameterError(f"invalid Spark master {master!r}: {first}") from None
             raise RuntimeError(f"cannot start Spark (master {master}): {first}; run with -v "
                                "for Spark's own log") from None
@@ -574,6 +574,18 @@ def start_context(master=None, settings=None, quiet=None):
     if quiet:
         sc.setLogLevel("ERROR")
     return sc
+
+
+def _startup_error(jvm_log):
+    """The JVM's own reason for failing to start (spark-submit's error line)."""
+    if jvm_log is None:
+        return None
+    jvm_log.seek(0)
+    text = jvm_log.read().decode(errors="replace")
+    for line in text.splitlines():
+        if "Exception" in line or line.startswith("Error"):
+            return line.split("Exception: ", 1)[-1].strip()
+    return None
 
 
 def ship_packages(sc, plan=None):

@@ -178,9 +178,10 @@ def test_corrupt_block_fails_in_a_task_as_one_error(spark, tmp_path, inputs):
 
 
 @pytest.mark.slow
-def test_command_line_prints_one_line_and_exits_2_on_a_corrupt_block(tmp_path, inputs):
+def test_command_line_one_line_errors_in_a_fresh_process(tmp_path, inputs):
     """A fresh process, as a user runs it: Spark's own console output stays
-    out of the way, the task's error comes back as one line."""
+    out of the way; a corrupt block (failing inside a task) and a bad master
+    (failing in spark-submit) each come back as one line, exit status 2."""
     src = _corrupt_copy(inputs["dense"], str(tmp_path / "copy"))
     proc = subprocess.run([sys.executable, "-m", "jobs.cli", "holdout", src, str(tmp_path / "out"),
                            "--ratio", "0.5", "--seed", "1", "--runner", "spark",
@@ -189,6 +190,13 @@ def test_command_line_prints_one_line_and_exits_2_on_a_corrupt_block(tmp_path, i
     assert proc.returncode == 2, proc.stderr
     assert proc.stderr.count("\n") == 1 and proc.stdout == ""
     assert proc.stderr.startswith("samplegen: error: corrupt") and "Traceback" not in proc.stderr
+    assert sorted(os.listdir(tmp_path)) == ["copy"]
+    proc = subprocess.run([sys.executable, "-m", "jobs.cli", "bootstrap", inputs["dense"],
+                           str(tmp_path / "out"), "--samples", "2", "--seed", "1", "--runner",
+                           "spark", "--spark-master", "nowhere://x"],
+                          cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 2 and proc.stderr.count("\n") == 1, proc.stderr
+    assert proc.stderr.startswith("samplegen: error: invalid Spark master 'nowhere://x': Master")
     assert sorted(os.listdir(tmp_path)) == ["copy"]
 
 
