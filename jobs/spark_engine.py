@@ -45,15 +45,18 @@ import math
 import os
 import re
 import shutil
+import struct
 import subprocess
 import sys
 import tempfile
 import warnings
 
+import numpy as np
+
 from udfs.errors import InputError, ParameterError, SamplegenError
 
 from . import fs as fsmod
-from .blocks import EncodedBlock, parse_encoded, row_chars
+from .blocks import ENTRY_CHARS, SPARSE, EncodedBlock, parse_encoded, row_chars
 from .phases import Plan, keep_tail, local_sampling, reblock
 from .store import write_group
 
@@ -161,9 +164,9 @@ def shuffle(records, partitions, partition_of, buffer_bytes):
     JVM the same ``(partition, pickled list)`` pairs.
     """
     from pyspark import RDD
-    from pyspark.serializers import BatchedSerializer, CPickleSerializer, pack_long
+    from pyspark.serializers import BatchedSerializer, pack_long
 
-    serializer = CPickleSerializer()
+    serializer = ChunkFrames()
     bucket_bytes = min(BUCKET_BYTES, buffer_bytes)
 
     def add_shuffle_key(_, records):
@@ -205,6 +208,75 @@ def read_lines(sc, inputs, partitions=None):
         return sc.textFile(",".join(uris), minPartitions=partitions, use_unicode=False)
     each = -(-partitions // len(uris)) if partitions else None
     return sc.union([sc.textFile(u, minPartitions=each, use_unicode=False) for u in uris])
+
+
+class ChunkFrames:
+    """The shuffle's frame format: a bucket of ``(key, chunk)`` records as
+    one buffer of fixed-width headers and raw arrays, read back as views into
+    the received frame (pickle would copy every array once more on the
+    reduce side).  Key ``(sample, v, bin, h)``; the chunk's row ids, relative
+    positions, sparse row pointers and base64 text, each padded to 8 bytes.
+    A PySpark ``FramedSerializer`` (``dumps``/``loads`` of one frame)."""
+
+    HEAD = struct.Struct("<9q")   # sample, v, bin, h, kind, rows, cols, units, flags
+    IDS, POS = 1, 2
+
+    def dumps(self, records):
+        pieces = [struct.pack("<q", len(records))]
+        for key, chunk in records:
+            flags = (self.IDS if chunk.row_ids is not None else 0) | \
+                (self.POS if chunk.relpos is not None else 0)
+            pieces.append(self.HEAD.pack(*key, chunk.kind, chunk.rows, chunk.cols,
+                                         chunk.text.shape[0], flags))
+            arrays = [(chunk.row_ids if flags & self.IDS else None, "<i8"),
+                      (chunk.relpos if flags & self.POS else None, "<u8"),
+                      (chunk.indptr, "<i8"), (chunk.text, np.uint8)]
+            for array, dtype in arrays:
+                if array is not None:
+                    raw = np.ascontiguousarray(array, dtype=dtype).reshape(-1).view(np.uint8)
+                    pieces.append(memoryview(raw))
+                    if raw.size % 8:
+                        pieces.append(bytes(8 - raw.size % 8))
+        return b"".join(pieces)
+
+    def loads(self, frame):
+        view = memoryview(frame)
+        (count,), offset = struct.unpack_from("<q", view), 8
+        records = []
+        for _ in range(count):
+            sample, v, bin_, h, kind, rows, cols, units, flags = self.HEAD.unpack_from(view, offset)
+            offset += self.HEAD.size
+            fields = {}
+            for name, present, dtype, n in (("row_ids", flags & self.IDS, "<i8", rows),
+                                            ("relpos", flags & self.POS, "<u8", rows),
+                                            ("indptr", kind == SPARSE, "<i8", rows + 1)):
+                if present:
+                    fields[name] = np.frombuffer(view, dtype, n, offset)
+                    offset += 8 * n
+            width = row_chars(cols) if kind != SPARSE else ENTRY_CHARS
+            text = np.frombuffer(view, np.uint8, units * width, offset).reshape(units, width)
+            offset += -(-units * width // 8) * 8
+            records.append(((sample, v, bin_, h), EncodedBlock(kind, rows, cols, text, **fields)))
+        return records
+
+    # the rest of PySpark's FramedSerializer protocol (length-prefixed frames)
+    def dump_stream(self, iterator, stream):
+        from pyspark.serializers import write_int
+        for obj in iterator:
+            data = self.dumps(obj)
+            write_int(len(data), stream)
+            stream.write(data)
+
+    def load_stream(self, stream):
+        from pyspark.serializers import SpecialLengths, read_int
+        while True:
+            try:
+                length = read_int(stream)
+            except EOFError:
+                return
+            if length == SpecialLengths.END_OF_DATA_SECTION:
+                return
+            yield self.loads(stream.read(length))
 
 
 def _group_index(nv, key):

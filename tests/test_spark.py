@@ -109,6 +109,27 @@ def test_spool_orders_records_and_spills_past_its_budget():
         assert (spool.spilled_bytes > 0) == spilled
 
 
+def test_shuffle_frames_round_trip_dense_sparse_and_empty_chunks():
+    from jobs.blocks import SPARSE, Block
+    rng = np.random.default_rng(1)
+    dense = Block.dense(rng.standard_normal((5, 7)), row_ids=np.arange(5),
+                        relpos=np.arange(5, dtype=np.uint64)).encoded()
+    values = rng.standard_normal((6, 9))
+    values[values < 0.5] = 0.0
+    sparse = Block.from_dense(values, SPARSE, row_ids=np.arange(6)).encoded()
+    sparse = sparse.replace(relpos=np.arange(6, dtype=np.uint64))
+    records = [((1, 2, 3, 4), dense), ((5, 0, 0, 7), sparse),
+               ((0, 0, 0, 0), sparse.take([], row_ids=np.empty(0, np.int64),
+                                          relpos=np.empty(0, np.uint64))),
+               ((9, 9, 9, 9), dense.take([4, 1, 1], row_ids=np.array([4, 1, 1])))]
+    frames = spark_engine.ChunkFrames()
+    back = frames.loads(frames.dumps(records))
+    assert [k for k, _ in back] == [k for k, _ in records]
+    for (_, a), (_, b) in zip(records, back):
+        assert (a.rows, a.cols, a.kind) == (b.rows, b.cols, b.kind)
+        assert a.encode() == b.encode() and (a.relpos is None) == (b.relpos is None)
+
+
 def test_bad_spark_settings_are_parameter_errors(spark, tmp_path, inputs, capsys):
     for conf in (["spark.samplegen.reducePartitions=0"], ["spark.python.worker.memory=lots"],
                  ["no-equals-sign"]):
