@@ -155,13 +155,15 @@ def default_reducers(plan, parallelism):
 
 
 def shuffle(records, partitions, partition_of, buffer_bytes):
-    """``partitionBy`` whose map-side buffers are bounded in bytes.
+    """``partitionBy`` with map-side buffers bounded in bytes, and records
+    travelling as :class:`ChunkFrames`.
 
     PySpark's own ``partitionBy`` flushes its buckets after a number of
     records (up to 10 per partition, at most 1000), which lets megabyte-sized
-    chunks pile up to hundreds of MB; this one pickles a bucket once it holds
-    BUCKET_BYTES and everything once *buffer_bytes* are held, and hands the
-    JVM the same ``(partition, pickled list)`` pairs.
+    chunks pile up to hundreds of MB; this one sends a bucket once it holds
+    BUCKET_BYTES and every bucket once *buffer_bytes* are held, handing the
+    JVM ``(partition, frame)`` pairs as ``partitionBy`` does (same PySpark
+    plumbing: ``PairwiseRDD``, ``PythonPartitioner``).
     """
     from pyspark import RDD
     from pyspark.serializers import BatchedSerializer, pack_long
@@ -216,7 +218,7 @@ class ChunkFrames:
     the received frame (pickle would copy every array once more on the
     reduce side).  Key ``(sample, v, bin, h)``; the chunk's row ids, relative
     positions, sparse row pointers and base64 text, each padded to 8 bytes.
-    A PySpark ``FramedSerializer`` (``dumps``/``loads`` of one frame)."""
+    It speaks PySpark's framed-serializer protocol (length-prefixed frames)."""
 
     HEAD = struct.Struct("<9q")   # sample, v, bin, h, kind, rows, cols, units, flags
     IDS, POS = 1, 2
@@ -387,17 +389,18 @@ class SortSpool:
         self.held, self.held_bytes = [], 0
 
     def sorted(self):
-        entries = [(key, chunk, 0) for key, chunk in self.held]
-        entries += [(key, offset, length) for key, offset, length in self.index]
+        entries = [(key, chunk, None) for key, chunk in self.held]
+        entries += [(key, None, (offset, length)) for key, offset, length in self.index]
         self.held, self.index = [], []
         entries.sort(key=_record_key)
         if self.file is not None:
             self.file.flush()
-        for i, (key, chunk, length) in enumerate(entries):
-            entries[i] = None
-            if length:
-                payload = os.pread(self.file.fileno(), length, chunk)
-                chunk = EncodedBlock.parse(payload, verify=False)
+        for i, (key, chunk, spilled) in enumerate(entries):
+            entries[i] = None  # hold nothing already handed on
+            if chunk is None:
+                offset, length = spilled
+                chunk = EncodedBlock.parse(os.pread(self.file.fileno(), length, offset),
+                                           verify=False)
             yield key, chunk
 
     def close(self):
