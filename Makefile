@@ -213,3 +213,24 @@ tbs-jobs-test: setup java
 # Per-batch time of D-R-TBS and D-T-TBS next to the I/O floor (QUICK=1: B = 1e5, 1e6 only).
 bench-tbs-jobs: setup
 	$(PY) bench/bench_tbs_jobs.py $(if $(QUICK),--quick) --update-doc docs/BENCHMARKS.md
+
+# --- spark (issue 4) ---
+# conf/spark-defaults.conf, through Spark's own SPARK_CONF_DIR (also for
+# `SPARK_CONF_DIR=conf make holdout RUNNER=spark ...`).
+SPARK_CONF_DIR_ENV := SPARK_CONF_DIR=$(abspath conf)
+BENCH_SPARK_FLAGS ?=
+.PHONY: bench bench-spark bench-spark-quick
+
+# Everything: the MapReduce benchmark and the paper's experiments on Spark.
+bench: bench-mr bench-spark
+
+# The paper's experiments with today's peers (docs/BENCHMARKS.md): about two
+# hours on 2 cores; results in $(WORK)/bench-spark/, figures in docs/img/.
+bench-spark: setup java
+	$(SPARK_CONF_DIR_ENV) $(PY) bench/bench_spark.py --workdir $(WORK)/bench-spark \
+	  --plots docs/img $(BENCH_SPARK_FLAGS)
+
+# Smoke run of the same script on small inputs (a few minutes).
+bench-spark-quick: setup java
+	$(SPARK_CONF_DIR_ENV) $(PY) bench/bench_spark.py --quick --workdir $(WORK)/bench-spark-quick \
+	  $(BENCH_SPARK_FLAGS)

@@ -11,6 +11,8 @@ EXTRAS = {
     "spark": ["pyspark>=3.5"],
     "hive": ["pyhive[hive_pure_sasl]>=0.7.0"],
     "plots": ["matplotlib>=3.7"],
+    # peers of the Spark benchmark (bench/bench_spark.py): scikit-learn's splitters
+    "bench": ["scikit-learn>=1.3"],
     "test": ["pytest>=7.4"],
 }
 EXTRAS["all"] = sorted({dep for deps in EXTRAS.values() for dep in deps})

@@ -28,7 +28,7 @@ from mrjob.protocol import BytesProtocol, BytesValueProtocol
 from mrjob.step import MRStep
 
 from jobs.blocks import EncodedBlock, parse_encoded
-from jobs.phases import (Plan, ReBlocker, group_key, local_sampling, merge_order,
+from jobs.phases import (Plan, ReBlocker, group_key, keep_tail, local_sampling, merge_order,
                          parse_group_key, parse_sort_key, reblock, sort_key)
 from jobs.store import write_group
 from udfs.errors import InputError
@@ -95,7 +95,7 @@ class MRSample(BlockRecordJob):
         blocks = reblock(plan.block_size, binned)
         tail = []
         if plan.composed:
-            blocks = _keep_tail(blocks, plan.block_size, tail)
+            blocks = keep_tail(blocks, plan.block_size, tail)
         summary = write_group(plan.output, plan.sample_name(sample), v, blocks)
         yield SUMMARY, json.dumps(summary).encode()
         for block in tail:
@@ -130,13 +130,6 @@ def _decode_sorted(value):
     key, payload = value.split(b"\t", 1)
     bin_, _ = parse_sort_key(key)
     return bin_, EncodedBlock.parse(payload, verify=False)
-
-
-def _keep_tail(blocks, block_size, tail):
-    for h, block in blocks:
-        if block.rows < block_size:
-            tail.append(block)
-        yield h, block
 
 
 def _chain(*iterables):

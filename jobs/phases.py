@@ -260,3 +260,12 @@ def reblock(block_size, binned_chunks):
         yield from buffer.add(*merge_order(pending))
     yield from buffer.finish()
 
+
+def keep_tail(blocks, block_size, tail):
+    """Pass ``(h, block)`` through, appending the partial bottom block (if
+    any) to the list *tail*: in fold mode that block, with its relative
+    positions, goes on to the composition of the other rounds' training sets."""
+    for h, block in blocks:
+        if block.rows < block_size:
+            tail.append(block)
+        yield h, block

@@ -1,0 +1,256 @@
+"""The native PySpark engine (``--runner spark``) on a local Spark: the same
+samples as the inline runner, byte for byte, whatever the partitioning; the
+reduce tasks' memory bound; bad input as one line; and MRSample on mrjob's
+own Spark runner."""
+import os
+import shutil
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from jobs import driver, spark_engine
+from jobs.store import Matrix
+from udfs.errors import InputError, ParameterError
+
+from .conftest import NO_CONF, make, run_cli, sample_digests, tree_digest
+from .spark_fixtures import spark  # noqa: F401  (session fixture)
+from .test_mrjob import RunnerSuite, inputs  # noqa: F401  (module fixture)
+
+pytestmark = pytest.mark.spark
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+@pytest.mark.usefixtures("spark")
+class TestSpark(RunnerSuite):
+    """The runner suite of the MapReduce engine, on ``--runner spark``."""
+
+    RUNNER = "spark"
+
+
+def _generate(src, dest, udf, params, runner, conf=(), **kw):
+    driver.generate(src, dest, udf, params, 11, runner=runner,
+                    options=dict(NO_CONF, spark_conf=list(conf)), **kw)
+    return dest
+
+
+#: (inputPartitions, reducePartitions, shuffle bin budget) of the Spark runs
+LAYOUTS = [(1, 1, 16 << 20), (3, 2, 4096), (7, None, 16 << 20)]
+
+
+@pytest.mark.parametrize("udf,params,src", [
+    ("holdout", {"ratio": 0.6, "repeats": 3, "fraction": 0.9}, "wide"),
+    ("kfold", {"k": 5}, "sparse"),
+    ("kfold", {"k": 3, "naive": True}, "dense"),
+    ("bootstrap", {"samples": 4, "size": 900}, "wide"),
+    ("udfs.examples:bernoulli", {"p": 0.3}, "dense"),
+    ("udfs.examples:paper_holdout_series", {"ratio": 0.5, "repeats": 2}, "sparse")])
+def test_same_bytes_as_inline_whatever_the_partitions(spark, tmp_path, inputs, udf, params, src):
+    inline = _generate(inputs[src], str(tmp_path / "inline"), udf, params, "inline")
+    expected = sample_digests(inline)
+    samples = driver.info(inline)["samples"]
+    assert expected and all(s["rows"] > 0 for s in samples)
+    for i, (maps, reduces, budget) in enumerate(LAYOUTS):
+        conf = [f"{spark_engine.INPUT_PARTITIONS}={maps}"]
+        if reduces:
+            conf.append(f"{spark_engine.REDUCE_PARTITIONS}={reduces}")
+        stats = []
+        dest = str(tmp_path / f"spark{i}")
+        driver.generate(inputs[src], dest, udf, params, 11, runner="spark", bin_budget=budget,
+                        options={"spark_conf": conf, "on_task_stats": stats.append})
+        assert sample_digests(dest) == expected, (maps, reduces, budget)
+        assert driver.info(dest)["samples"] == samples
+        assert stats[0]["map_tasks"] >= maps
+        if reduces:
+            composed = 2 if udf == "kfold" and not params.get("naive") else 1
+            assert stats[0]["reduce_tasks"] == reduces * composed
+
+
+def test_task_memory_is_bounded_when_a_task_gets_more_than_its_share(spark, tmp_path):
+    """One reduce task receives every group (about 87 MB of rows) with a
+    1 MiB budget: it spills almost all of it and holds one shuffle bin at a
+    time; map tasks hold at most 256 KiB of chunks before handing them to the
+    JVM.  Both grow by far less than what they move."""
+    src = make(tmp_path, "big", rows=20000, cols=100, block_size=100, seed=4)
+    inline = _generate(src, str(tmp_path / "inline"), "bootstrap", {"samples": 4}, "inline")
+    stats = []
+    dest = str(tmp_path / "spark")
+    driver.generate(src, dest, "bootstrap", {"samples": 4}, 11, runner="spark",
+                    bin_budget=256 << 10,
+                    options={"spark_conf": [f"{spark_engine.REDUCE_PARTITIONS}=1",
+                                            f"{spark_engine.INPUT_PARTITIONS}=4",
+                                            f"{spark_engine.WORKER_MEMORY}=1m"],
+                             "on_task_stats": stats.append})
+    assert sample_digests(dest) == sample_digests(inline)
+    rows_bytes = 4 * 20000 * (1068 + 16)        # what the one reduce task re-blocks
+    (run,) = stats
+    assert run["reduce_tasks"] == 1 and run["map_tasks"] >= 4
+    assert rows_bytes - (1 << 20) <= run["sort_spilled_bytes"] <= rows_bytes * 1.05
+    assert run["reduce_peak_rss_growth"] < rows_bytes / 8
+    assert run["map_peak_rss_growth"] < rows_bytes / run["map_tasks"] / 3
+
+
+def test_spool_orders_records_and_spills_past_its_budget():
+    from jobs.blocks import Block
+    rng = np.random.default_rng(0)
+    keys = [(s, 0, b, h) for s in range(3) for b in range(4) for h in range(5)]
+    chunks = {k: Block.dense(rng.standard_normal((3, 7)), row_ids=np.arange(3),
+                             relpos=np.arange(3, dtype=np.uint64)).encoded() for k in keys}
+    arrival = [keys[i] for i in rng.permutation(len(keys))]
+    for budget, spilled in [(1 << 30, False), (1, True)]:
+        with spark_engine.SortSpool(budget) as spool:
+            for key in arrival:
+                spool.add(key, chunks[key])
+            out = list(spool.sorted())
+        assert [k for k, _ in out] == keys
+        assert all(c.encode() == chunks[k].encode() for k, c in out)
+        assert (spool.spilled_bytes > 0) == spilled
+
+
+def test_shuffle_frames_round_trip_dense_sparse_and_empty_chunks():
+    from jobs.blocks import SPARSE, Block
+    rng = np.random.default_rng(1)
+    dense = Block.dense(rng.standard_normal((5, 7)), row_ids=np.arange(5),
+                        relpos=np.arange(5, dtype=np.uint64)).encoded()
+    values = rng.standard_normal((6, 9))
+    values[values < 0.5] = 0.0
+    sparse = Block.from_dense(values, SPARSE, row_ids=np.arange(6)).encoded()
+    sparse = sparse.replace(relpos=np.arange(6, dtype=np.uint64))
+    records = [((1, 2, 3, 4), dense), ((5, 0, 0, 7), sparse),
+               ((0, 0, 0, 0), sparse.take([], row_ids=np.empty(0, np.int64),
+                                          relpos=np.empty(0, np.uint64))),
+               ((9, 9, 9, 9), dense.take([4, 1, 1], row_ids=np.array([4, 1, 1])))]
+    frames = spark_engine.ChunkFrames()
+    back = frames.loads(frames.dumps(records))
+    assert [k for k, _ in back] == [k for k, _ in records]
+    for (_, a), (_, b) in zip(records, back):
+        assert (a.rows, a.cols, a.kind) == (b.rows, b.cols, b.kind)
+        assert a.encode() == b.encode() and (a.relpos is None) == (b.relpos is None)
+
+
+def test_bad_spark_settings_are_parameter_errors(spark, tmp_path, inputs, capsys):
+    for conf in (["spark.samplegen.reducePartitions=0"], ["spark.python.worker.memory=lots"],
+                 ["no-equals-sign"]):
+        with pytest.raises(ParameterError):
+            _generate(inputs["dense"], str(tmp_path / "out"), "holdout", {"ratio": 0.5}, "spark",
+                      conf)
+        assert not os.path.exists(tmp_path / "out")
+    code, _, err = run_cli(capsys, "holdout", inputs["dense"], tmp_path / "out", "--ratio", 0.5,
+                           "--seed", 1, "--runner", "spark", "--spark-conf", "x")
+    assert code == 2 and err.count("\n") == 1 and "KEY=VALUE" in err
+
+
+def test_user_udf_module_is_shipped_to_the_executors(spark, tmp_path, inputs, monkeypatch):
+    module = tmp_path / "mods" / "sg_test_every_third.py"
+    module.parent.mkdir()
+    module.write_text(
+        "import numpy as np\n"
+        "def every_third(start, stop, rng, params):\n"
+        "    ids = np.arange(start, stop)\n"
+        "    keep = np.flatnonzero(ids % 3 == 0)\n"
+        "    return keep, np.zeros(keep.size, np.int64), (ids[keep] * 7919 % 1000).astype(np.uint64)\n")
+    monkeypatch.syspath_prepend(str(module.parent))
+    inline = _generate(inputs["dense"], str(tmp_path / "inline"), "sg_test_every_third:every_third",
+                       {}, "inline")
+    dest = _generate(inputs["dense"], str(tmp_path / "spark"), "sg_test_every_third:every_third",
+                     {}, "spark")
+    assert sample_digests(dest) == sample_digests(inline)
+    ids, _ = Matrix.open(os.path.join(dest, "sample-0")).to_numpy()
+    assert np.array_equal(np.sort(ids), np.arange(0, 700, 3))
+
+
+def test_spark_defaults_file_and_failure_messages(tmp_path):
+    conf = tmp_path / "spark-defaults.conf"
+    conf.write_text("# comment\n! also a comment\nspark.master   spark://host:7077\n"
+                    "spark.python.worker.memory=1g\nspark.local.dir: /scratch\n\n")
+    assert spark_engine.read_conf_file(str(conf)) == {
+        "spark.master": "spark://host:7077", "spark.python.worker.memory": "1g",
+        "spark.local.dir": "/scratch"}
+    java = ("An error occurred while calling o93.collectAndServe.\n"
+            ": org.apache.spark.SparkException: Job aborted due to stage failure: boom\n"
+            "org.apache.spark.api.python.PythonException: Traceback (most recent call last):\n"
+            '  File "/x/udf.py", line 2, in broken\n    return len(None)\n'
+            "TypeError: object of type 'NoneType' has no len()\n\n"
+            "\tat org.apache.spark.api.python.BasePythonRunner.handle(PythonRunner.scala:1)\n")
+    assert spark_engine._cause(java, "X") == "TypeError: object of type 'NoneType' has no len()"
+    assert spark_engine._cause(java.split("org.apache.spark.api")[0], "X") == \
+        "org.apache.spark.SparkException: Job aborted due to stage failure: boom"
+    assert spark_engine._memory_bytes("512m") == 512 << 20
+    assert spark_engine._memory_bytes("2g") == 2 << 30 and spark_engine._memory_bytes("64") == 64 << 20
+
+
+def _corrupt_copy(src, dest):
+    shutil.copytree(src, dest)
+    part = os.path.join(dest, "part-00000")
+    data = bytearray(open(part, "rb").read())
+    data[len(data) // 2] ^= 0x01
+    open(part, "wb").write(bytes(data))
+    return dest
+
+
+def test_corrupt_block_fails_in_a_task_as_one_error(spark, tmp_path, inputs):
+    src = _corrupt_copy(inputs["dense"], str(tmp_path / "copy"))
+    before = tree_digest(src)
+    with pytest.raises(InputError, match=r"^corrupt .*in block \(\d+, \d+\)"):
+        _generate(src, str(tmp_path / "out"), "kfold", {"k": 3}, "spark")
+    assert sorted(os.listdir(tmp_path)) == ["copy"] and tree_digest(src) == before
+
+
+@pytest.mark.slow
+def test_command_line_one_line_errors_in_a_fresh_process(tmp_path, inputs):
+    """A fresh process, as a user runs it: Spark's own console output stays
+    out of the way; a corrupt block (failing inside a task) and a bad master
+    (failing in spark-submit) each come back as one line, exit status 2."""
+    src = _corrupt_copy(inputs["dense"], str(tmp_path / "copy"))
+    proc = subprocess.run([sys.executable, "-m", "jobs.cli", "holdout", src, str(tmp_path / "out"),
+                           "--ratio", "0.5", "--seed", "1", "--runner", "spark",
+                           "--spark-master", "local[1]"],
+                          cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 2, proc.stderr
+    assert proc.stderr.count("\n") == 1 and proc.stdout == ""
+    assert proc.stderr.startswith("samplegen: error: corrupt") and "Traceback" not in proc.stderr
+    assert sorted(os.listdir(tmp_path)) == ["copy"]
+    proc = subprocess.run([sys.executable, "-m", "jobs.cli", "bootstrap", inputs["dense"],
+                           str(tmp_path / "out"), "--samples", "2", "--seed", "1", "--runner",
+                           "spark", "--spark-master", "nowhere://x"],
+                          cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 2 and proc.stderr.count("\n") == 1, proc.stderr
+    assert proc.stderr.startswith("samplegen: error: invalid Spark master 'nowhere://x': Master")
+    assert sorted(os.listdir(tmp_path)) == ["copy"]
+
+
+@pytest.mark.slow
+def test_mrjob_job_runs_unchanged_on_mrjobs_spark_runner(tmp_path, inputs, monkeypatch):
+    """MRSample through mrjob's own Spark runner (``-r spark``, spark-submit
+    in a separate process) writes the same bytes as the inline runner."""
+    inline = _generate(inputs["wide"], str(tmp_path / "inline"), "kfold", {"k": 4}, "inline")
+
+    def mrjob_spark(plan, paths, runner, options):
+        options = dict(options, mrjob_args=["--spark-master", "local[2]"])
+        return driver.run_mrjob(plan, paths, "spark", options)
+    monkeypatch.setattr(driver, "_engine", lambda runner: mrjob_spark)
+    dest = _generate(inputs["wide"], str(tmp_path / "mrjob-spark"), "kfold", {"k": 4}, "spark")
+    assert sample_digests(dest) == sample_digests(inline)
+
+
+@pytest.mark.slow
+def test_spark_submit_runs_the_command_line_with_its_own_master(tmp_path, inputs):
+    """``spark-submit --py-files samplegen.zip jobs/submit.py ...``: the engine
+    takes spark-submit's context (master, settings) and writes the same bytes."""
+    import pyspark
+
+    from jobs.package import build_zip
+    inline = _generate(inputs["sparse"], str(tmp_path / "inline"), "kfold", {"k": 3}, "inline")
+    home = os.path.dirname(pyspark.__file__)
+    env = dict(os.environ, SPARK_HOME=home, PYSPARK_PYTHON=sys.executable,
+               PYSPARK_DRIVER_PYTHON=sys.executable)
+    proc = subprocess.run(
+        [os.path.join(home, "bin", "spark-submit"), "--master", "local[1]",
+         "--py-files", build_zip(str(tmp_path / "dist" / "samplegen.zip")),
+         os.path.join(ROOT, "jobs", "submit.py"), "kfold", inputs["sparse"],
+         str(tmp_path / "submitted"), "--k", "3", "--seed", "11", "--runner", "spark"],
+        cwd=str(tmp_path), env=env, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert sample_digests(str(tmp_path / "submitted")) == sample_digests(inline)
