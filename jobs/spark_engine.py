@@ -26,7 +26,7 @@ Memory per task (Python worker; the JVM side is Spark's own and spills):
   pickled to the JVM (:func:`shuffle`);
 * reduce: at most ``spark.python.worker.memory`` (default 512m) of records
   held for ordering, the rest in one local spill file with an index entry
-  (about 100 bytes) per chunk; then, while re-blocking, one shuffle bin
+  (48 bytes) per chunk; then, while re-blocking, one shuffle bin
   (``--bin-mib``, 16 MiB by default) and its merged copy, one buffer block
   and the block being written.
 
@@ -36,6 +36,7 @@ Settings: ``--spark-master`` (default ``local[*]``), Spark's own
 an existing SparkContext is reused: ``spark.samplegen.inputPartitions``,
 ``spark.samplegen.reducePartitions`` and ``spark.python.worker.memory``.
 """
+import array
 import contextlib
 import functools
 import hashlib
@@ -286,10 +287,6 @@ def _group_index(nv, key):
     return key[0] * nv + key[1]
 
 
-def _record_key(record):
-    return record[0]
-
-
 def _is_tail(record):
     return record[0] == TAIL
 
@@ -348,16 +345,19 @@ class SortSpool:
 
     Records stay in memory while their rows take at most *budget* bytes;
     past that the buffer is appended to one local spill file (in
-    ``$SPARK_LOCAL_DIRS``) and only ``(key, offset, length)`` is kept.
+    ``$SPARK_LOCAL_DIRS``) and only the key, offset and length are kept, as
+    six integers (48 bytes) per record in an array, not as Python objects.
     :meth:`sorted` yields every record in key order, reading spilled ones back
     one at a time, so what the consumer holds (re-blocking: one bin) bounds
-    the rest.  Keys are unique per record; equal keys keep arrival order.
+    the rest.  Keys are ``(sample, v, bin, h)``; equal keys keep arrival order.
     """
+
+    FIELDS = 6   # sample, v, bin, h, offset, length
 
     def __init__(self, budget):
         self.budget = budget
         self.held, self.held_bytes = [], 0
-        self.index = []           # (key, offset, length) of spilled records
+        self.index = array.array("q")   # FIELDS per spilled record, in arrival order
         self.file = None
         self.spilled_bytes = 0
 
@@ -384,24 +384,30 @@ class SortSpool:
             for piece in pieces:
                 self.file.write(piece)
                 length += len(piece)
-            self.index.append((key, self.spilled_bytes, length))
+            self.index.extend((*key, self.spilled_bytes, length))
             self.spilled_bytes += length
         self.held, self.held_bytes = [], 0
 
     def sorted(self):
-        entries = [(key, chunk, None) for key, chunk in self.held]
-        entries += [(key, None, (offset, length)) for key, offset, length in self.index]
-        self.held, self.index = [], []
-        entries.sort(key=_record_key)
+        spilled = np.frombuffer(self.index, np.int64).reshape(-1, self.FIELDS)
+        held, self.held = self.held, []
+        keys = np.concatenate([spilled[:, :4],
+                               np.array([key for key, _ in held], np.int64).reshape(-1, 4)])
+        # arrival order (spilled records came first) breaks ties: stable
+        order = np.lexsort((np.arange(len(keys)), keys[:, 3], keys[:, 2], keys[:, 1], keys[:, 0]))
         if self.file is not None:
             self.file.flush()
-        for i, (key, chunk, spilled) in enumerate(entries):
-            entries[i] = None  # hold nothing already handed on
-            if chunk is None:
-                offset, length = spilled
+        n_spilled = len(spilled)
+        for i in order.tolist():
+            if i < n_spilled:
+                sample, v, bin_, h, offset, length = spilled[i].tolist()
                 chunk = EncodedBlock.parse(os.pread(self.file.fileno(), length, offset),
                                            verify=False)
-            yield key, chunk
+                yield (sample, v, bin_, h), chunk
+            else:
+                key, chunk = held[i - n_spilled]
+                held[i - n_spilled] = None  # hold nothing already handed on
+                yield key, chunk
 
     def close(self):
         if self.file is not None:

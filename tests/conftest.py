@@ -16,6 +16,17 @@ def _isolate_env():
     yield
 
 
+@pytest.fixture(scope="session")
+def spark():
+    """One local SparkContext for every test that needs Spark (tests marked
+    ``spark``); the engines use the running context instead of starting their
+    own, and leave it running."""
+    from jobs import spark_engine
+    sc = spark_engine.start_context("local[2]", {"spark.ui.enabled": "false"}, quiet=True)
+    yield sc
+    sc.stop()
+
+
 def make(tmp_path, name="m", rows=500, cols=6, block_size=64, density=None, seed=1):
     path = str(tmp_path / name)
     driver.make_matrix(path, rows, cols, block_size, density=density, seed=seed)

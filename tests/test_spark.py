@@ -15,7 +15,6 @@ from jobs.store import Matrix
 from udfs.errors import InputError, ParameterError
 
 from .conftest import NO_CONF, make, run_cli, sample_digests, tree_digest
-from .spark_fixtures import spark  # noqa: F401  (session fixture)
 from .test_mrjob import RunnerSuite, inputs  # noqa: F401  (module fixture)
 
 pytestmark = pytest.mark.spark

@@ -123,32 +123,19 @@ def test_hadoop_runner_arguments(tmp_path):
     assert len(inputs_given) == 3 and all("partition-0000" in a for a in inputs_given)
 
 
-@pytest.fixture(scope="module")
-def spark_context():
-    pyspark = pytest.importorskip("pyspark")
-    import sys
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    conf = pyspark.SparkConf().setMaster("local[2]").setAppName("tbs-jobs-tests") \
-        .set("spark.ui.enabled", "false").set("spark.ui.showConsoleProgress", "false")
-    sc = pyspark.SparkContext(conf=conf)
-    sc.setLogLevel("ERROR")
-    yield sc
-    sc.stop()
-
-
 @pytest.mark.spark
 def test_spark_runner_writes_the_same_state_and_spark_reads_the_deltas(tmp_path, batches, inline_digests,
-                                                                         spark_context):
+                                                                         spark):
     for name in CASES:
         state = str(tmp_path / name)
         assert _run(batches, state, name, "spark", {"batches_per_job": 16}) == inline_digests[name][0], name
     from pyspark.sql import SparkSession
-    spark = SparkSession(spark_context)
+    session = SparkSession(spark)
     state = str(tmp_path / "rtbs-poly")
     for k in (len(SIZES) - 1, len(SIZES)):
         for side in ("in", "out"):
             path = os.path.join(state, "deltas", f"{k:010d}", side)
-            frame = spark.read.parquet(path)
+            frame = session.read.parquet(path)
             expected = read_dir(path)
             assert frame.count() == len(expected)
             assert set(frame.columns) == set(expected.columns)

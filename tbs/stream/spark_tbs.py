@@ -10,13 +10,12 @@ batch never passes through the driver.
 
 Settings: ``--spark-master`` (default ``local[*]``) and ``--spark-conf
 KEY=VALUE``; an active SparkContext (e.g. in a notebook) is used as it is.
-On a cluster the project's packages are shipped as a zip (``addPyFile``).
+The context is started and configured as for the sample-generation engine
+(:func:`jobs.spark_engine.spark_context`), which also ships the project's
+packages to the executors.
 """
 import json
-import os
 import re
-import sys
-import tempfile
 
 from ..errors import TBSError
 from .task import run_partition
@@ -29,42 +28,36 @@ def _task(plan_json, p):
 
 
 def run_spark(plan, options):
+    """Run the plan's partitions as Spark tasks; their summaries by partition."""
     try:
-        from pyspark import SparkConf, SparkContext
+        from jobs import spark_engine
     except ImportError as exc:
         raise TBSError(f"runner 'spark' needs pyspark ({exc})") from None
-    sc = SparkContext._active_spark_context
-    owned = sc is None
-    if owned:
-        os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-        conf = SparkConf().setMaster(options.get("spark_master") or "local[*]").setAppName("samplegen-tbs")
-        conf.set("spark.speculation", "false").set("spark.ui.showConsoleProgress", "false")
-        for item in options.get("spark_conf", ()):
-            key, sep, value = item.partition("=")
-            if not sep:
-                raise TBSError(f"--spark-conf must be KEY=VALUE, got {item!r}")
-            conf.set(key.strip(), value.strip())
-        sc = SparkContext(conf=conf)
-        sc.setLogLevel("ERROR")
-    P = len(plan["structs"])
+    from udfs.errors import ParameterError
     try:
-        with tempfile.TemporaryDirectory(prefix="samplegen-tbs-") as tmp:
-            if not sc.master.startswith("local"):
-                from jobs.package import build_zip
-                sc.addPyFile(build_zip(os.path.join(tmp, "samplegen.zip")))
-            data = sc.broadcast(json.dumps(plan))
-            try:
-                result = sc.parallelize(range(P), P).map(lambda p: _task(data.value, p)).collect()
-            except Exception as exc:        # Py4JJavaError carries the Python traceback as text
-                found = _ERROR.findall(str(exc))
-                if found:
-                    raise TBSError(found[-1].strip()) from None
-                raise
-            finally:
-                data.unpersist()
-    finally:
-        if owned:
-            sc.stop()
+        return _run(spark_engine, plan, options)
+    except ParameterError as exc:   # no pyspark, a bad --spark-conf or master
+        raise TBSError(str(exc)) from None
+
+
+def _run(spark_engine, plan, options):
+    settings = spark_engine.parse_settings(options.get("spark_conf", ()))
+    P = len(plan["structs"])
+    # The engine's context handling: an active context is used as it is;
+    # otherwise one is started (spark-defaults.conf, --spark-conf, quiet JVM)
+    # and stopped at the end.  The project's packages go to the executors.
+    with spark_engine.spark_context(options.get("spark_master"), settings) as sc:
+        spark_engine.ship_packages(sc)
+        data = sc.broadcast(json.dumps(plan))
+        try:
+            result = sc.parallelize(range(P), P).map(lambda p: _task(data.value, p)).collect()
+        except Exception as exc:        # Py4JJavaError carries the Python traceback as text
+            found = _ERROR.findall(str(exc))
+            if found:
+                raise TBSError(found[-1].strip()) from None
+            raise
+        finally:
+            data.unpersist()
     out = [None] * P
     for p, summaries in result:
         out[p] = summaries
