@@ -292,7 +292,7 @@ def exp_peers(sc, spark, args, rows):
             t.add(f"{label}/sklearn", timed(lambda: fn(X, n))[0])
         if rep >= args.peer_repeats:
             continue  # the DataFrame peers take most of the time at 1M rows
-        for sink in ("parquet", "noop"):
+        for sink in args.sinks:
             for label, fn in (("holdout", lambda: df_holdout(spark, parquet, sink, out, 10)),
                               ("kfold", lambda: df_kfold(spark, parquet, sink, out, 10)),
                               ("bootstrap", lambda: df_bootstrap(spark, parquet, sink, out, 20))):
@@ -616,6 +616,10 @@ def parse_args(argv=None):
     ap.add_argument("--peer-repeats", type=int, default=None,
                     help="repeats of the DataFrame peers (default: --repeats); they take "
                          "most of the time at 1M rows")
+    ap.add_argument("--sinks", type=lambda t: [x for x in t.split(",") if x],
+                    default=["parquet", "noop"],
+                    help="DataFrame peers' sinks (parquet, noop); Parquet writes take most "
+                         "of the time at 1M rows")
     ap.add_argument("--fig8-sizes", type=ints, default=[100000, 200000, 500000, 1000000])
     ap.add_argument("--fig10-rows", type=int, default=200000)
     ap.add_argument("--fig10-samples", type=ints, default=[10, 20, 30, 40, 50])
@@ -638,6 +642,8 @@ def parse_args(argv=None):
         args.time_limit = min(args.time_limit, 300)
     if args.peer_repeats is None:
         args.peer_repeats = args.repeats
+    if set(args.sinks) - {"parquet", "noop"}:
+        ap.error("--sinks: choose from parquet, noop")
     args.only = [x for x in args.only.split(",") if x]
     unknown = set(args.only) - set(EXPERIMENTS)
     if unknown:
