@@ -386,9 +386,12 @@ def blockmatrix_subprocess(src, args):
     for line in reversed(proc.stdout.splitlines()):
         if line.startswith("{"):
             return json.loads(line)
-    tail = [line for line in proc.stderr.splitlines() if line.strip()][-3:]
-    oom = any("OutOfMemory" in line or "Java heap space" in line for line in proc.stderr.splitlines())
-    return {"ok": False, "error": "out of memory" if oom else " | ".join(tail)[-300:]}
+    output = (proc.stdout + "\n" + proc.stderr).splitlines()
+    if any("OutOfMemory" in line or "Java heap space" in line for line in output):
+        return {"ok": False, "error": f"out of memory ({args.driver_memory} driver)"}
+    causes = [line.strip() for line in output if "Exception:" in line or "Error:" in line]
+    return {"ok": False, "error": (causes or [line for line in output if line.strip()] or
+                                   [f"exit status {proc.returncode}"])[-1][-300:]}
 
 
 def blockmatrix_worker(src, master, driver_memory):
