@@ -52,7 +52,7 @@ from jobs import driver, spark_engine  # noqa: E402
 from jobs.store import Matrix  # noqa: E402
 
 SEED = 7
-EXPERIMENTS = ("peers", "fig8", "fig10", "fig11", "fig12")
+EXPERIMENTS = ("peers", "fig8", "fig10", "fig11", "fig12", "alternating")
 
 
 # ---------------------------------------------------------------------------
@@ -357,6 +357,29 @@ def exp_fig11(sc, args):
     return {"rows": rows, "input_bytes": input_bytes, "cases": t.rows()}
 
 
+def exp_alternating(sc, args):
+    """samplegen and the no-op-sink peers back to back in every repeat (one
+    size, the first of --sizes), so both see the same state of the machine:
+    hold-out pairs vs randomSplit, bootstrap vs Poisson sample."""
+    from pyspark.sql import SparkSession
+    spark = SparkSession(sc)
+    rows = args.sizes[0]
+    src = matrix_for(args.workdir, rows, args.cols, args.block_size)
+    parquet = parquet_for(src)
+    out = os.path.join(args.workdir, "out")
+    t = Timer()
+    for rep in range(args.repeats):
+        for label, udf, params, peer in (
+                ("holdout", "holdout", {"ratio": 0.8, "repeats": 10},
+                 lambda: df_holdout(spark, parquet, "noop", out, 10)),
+                ("bootstrap", "bootstrap", {"samples": 20},
+                 lambda: df_bootstrap(spark, parquet, "noop", out, 20))):
+            t.add(f"{label}/samplegen", ours(sc, src, out, udf, params)[0])
+            t.add(f"{label}/spark-df-noop", timed(peer)[0])
+            _collect_garbage(sc)
+    return {"rows": rows, "cases": t.rows()}
+
+
 def exp_fig12(sc, args):
     """BlockMatrix selection multiply (own process per size, time limit) vs ours."""
     out = os.path.join(args.workdir, "out")
@@ -544,6 +567,17 @@ def report(results):
             else:
                 lines.append(f"| {r:,} | {ours_s:.1f} | {bm['seconds']:.1f} | "
                              f"{bm['seconds'] / ours_s:.1f}× |")
+    if "alternating" in results:
+        alt = results["alternating"]
+        lines += [f"\n### Back to back with the no-op sink peers, {alt['rows']:,} rows\n",
+                  "| task | samplegen (s) | runs | peer (s) | runs | peer / samplegen |",
+                  "|---|---:|---|---:|---|---:|"]
+        for task, peer in (("holdout", "randomSplit → no-op"),
+                           ("bootstrap", "sample(True, 1.0) → no-op")):
+            a, b = alt["cases"][f"{task}/samplegen"], alt["cases"][f"{task}/spark-df-noop"]
+            runs = lambda c: ", ".join(f"{x:.1f}" for x in c["runs"])  # noqa: E731
+            lines.append(f"| {task} vs {peer} | {a['seconds']:.1f} | {runs(a)} | "
+                         f"{b['seconds']:.1f} | {runs(b)} | {b['seconds'] / a['seconds']:.2f}× |")
     return "\n".join(lines) + "\n"
 
 
@@ -704,7 +738,7 @@ def main(argv=None):
                 print(report({"peers": results["peers"][-1:]}), flush=True)
                 save()
         for name, fn in (("fig8", exp_fig8), ("fig10", exp_fig10), ("fig11", exp_fig11),
-                         ("fig12", exp_fig12)):
+                         ("fig12", exp_fig12), ("alternating", exp_alternating)):
             if name in args.only:
                 results[name] = fn(sc, args)
                 print(report({name: results[name]}), flush=True)
