@@ -11,55 +11,10 @@ import math
 
 import numpy as np
 
-ALPHA = 1e-3   # family-wise significance level used throughout the tbs tests
-
-
-def normal_sf(z: float) -> float:
-    """P(Z > z) for a standard normal Z."""
-    return 0.5 * math.erfc(z / math.sqrt(2.0))
-
-
-def two_sided_p(z: float) -> float:
-    return 2.0 * normal_sf(abs(z))
-
-
-def _gammainc_upper_reg(a: float, x: float) -> float:
-    """Regularized upper incomplete gamma Q(a, x) (series / continued fraction)."""
-    if x <= 0.0:
-        return 1.0
-    lg = math.lgamma(a)
-    if x < a + 1.0:
-        term = total = 1.0 / a
-        ap = a
-        for _ in range(100000):
-            ap += 1.0
-            term *= x / ap
-            total += term
-            if abs(term) < abs(total) * 1e-15:
-                break
-        return max(0.0, 1.0 - total * math.exp(-x + a * math.log(x) - lg))
-    b = x + 1.0 - a
-    c = 1.0 / 1e-300
-    d = 1.0 / b
-    h = d
-    for i in range(1, 100000):
-        an = -i * (i - a)
-        b += 2.0
-        d = an * d + b
-        d = 1e-300 if abs(d) < 1e-300 else d
-        c = b + an / c
-        c = 1e-300 if abs(c) < 1e-300 else c
-        d = 1.0 / d
-        delta = d * c
-        h *= delta
-        if abs(delta - 1.0) < 1e-15:
-            break
-    return math.exp(-x + a * math.log(x) - lg) * h
-
-
-def chi2_sf(stat: float, dof: int) -> float:
-    """P(X > stat) for X ~ chi-square(dof)."""
-    return _gammainc_upper_reg(dof / 2.0, stat / 2.0)
+# the level and the distribution tails have one home: tests/stats.py
+from tests.stats import ALPHA  # noqa: F401  (re-exported)
+from tests.stats import chisq_sf as chi2_sf
+from tests.stats import normal_two_sided as two_sided_p
 
 
 def chi2_gof(observed, expected) -> tuple[float, float]:
