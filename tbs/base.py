@@ -11,6 +11,8 @@ generator state is stored.
 """
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
+
 import numpy as np
 
 from .errors import TBSError, check_items, check_real
@@ -42,7 +44,7 @@ def dtype_from_json(descr):
     return np.lib.format.descr_to_dtype(_descr_from_json(descr))
 
 
-class Sampler:
+class Sampler(ABC):
     """Base class.  Subclasses implement ``_update(items, t, dt)``, ``sample()``,
     ``sample_weight``, ``total_weight`` and the ``_params``/``_save``/``_load`` hooks."""
 
@@ -105,11 +107,13 @@ class Sampler:
     def _empty(self) -> np.ndarray:
         return np.empty(0, dtype=self._dtype if self._dtype is not None else np.int64)
 
-    def _update(self, items, t, dt):  # pragma: no cover - abstract
-        raise NotImplementedError
+    @abstractmethod
+    def _update(self, items, t, dt):
+        """Implemented by every concrete class."""
 
-    def sample(self) -> np.ndarray:  # pragma: no cover - abstract
-        raise NotImplementedError
+    @abstractmethod
+    def sample(self) -> np.ndarray:
+        """Implemented by every concrete class."""
 
     # -- state -----------------------------------------------------------------
     def to_state(self):
@@ -148,18 +152,22 @@ class Sampler:
         obj._load(arrays, meta)
         return obj
 
-    def _params(self) -> dict:  # pragma: no cover - abstract
-        raise NotImplementedError
+    @abstractmethod
+    def _params(self) -> dict:
+        """Implemented by every concrete class."""
 
     @classmethod
-    def _from_params(cls, params, decay):  # pragma: no cover - abstract
-        raise NotImplementedError
+    @abstractmethod
+    def _from_params(cls, params, decay):
+        """Implemented by every concrete class."""
 
-    def _save(self, arrays, meta):  # pragma: no cover - abstract
-        raise NotImplementedError
+    @abstractmethod
+    def _save(self, arrays, meta):
+        """Implemented by every concrete class."""
 
-    def _load(self, arrays, meta):  # pragma: no cover - abstract
-        raise NotImplementedError
+    @abstractmethod
+    def _load(self, arrays, meta):
+        """Implemented by every concrete class."""
 
 
 def decay_params(decay) -> dict:

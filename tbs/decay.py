@@ -25,6 +25,7 @@ the sum is accepted once two successive accelerated values agree to a relative
 from __future__ import annotations
 
 import math
+from abc import ABC, abstractmethod
 
 import numpy as np
 
@@ -72,27 +73,28 @@ def hurwitz_zeta(s: float, q: float) -> float:
     return _scaled_hurwitz(s, q) * q ** (-s)
 
 
-class Decay:
+class Decay(ABC):
     """Base class: a non-increasing function of age with f(0) = 1."""
 
     #: True when f(a + b) = f(a) f(b) (exponential decay); samplers use the
     #: single-latent-sample algorithms in that case.
     is_exponential = False
 
+    @abstractmethod
     def __call__(self, age):
-        raise NotImplementedError
+        """Implemented by every concrete class."""
 
+    @abstractmethod
     def tail_sum(self, age: float, delta: float = 1.0) -> float:
         """sum_{j >= 0} f(age + j * delta); ``inf`` if the series diverges."""
-        raise NotImplementedError
 
+    @abstractmethod
     def age_below(self, level: float) -> float:
         """inf{a >= 0 : f(a) < level} (``inf`` if f never drops below ``level``)."""
-        raise NotImplementedError
 
+    @abstractmethod
     def hazard_sup(self, age: float) -> float:
         """sup over a >= age of -d/da log f(a) (``inf`` if f can reach 0)."""
-        raise NotImplementedError
 
     def to_json(self):
         """JSON description (dict), or None when the decay cannot be serialized."""
