@@ -59,6 +59,7 @@ from udfs.errors import InputError, ParameterError, SamplegenError
 from . import fs as fsmod
 from .blocks import ENTRY_CHARS, SPARSE, EncodedBlock, parse_encoded, row_chars
 from .phases import Plan, keep_tail, local_sampling, reblock
+from .rowcache import no_text
 from .store import write_group
 
 log = logging.getLogger(__name__)
@@ -66,6 +67,8 @@ log = logging.getLogger(__name__)
 DEFAULT_MASTER = "local[*]"
 INPUT_PARTITIONS = "spark.samplegen.inputPartitions"
 REDUCE_PARTITIONS = "spark.samplegen.reducePartitions"
+SHUFFLE = "spark.samplegen.shuffle"
+SHUFFLE_MODES = ("ids", "rows")
 WORKER_MEMORY = "spark.python.worker.memory"
 MAP_BUFFER = 64 << 20      # map side: rows held before pickling them to the JVM
 BUCKET_BYTES = 4 << 20     # ... and per reduce partition
@@ -121,25 +124,58 @@ def _run(sc, plan, inputs, settings, stats):
     lines = read_lines(sc, inputs, _count_setting(sc, settings, INPUT_PARTITIONS))
     reducers = _count_setting(sc, settings, REDUCE_PARTITIONS) or \
         default_reducers(plan, sc.defaultParallelism)
-    records = lines.mapPartitions(functools.partial(_sample_partition, plan_json, stats))
+    source = row_source(sc, settings, plan, inputs)
+    records = lines.mapPartitions(functools.partial(_sample_partition, plan_json, stats,
+                                                    source is not None))
     step1 = (shuffle(records, reducers, functools.partial(_group_index, nv), buffer)
-             .mapPartitions(functools.partial(_reduce_partition, plan_json, False, budget, stats)))
-    if not plan.composed:
-        return [value for _, value in step1.collect()]
-    # Fold mode: the tails of step 1 feed the composition step; keep step 1's
-    # output so its groups are re-blocked (and written) once.
-    step1 = step1.persist(StorageLevel.MEMORY_AND_DISK)
+             .mapPartitions(functools.partial(_reduce_partition, plan_json, False, budget, stats,
+                                              source)))
     try:
-        rounds = len(plan.composed)
-        tails = step1.filter(_is_tail).flatMap(functools.partial(_route_tail, rounds))
-        step2 = (shuffle(tails, min(reducers, rounds * nv), functools.partial(_group_index, nv),
-                         buffer)
-                 .mapPartitions(functools.partial(_reduce_partition, plan_json, True, budget,
-                                                  stats)))
-        out = step1.filter(_is_summary).union(step2).collect()
+        if not plan.composed:
+            return [value for _, value in step1.collect()]
+        # Fold mode: the tails of step 1 feed the composition step; keep step
+        # 1's output so its groups are re-blocked (and written) once.
+        step1 = step1.persist(StorageLevel.MEMORY_AND_DISK)
+        try:
+            rounds = len(plan.composed)
+            tails = step1.filter(_is_tail).flatMap(functools.partial(_route_tail, rounds))
+            step2 = (shuffle(tails, min(reducers, rounds * nv),
+                             functools.partial(_group_index, nv), buffer)
+                     .mapPartitions(functools.partial(_reduce_partition, plan_json, True,
+                                                      budget, stats, None)))
+            out = step1.filter(_is_summary).union(step2).collect()
+        finally:
+            step1.unpersist()
+        return [value for _, value in out]
     finally:
-        step1.unpersist()
-    return [value for _, value in out]
+        if source is not None:
+            _drop_row_caches(sc, source.token)
+
+
+def row_source(sc, settings, plan, inputs):
+    """The :class:`~jobs.rowcache.RowSource` of an id shuffle, or None for a
+    row shuffle (``spark.samplegen.shuffle``: ``ids``, the default for dense
+    matrices, or ``rows``; sparse matrices always shuffle rows)."""
+    from .rowcache import RowSource
+
+    mode = setting(sc, settings, SHUFFLE, "ids")
+    if mode not in SHUFFLE_MODES:
+        raise ParameterError(f"{SHUFFLE} must be one of {', '.join(SHUFFLE_MODES)}, got {mode!r}")
+    if mode == "rows" or plan.kind != "dense":
+        return None
+    return RowSource(inputs, plan.rows, plan.cols, plan.block_size, os.urandom(8).hex())
+
+
+def _drop_row_caches(sc, token):
+    """Remove the run's row caches from the executors' scratch directories
+    (best effort: Spark removes those directories when the application ends)."""
+    from .rowcache import drop
+
+    slots = max(2, 2 * sc.defaultParallelism)
+    try:
+        sc.parallelize(range(slots), slots).foreach(lambda _: drop(token))
+    except Exception as exc:  # the samples are written; a leftover cache is not an error
+        log.warning("could not remove the row caches of run %s: %s", token, exc)
 
 
 def default_reducers(plan, parallelism):
@@ -222,13 +258,14 @@ class ChunkFrames:
     It speaks PySpark's framed-serializer protocol (length-prefixed frames)."""
 
     HEAD = struct.Struct("<9q")   # sample, v, bin, h, kind, rows, cols, units, flags
-    IDS, POS = 1, 2
+    IDS, POS, NO_TEXT = 1, 2, 4   # NO_TEXT: rows known by id only (the id shuffle)
 
     def dumps(self, records):
         pieces = [struct.pack("<q", len(records))]
         for key, chunk in records:
             flags = (self.IDS if chunk.row_ids is not None else 0) | \
-                (self.POS if chunk.relpos is not None else 0)
+                (self.POS if chunk.relpos is not None else 0) | \
+                (self.NO_TEXT if chunk.kind != SPARSE and chunk.text.shape[1] == 0 else 0)
             pieces.append(self.HEAD.pack(*key, chunk.kind, chunk.rows, chunk.cols,
                                          chunk.text.shape[0], flags))
             arrays = [(chunk.row_ids if flags & self.IDS else None, "<i8"),
@@ -256,7 +293,8 @@ class ChunkFrames:
                 if present:
                     fields[name] = np.frombuffer(view, dtype, n, offset)
                     offset += 8 * n
-            width = row_chars(cols) if kind != SPARSE else ENTRY_CHARS
+            width = 0 if flags & self.NO_TEXT else row_chars(cols) if kind != SPARSE \
+                else ENTRY_CHARS
             text = np.frombuffer(view, np.uint8, units * width, offset).reshape(units, width)
             offset += -(-units * width // 8) * 8
             records.append(((sample, v, bin_, h), EncodedBlock(kind, rows, cols, text, **fields)))
@@ -295,12 +333,15 @@ def _is_summary(record):
     return record[0] == SUMMARY
 
 
-def _sample_partition(plan_json, stats, lines):
-    """Map: local-sampling of every block line of the partition."""
+def _sample_partition(plan_json, stats, ids_only, lines):
+    """Map: local-sampling of every block line of the partition (with
+    *ids_only*, the chunks carry row ids and positions, not the rows)."""
     probe = _MemoryProbe()
     plan = Plan.from_json(plan_json)
     for line in lines:
         h, v, block = parse_encoded(line)
+        if ids_only:
+            block = no_text(block)
         for sample, v2, bin_, h2, chunk in local_sampling(plan, h, v, block):
             yield (sample, v2, bin_, h2), chunk
     stats.add_map(probe.growth())
@@ -312,11 +353,12 @@ def _route_tail(rounds, record):
     return [((round_, v, 0, fold), block) for round_ in range(rounds) if round_ != fold]
 
 
-def _reduce_partition(plan_json, compose, budget, stats, records):
+def _reduce_partition(plan_json, compose, budget, stats, source, records):
     """Reduce: order the partition's records by ``(sample, v, bin, h)``
     (a :class:`SortSpool` of *budget* bytes), then re-block and write each
     ``(sample, v)`` group.  With *compose*, the groups are ``(round, v)`` and
-    hold fold tails that become the round's extra matrix."""
+    hold fold tails that become the round's extra matrix.  With a *source*
+    (id shuffle), each re-blocked block's rows are fetched from it."""
     probe = _MemoryProbe()
     plan = Plan.from_json(plan_json)
     with SortSpool(budget) as spool:
@@ -324,6 +366,8 @@ def _reduce_partition(plan_json, compose, budget, stats, records):
             spool.add(key, chunk)
         for (sample, v), group in itertools.groupby(spool.sorted(), key=_group_of):
             blocks = reblock(plan.block_size, ((key[2], chunk) for key, chunk in group))
+            if source is not None:
+                blocks = source.fetch(v, blocks, budget)
             if compose:
                 name, tail = plan.composed[sample], None
             else:
@@ -353,6 +397,7 @@ class SortSpool:
     """
 
     FIELDS = 6   # sample, v, bin, h, offset, length
+    FRAMES = ChunkFrames()   # the spill file holds one frame per record
 
     def __init__(self, budget):
         self.budget = budget
@@ -379,11 +424,9 @@ class SortSpool:
             local = os.environ.get("SPARK_LOCAL_DIRS", "").split(",")[0] or None
             self.file = tempfile.TemporaryFile(prefix="samplegen-spool-", dir=local)
         for key, chunk in self.held:
-            pieces, _ = chunk.parts(crc=False)
-            length = 0
-            for piece in pieces:
-                self.file.write(piece)
-                length += len(piece)
+            frame = self.FRAMES.dumps([(key, chunk)])
+            self.file.write(frame)
+            length = len(frame)
             self.index.extend((*key, self.spilled_bytes, length))
             self.spilled_bytes += length
         self.held, self.held_bytes = [], 0
@@ -401,9 +444,9 @@ class SortSpool:
         for i in order.tolist():
             if i < n_spilled:
                 sample, v, bin_, h, offset, length = spilled[i].tolist()
-                chunk = EncodedBlock.parse(os.pread(self.file.fileno(), length, offset),
-                                           verify=False)
-                yield (sample, v, bin_, h), chunk
+                ((key, chunk),) = self.FRAMES.loads(os.pread(self.file.fileno(), length,
+                                                             offset))
+                yield key, chunk
             else:
                 key, chunk = held[i - n_spilled]
                 held[i - n_spilled] = None  # hold nothing already handed on
@@ -415,9 +458,14 @@ class SortSpool:
             self.file = None
 
 
+#: memory of one held record beyond its arrays: the key tuple, the block and
+#: its numpy array objects (measured: about 700 bytes)
+RECORD_OVERHEAD = 768
+
+
 def _chunk_bytes(chunk):
     extra = 0 if chunk.indptr is None else chunk.indptr.nbytes
-    return chunk.text.nbytes + 16 * chunk.rows + extra
+    return chunk.text.nbytes + 16 * chunk.rows + extra + RECORD_OVERHEAD
 
 
 # ---------------------------------------------------------------------------

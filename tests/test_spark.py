@@ -35,8 +35,11 @@ def _generate(src, dest, udf, params, runner, conf=(), **kw):
     return dest
 
 
-#: (inputPartitions, reducePartitions, shuffle bin budget) of the Spark runs
-LAYOUTS = [(1, 1, 16 << 20), (3, 2, 4096), (7, None, 16 << 20)]
+#: (inputPartitions, reducePartitions, shuffle bin budget, shuffle, worker memory) of
+#: the Spark runs: the id shuffle with the input's rows in memory, then read from
+#: the cache file (a 1 MiB budget), and the row shuffle
+LAYOUTS = [(1, 1, 16 << 20, "ids", "512m"), (3, 2, 4096, "rows", "512m"),
+           (7, None, 16 << 20, "ids", "1m")]
 
 
 @pytest.mark.parametrize("udf,params,src", [
@@ -51,15 +54,16 @@ def test_same_bytes_as_inline_whatever_the_partitions(spark, tmp_path, inputs, u
     expected = sample_digests(inline)
     samples = driver.info(inline)["samples"]
     assert expected and all(s["rows"] > 0 for s in samples)
-    for i, (maps, reduces, budget) in enumerate(LAYOUTS):
-        conf = [f"{spark_engine.INPUT_PARTITIONS}={maps}"]
+    for i, (maps, reduces, budget, mode, memory) in enumerate(LAYOUTS):
+        conf = [f"{spark_engine.INPUT_PARTITIONS}={maps}", f"{spark_engine.SHUFFLE}={mode}",
+                f"{spark_engine.WORKER_MEMORY}={memory}"]
         if reduces:
             conf.append(f"{spark_engine.REDUCE_PARTITIONS}={reduces}")
         stats = []
         dest = str(tmp_path / f"spark{i}")
         driver.generate(inputs[src], dest, udf, params, 11, runner="spark", bin_budget=budget,
                         options={"spark_conf": conf, "on_task_stats": stats.append})
-        assert sample_digests(dest) == expected, (maps, reduces, budget)
+        assert sample_digests(dest) == expected, LAYOUTS[i]
         assert driver.info(dest)["samples"] == samples
         assert stats[0]["map_tasks"] >= maps
         if reduces:
@@ -67,11 +71,15 @@ def test_same_bytes_as_inline_whatever_the_partitions(spark, tmp_path, inputs, u
             assert stats[0]["reduce_tasks"] == reduces * composed
 
 
-def test_task_memory_is_bounded_when_a_task_gets_more_than_its_share(spark, tmp_path):
+@pytest.mark.parametrize("mode", ["rows", "ids"])
+def test_task_memory_is_bounded_when_a_task_gets_more_than_its_share(spark, tmp_path, mode):
     """One reduce task receives every group (about 87 MB of rows) with a
-    1 MiB budget: it spills almost all of it and holds one shuffle bin at a
-    time; map tasks hold at most 256 KiB of chunks before handing them to the
-    JVM.  Both grow by far less than what they move."""
+    1 MiB budget.  Row shuffle: it spills almost all of the rows and holds one
+    shuffle bin at a time.  Id shuffle: it spills keys only (16 bytes per
+    occurrence plus frame headers) and drops the row cache's mapped pages
+    every budget's worth of fetched rows.  Map tasks hold at most 256 KiB of
+    chunks before handing them to the JVM.  Both grow by far less than what
+    they move."""
     src = make(tmp_path, "big", rows=20000, cols=100, block_size=100, seed=4)
     inline = _generate(src, str(tmp_path / "inline"), "bootstrap", {"samples": 4}, "inline")
     stats = []
@@ -80,13 +88,17 @@ def test_task_memory_is_bounded_when_a_task_gets_more_than_its_share(spark, tmp_
                     bin_budget=256 << 10,
                     options={"spark_conf": [f"{spark_engine.REDUCE_PARTITIONS}=1",
                                             f"{spark_engine.INPUT_PARTITIONS}=4",
-                                            f"{spark_engine.WORKER_MEMORY}=1m"],
+                                            f"{spark_engine.WORKER_MEMORY}=1m",
+                                            f"{spark_engine.SHUFFLE}={mode}"],
                              "on_task_stats": stats.append})
     assert sample_digests(dest) == sample_digests(inline)
     rows_bytes = 4 * 20000 * (1068 + 16)        # what the one reduce task re-blocks
     (run,) = stats
     assert run["reduce_tasks"] == 1 and run["map_tasks"] >= 4
-    assert rows_bytes - (1 << 20) <= run["sort_spilled_bytes"] <= rows_bytes * 1.05
+    if mode == "rows":
+        assert rows_bytes - (1 << 20) <= run["sort_spilled_bytes"] <= rows_bytes * 1.05
+    else:
+        assert 4 * 20000 * 16 - (1 << 20) <= run["sort_spilled_bytes"] <= rows_bytes / 16
     assert run["reduce_peak_rss_growth"] < rows_bytes / 8
     assert run["map_peak_rss_growth"] < rows_bytes / run["map_tasks"] / 3
 
@@ -131,7 +143,7 @@ def test_shuffle_frames_round_trip_dense_sparse_and_empty_chunks():
 
 def test_bad_spark_settings_are_parameter_errors(spark, tmp_path, inputs, capsys):
     for conf in (["spark.samplegen.reducePartitions=0"], ["spark.python.worker.memory=lots"],
-                 ["no-equals-sign"]):
+                 ["spark.samplegen.shuffle=keys"], ["no-equals-sign"]):
         with pytest.raises(ParameterError):
             _generate(inputs["dense"], str(tmp_path / "out"), "holdout", {"ratio": 0.5}, "spark",
                       conf)
