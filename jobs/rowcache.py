@@ -11,9 +11,9 @@ the same; what changes is that the data crosses the shuffle as keys, and the
 reduce side reads the input once more (once per worker process, or once per
 executor).
 
-Memory: a column block of the input that takes at most half of the task
-budget (``spark.python.worker.memory``) is held in the worker process's
-memory for the run; a larger one goes to a file in the executor's scratch
+Memory: when the input's rows take at most half of the task budget
+(``spark.python.worker.memory``), a worker process holds the column blocks
+its tasks need in memory for the run; otherwise they go to a file in the executor's scratch
 directory (built once per executor) and rows are read from it one by one, so
 a task never holds more than its budget and a half.
 """
@@ -63,8 +63,8 @@ class RowSource:
     def fetch(self, v, blocks, budget):
         """``(h, block)`` of id-only *blocks* with their rows' text filled in.
 
-        When column block *v* of the input takes at most half of *budget*
-        bytes, this worker process holds it in memory (read from the part
+        When the input's rows take at most half of *budget* bytes, this
+        worker process holds column block *v* in memory (read from the part
         files once per process and run); otherwise rows are read one by one
         (in file order) from this executor's cache file."""
         table = self._table(v, budget)
@@ -88,7 +88,8 @@ class RowSource:
             os.close(fd)
 
     def _table(self, v, budget):
-        if self.rows * self.width(v) > budget // 2:
+        total = self.rows * sum(self.width(w) for w in range(self.n_vblocks()))
+        if total > budget // 2:   # a worker may come to hold every column block
             return None
         key = (self.token, v)
         table = _TABLES.get(key)

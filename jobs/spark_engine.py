@@ -18,9 +18,9 @@ input block bound for one ``(sample, v)`` in one bin), never a Python object
 per row.  With the *id shuffle* (``spark.samplegen.shuffle=ids``, the default
 for dense matrices) a chunk carries only its rows' ids and relative
 positions, and the reduce task fetches the rows of each re-blocked block from
-the input (:mod:`jobs.rowcache`).  Which row lands where depends only on ``(relative position, row
-id)``, so the output is byte-identical to the other runners' whatever the
-number of partitions.
+the input (:mod:`jobs.rowcache`).  Which row lands where depends only on
+``(relative position, row id)``, so the output is byte-identical to the other
+runners' whatever the number of partitions.
 
 Memory per task (Python worker; the JVM side is Spark's own and spills):
 
@@ -31,8 +31,8 @@ Memory per task (Python worker; the JVM side is Spark's own and spills):
   held for ordering, the rest in one local spill file with an index entry
   (48 bytes) per chunk; then, while re-blocking, one shuffle bin
   (``--bin-mib``, 16 MiB by default) and its merged copy, one buffer block
-  and the block being written; with the id shuffle, also the input's column
-  block if it takes at most half of ``spark.python.worker.memory``.
+  and the block being written; with the id shuffle, also the input's rows
+  if they take at most half of ``spark.python.worker.memory``.
 
 Settings: ``--spark-master`` (default ``local[*]``), Spark's own
 ``spark-defaults.conf`` (in ``$SPARK_CONF_DIR``; ``conf/`` has one), and
