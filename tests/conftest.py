@@ -33,6 +33,15 @@ def make(tmp_path, name="m", rows=500, cols=6, block_size=64, density=None, seed
     return path
 
 
+def runner_inputs(base):
+    """The engines' shared inputs: dense, wide (three column blocks) and sparse
+    matrices with several row blocks and a partial last one."""
+    return {"dense": make(base, "dense", rows=700, cols=20, block_size=64, seed=1),
+            "wide": make(base, "wide", rows=450, cols=150, block_size=64, seed=2),
+            "sparse": make(base, "sparse", rows=600, cols=150, block_size=64, density=0.1,
+                           seed=3)}
+
+
 def run_cli(capsys, *argv):
     """Run the samplegen CLI in-process: (exit status, stdout, stderr)."""
     try:

@@ -19,7 +19,7 @@ from jobs.store import Matrix, StagedOutput
 from udfs.custom import load_udf
 from udfs.errors import InputError, ParameterError
 
-from .conftest import NO_CONF, make, run_cli, sample_digests, tree_digest
+from .conftest import NO_CONF, runner_inputs, run_cli, sample_digests, tree_digest
 from .hive_fixtures import beeline, hive_server  # noqa: F401  (session fixture)
 
 pytestmark = pytest.mark.hive
@@ -29,10 +29,7 @@ SEED = 7
 @pytest.fixture(scope="module")
 def inputs(tmp_path_factory):
     base = tmp_path_factory.mktemp("hive-inputs")
-    return {"dense": make(base, "dense", rows=700, cols=20, block_size=64, seed=1),
-            "wide": make(base, "wide", rows=450, cols=150, block_size=64, seed=2),
-            "sparse": make(base, "sparse", rows=600, cols=150, block_size=64, density=0.1,
-                           seed=3)}
+    return runner_inputs(base)
 
 
 _REFERENCES = {}

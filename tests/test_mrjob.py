@@ -9,7 +9,7 @@ from jobs import api, driver
 from jobs.store import Matrix
 from udfs import SamplingUDF
 
-from .conftest import NO_CONF, make, sample_digests
+from .conftest import NO_CONF, runner_inputs, sample_digests
 from .stats import ALPHA, binomial_p
 
 pytestmark = pytest.mark.mrjob
@@ -18,10 +18,7 @@ pytestmark = pytest.mark.mrjob
 @pytest.fixture(scope="module")
 def inputs(tmp_path_factory):
     base = tmp_path_factory.mktemp("inputs")
-    return {"dense": make(base, "dense", rows=700, cols=20, block_size=64, seed=1),
-            "wide": make(base, "wide", rows=450, cols=150, block_size=64, seed=2),
-            "sparse": make(base, "sparse", rows=600, cols=150, block_size=64, density=0.1,
-                           seed=3)}
+    return runner_inputs(base)
 
 
 def read(run, name):
