@@ -12,10 +12,10 @@ reduce side reads the input once more (once per worker process, or once per
 executor).
 
 Memory: when the input's rows take at most half of the task budget
-(``spark.python.worker.memory``), a worker process holds the column blocks
-its tasks need in memory for the run; otherwise they go to a file in the executor's scratch
-directory (built once per executor) and rows are read from it one by one, so
-a task never holds more than its budget and a half.
+(``spark.python.worker.memory``), a worker process holds them in memory for
+the run; otherwise they go to files in the executor's scratch directory
+(built once per executor, one pass over the input) and rows are read from
+them one by one, so a task never holds more than its budget and a half.
 """
 import fcntl
 import glob
@@ -64,9 +64,9 @@ class RowSource:
         """``(h, block)`` of id-only *blocks* with their rows' text filled in.
 
         When the input's rows take at most half of *budget* bytes, this
-        worker process holds column block *v* in memory (read from the part
-        files once per process and run); otherwise rows are read one by one
-        (in file order) from this executor's cache file."""
+        worker process holds them in memory (every column block, read from
+        the part files in one pass per process and run); otherwise rows are
+        read one by one (in file order) from this executor's cache file."""
         table = self._table(v, budget)
         if table is not None:
             for h, block in blocks:
@@ -88,29 +88,23 @@ class RowSource:
             os.close(fd)
 
     def _table(self, v, budget):
-        total = self.rows * sum(self.width(w) for w in range(self.n_vblocks()))
-        if total > budget // 2:   # a worker may come to hold every column block
+        widths = [self.width(w) for w in range(self.n_vblocks())]
+        if self.rows * sum(widths) > budget // 2:   # a worker may come to hold every column block
             return None
-        key = (self.token, v)
-        table = _TABLES.get(key)
-        if table is None:
-            for old in [k for k in _TABLES if k[0] != self.token]:
-                del _TABLES[old]  # a previous run's rows
-            table = np.empty((self.rows, self.width(v)), np.uint8)
-            for _, start, text in self._blocks(v):
-                table[start:start + text.shape[0]] = text
-            _TABLES[key] = table
-        return table
+        if (self.token, v) not in _TABLES:
+            _TABLES.clear()   # a previous run's rows
+            tables = [np.empty((self.rows, width), np.uint8) for width in widths]
+            for w, start, text in self._blocks():   # one pass over the input
+                tables[w][start:start + text.shape[0]] = text
+            _TABLES.update(((self.token, w), table) for w, table in enumerate(tables))
+        return _TABLES[(self.token, v)]
 
-    def _blocks(self, want=None):
-        """``(v, first row, text)`` of every input block of column block
-        *want* (None: of every column block)."""
+    def _blocks(self):
+        """``(v, first row, text)`` of every input block."""
         for part in self.parts:
             with fsmod.get_fs(part).open_read(part) as src:
                 for line in src:
                     h, v, payload = split_line(line)
-                    if want is not None and v != want:
-                        continue
                     block = EncodedBlock.parse(payload, verify=False)  # the map checked the CRC
                     start = h * self.block_size
                     if block.kind != DENSE or v >= self.n_vblocks() or \
@@ -144,7 +138,7 @@ class RowSource:
                 pass
 
 
-#: this worker process's in-memory column blocks: (run token, v) -> rows' text
+#: this worker process's in-memory input: (run token, v) -> rows' text
 _TABLES = {}
 
 
