@@ -23,6 +23,7 @@ import numpy as np
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from jobs import driver  # noqa: E402
+from jobs import fs as fsmod  # noqa: E402
 from jobs.phases import local_sampling, make_plan  # noqa: E402
 from jobs.store import Matrix  # noqa: E402
 from udfs import Bootstrap, HoldOut, KFold, PositionRNG  # noqa: E402
@@ -132,7 +133,8 @@ def run_identity(src, dest, copies, runner):
 
 
 def io_floor(src, out_bytes, workdir):
-    """Read every input file once; write out_bytes to a file (in 8 MiB writes)."""
+    """Read every input file once; write out_bytes to a file with the writer of
+    our part files (bypassing the page cache where it does)."""
     parts = Matrix.open(src).part_uris()
     path = os.path.join(workdir, "floor.bin")
     t = time.perf_counter()
@@ -144,12 +146,13 @@ def io_floor(src, out_bytes, workdir):
                 if not data:
                     break
                 chunk = chunk or data
-    with open(path, "wb") as f:
-        left = out_bytes
-        while left > 0:
-            piece = chunk[:min(left, len(chunk))]
-            f.write(piece)
-            left -= len(piece)
+    writer = fsmod.LOCAL.open_atomic(path, direct=True)   # the writer of our part files
+    left = out_bytes
+    while left > 0:
+        piece = chunk[:min(left, len(chunk))]
+        writer.write(piece)
+        left -= len(piece)
+    writer.close()
     seconds = time.perf_counter() - t
     os.remove(path)
     return seconds

@@ -32,7 +32,7 @@ class MRIdentity(BlockRecordJob):
     def reducer(self, key, values):
         copy, v = parse_group_key(key)
         fs = fsmod.get_fs(self.options.out)
-        writer = fs.open_atomic(fsmod.join(self.options.out, f"copy-{copy}", "part-v%05d" % v))
+        writer = fs.open_atomic(fsmod.join(self.options.out, f"copy-{copy}", "part-v%05d" % v), direct=True)
         n = 0
         for value in values:
             sort, payload = value.split(b"\t", 1)

@@ -138,7 +138,7 @@ class MatrixWriter:
         """Append one block (used directly by generators of sparse data)."""
         if self._part is None or self._part.bytes >= self.part_bytes:
             self._close_part()
-            self._part = self.fs.open_atomic(fsmod.join(self.uri, "part-%05d" % self._part_no))
+            self._part = self.fs.open_atomic(fsmod.join(self.uri, "part-%05d" % self._part_no), direct=True)
             self._part_no += 1
         _, crc = write_block_line(self._part, h, v, block)
         self.entries.append((h, v, block.rows, block.cols, crc))
@@ -179,7 +179,7 @@ def write_group(root, sample_name, v, blocks):
     try:
         for h, block in blocks:
             if writer is None:
-                writer = fs.open_atomic(fsmod.join(root, sample_name, "part-v%05d" % v))
+                writer = fs.open_atomic(fsmod.join(root, sample_name, "part-v%05d" % v), direct=True)
             written, crc = write_block_line(writer, h, v, block.replace(relpos=None))
             nbytes += written
             entries.append([h, block.rows, block.cols, crc,
