@@ -71,13 +71,13 @@ class _DirectLocalWriter(_AtomicLocalWriter):
     first takes a fresh page of memory -- on virtual machines that hand
     freed memory back to the host, the most expensive part of writing
     (measured: 2 GB in 4.8 s buffered against 0.9 s direct).  Data is copied
-    into one page-aligned buffer and written in aligned 8 MiB pieces; the tail
+    into one page-aligned buffer and written in aligned 2 MiB pieces; the tail
     that is not a whole number of 4 KiB sectors is written buffered.  Where
     the filesystem refuses ``O_DIRECT`` (tmpfs, some network filesystems) the
     writer falls back to ordinary writes; the bytes are the same either way.
     """
 
-    CHUNK = 8 << 20
+    CHUNK = 2 << 20
     ALIGN = 4096
 
     def __init__(self, path):
