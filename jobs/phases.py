@@ -55,6 +55,7 @@ class Plan:
     composed: list = field(default_factory=list)   # train-i names (fold mode)
     bin_bits: list = None         # per sample id; None: one value for all
     default_bin_bits: int = 0
+    bin_budget: int = DEFAULT_BIN_BUDGET   # bytes of shuffle records per bin (--bin-mib)
 
     # -- JSON ----------------------------------------------------------------------
     def to_json(self):
@@ -107,6 +108,11 @@ def bin_bits(expected_rows, row_bytes, budget=DEFAULT_BIN_BUDGET):
     return min(MAX_BIN_BITS, math.ceil(math.log2(total / budget)))
 
 
+#: bytes per row of a shuffle record that carries rows by id only (the
+#: Spark engine's id shuffle): its row id and relative position
+KEY_ROW_BYTES = 16
+
+
 def make_plan(udf, seed, meta, output, budget=DEFAULT_BIN_BUDGET):
     """Build the plan for running *udf* (a SamplingUDF) over a matrix."""
     cols = min(meta["block_size"], meta["cols"])
@@ -114,19 +120,27 @@ def make_plan(udf, seed, meta, output, budget=DEFAULT_BIN_BUDGET):
         row_bytes = 8 * cols + 16
     else:
         row_bytes = 12 * meta.get("nnz", meta["rows"] * cols) / max(meta["rows"], 1) + 24
-    names = udf.sample_names()
     spec, params = udf.spec or (udf.name, udf.params())
     plan = Plan(udf=spec, params=params, seed=udf_seed(seed), rows=meta["rows"],
                 cols=meta["cols"], block_size=meta["block_size"], kind=meta["kind"],
-                output=output, names=names,
-                composed=list(getattr(udf, "composed_names", lambda: [])()))
-    if names is None:
-        plan.default_bin_bits = bin_bits(meta["rows"], row_bytes, budget)
-    else:
-        plan.bin_bits = [bin_bits(udf.expected_rows(i), row_bytes, budget)
-                         for i in range(len(names))]
+                output=output, names=udf.sample_names(),
+                composed=list(getattr(udf, "composed_names", lambda: [])()), bin_budget=int(budget))
     plan._udf_obj = udf
+    set_bins(plan, row_bytes)
     return plan
+
+
+def set_bins(plan, row_bytes):
+    """Choose the plan's shuffle bins so that one bin of a sample holds about
+    ``plan.bin_budget`` bytes of shuffle records of *row_bytes* per row.  Bins only
+    split the shuffle (by the top bits of the relative position); the
+    samples are the same whatever their number."""
+    if plan.names is None:
+        plan.bin_bits, plan.default_bin_bits = None, bin_bits(plan.rows, row_bytes, plan.bin_budget)
+    else:
+        udf = plan.sampler()
+        plan.bin_bits = [bin_bits(udf.expected_rows(i), row_bytes, plan.bin_budget)
+                         for i in range(len(plan.names))]
 
 
 def udf_seed(seed):

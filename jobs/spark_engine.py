@@ -43,6 +43,7 @@ an existing SparkContext is reused: ``spark.samplegen.inputPartitions``,
 """
 import array
 import contextlib
+import copy
 import functools
 import hashlib
 import itertools
@@ -63,7 +64,7 @@ from udfs.errors import InputError, ParameterError, SamplegenError
 
 from . import fs as fsmod
 from .blocks import ENTRY_CHARS, SPARSE, EncodedBlock, parse_encoded, row_chars
-from .phases import Plan, keep_tail, local_sampling, reblock
+from .phases import KEY_ROW_BYTES, Plan, keep_tail, local_sampling, reblock, set_bins
 from .rowcache import no_text
 from .store import write_group
 
@@ -122,6 +123,11 @@ def run_spark(plan, inputs, runner, options):
 def _run(sc, plan, inputs, settings, stats):
     from pyspark import StorageLevel
 
+    source = row_source(sc, settings, plan, inputs)
+    if source is not None:
+        # bins bound the records a reduce task merges at once: ids, not rows
+        plan = copy.copy(plan)
+        set_bins(plan, KEY_ROW_BYTES)
     plan_json = plan.to_json()
     nv = plan.n_vblocks()
     budget = _memory_bytes(setting(sc, settings, WORKER_MEMORY, "512m"))
@@ -129,7 +135,6 @@ def _run(sc, plan, inputs, settings, stats):
     lines = read_lines(sc, inputs, _count_setting(sc, settings, INPUT_PARTITIONS))
     reducers = _count_setting(sc, settings, REDUCE_PARTITIONS) or \
         default_reducers(plan, sc.defaultParallelism)
-    source = row_source(sc, settings, plan, inputs)
     records = lines.mapPartitions(functools.partial(_sample_partition, plan_json, stats,
                                                     source is not None))
     step1 = (shuffle(records, reducers, functools.partial(_group_index, nv), buffer)

@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 
 from jobs.blocks import DENSE, SPARSE, Block
-from jobs.phases import (ReBlocker, bin_bits, group_key, local_sampling, make_plan,
-                         parse_group_key, parse_sort_key, reblock, sort_key)
+from jobs.phases import (KEY_ROW_BYTES, ReBlocker, bin_bits, group_key, local_sampling, make_plan,
+                         parse_group_key, parse_sort_key, reblock, set_bins, sort_key)
 from udfs import Bootstrap, HoldOut, KFold
 
 
@@ -104,6 +104,16 @@ def test_bin_bits_bound_the_bin_size():
     assert bin_bits(1000, 800, budget=16 << 20) == 0
     bits = bin_bits(10**7, 800, budget=16 << 20)
     assert 10**7 * 800 / 2**bits <= 16 << 20 < 10**7 * 800 / 2**(bits - 1)
+
+
+def test_bins_follow_the_bytes_a_shuffle_record_carries_per_row():
+    """The id shuffle's records carry 16 bytes per row, not the row: fewer bins."""
+    plan = make_plan(Bootstrap(10**6, 20), 1, meta(10**6, 100, 1000), "/out", budget=16 << 20)
+    assert plan.bin_bits == [6] * 20                    # 10^6 rows of 816 bytes in 16 MiB bins
+    again = type(plan).from_json(plan.to_json())
+    set_bins(again, KEY_ROW_BYTES)
+    assert again.bin_bits == [0] * 20 and again.bin_budget == 16 << 20
+    assert bin_bits(10**6, KEY_ROW_BYTES, budget=1 << 20) == 4
 
 
 def test_plan_round_trips_through_json():

@@ -36,10 +36,11 @@ def _generate(src, dest, udf, params, runner, conf=(), **kw):
 
 
 #: (inputPartitions, reducePartitions, shuffle bin budget, shuffle, worker memory) of
-#: the Spark runs: the id shuffle with the input's rows in memory, then read from
-#: the cache file (a 1 MiB budget), and the row shuffle
+#: the Spark runs: the id shuffle with the input's rows in memory (one bin per
+#: sample), then read from the cache file (a 1 MiB budget; bins of 64 rows' ids),
+#: and the row shuffle (bins of a few rows)
 LAYOUTS = [(1, 1, 16 << 20, "ids", "512m"), (3, 2, 4096, "rows", "512m"),
-           (7, None, 16 << 20, "ids", "1m")]
+           (7, None, 1024, "ids", "1m")]
 
 
 @pytest.mark.parametrize("udf,params,src", [
