@@ -358,29 +358,38 @@ def exp_fig11(sc, args):
 
 
 def exp_alternating(sc, args):
-    """samplegen and the no-op-sink peers back to back in every repeat (one
-    size, the first of --sizes), so both see the same state of the machine,
-    samplegen first in even repeats and second in odd ones: hold-out pairs vs
-    randomSplit, bootstrap vs Poisson sample."""
+    """samplegen and the DataFrame peers (into each of --alt-sinks) back to
+    back in every repeat (one size, the first of --sizes), so all see the
+    same state of the machine, in an order that rotates every repeat:
+    hold-out pairs vs randomSplit, bootstrap vs Poisson sample; and the numpy
+    in-memory floor of each task in the same run."""
     from pyspark.sql import SparkSession
     spark = SparkSession(sc)
     rows = args.sizes[0]
     src = matrix_for(args.workdir, rows, args.cols, args.block_size)
     parquet = parquet_for(src)
+    X = Matrix.open(src).to_numpy()[1]
     out = os.path.join(args.workdir, "out")
     t = Timer()
+
+    def peer(fn, sink):
+        shutil.rmtree(out, ignore_errors=True)
+        seconds = timed(lambda: fn(spark, parquet, sink, out, 20 if fn is df_bootstrap else 10))[0]
+        shutil.rmtree(out, ignore_errors=True)
+        return seconds
     for rep in range(args.repeats):
-        for label, udf, params, peer in (
-                ("holdout", "holdout", {"ratio": 0.8, "repeats": 10},
-                 lambda: df_holdout(spark, parquet, "noop", out, 10)),
-                ("bootstrap", "bootstrap", {"samples": 20},
-                 lambda: df_bootstrap(spark, parquet, "noop", out, 20))):
-            contenders = [(f"{label}/samplegen", lambda: ours(sc, src, out, udf, params)[0]),
-                          (f"{label}/spark-df-noop", lambda: timed(peer)[0])]
-            for name, run in contenders[::1 if rep % 2 == 0 else -1]:  # who goes first alternates
+        for label, udf, params, fn, floor in (
+                ("holdout", "holdout", {"ratio": 0.8, "repeats": 10}, df_holdout, numpy_holdout),
+                ("bootstrap", "bootstrap", {"samples": 20}, df_bootstrap, numpy_bootstrap)):
+            contenders = [(f"{label}/samplegen", lambda: ours(sc, src, out, udf, params)[0])]
+            contenders += [(f"{label}/spark-df-{sink}", functools.partial(peer, fn, sink))
+                           for sink in args.alt_sinks]
+            turn = rep % len(contenders)                       # who goes first rotates
+            for name, run in contenders[turn:] + contenders[:turn]:
                 t.add(name, run())
                 _collect_garbage(sc)
-    return {"rows": rows, "cases": t.rows()}
+            t.add(f"{label}/numpy", timed(lambda: floor(X, 20 if label == "bootstrap" else 10))[0])
+    return {"rows": rows, "sinks": args.alt_sinks, "cases": t.rows()}
 
 
 def exp_fig12(sc, args):
@@ -572,15 +581,26 @@ def report(results):
                              f"{bm['seconds'] / ours_s:.1f}× |")
     if "alternating" in results:
         alt = results["alternating"]
-        lines += [f"\n### Back to back with the no-op sink peers, {alt['rows']:,} rows\n",
-                  "| task | samplegen (s) | runs | peer (s) | runs | peer / samplegen |",
-                  "|---|---:|---|---:|---|---:|"]
-        for task, peer in (("holdout", "randomSplit → no-op"),
-                           ("bootstrap", "sample(True, 1.0) → no-op")):
-            a, b = alt["cases"][f"{task}/samplegen"], alt["cases"][f"{task}/spark-df-noop"]
-            runs = lambda c: ", ".join(f"{x:.1f}" for x in c["runs"])  # noqa: E731
-            lines.append(f"| {task} vs {peer} | {a['seconds']:.1f} | {runs(a)} | "
-                         f"{b['seconds']:.1f} | {runs(b)} | {b['seconds'] / a['seconds']:.2f}× |")
+        sinks = alt.get("sinks", ["noop"])
+        lines += [f"\n### Back to back with the DataFrame peers, {alt['rows']:,} rows\n",
+                  "| task | contender | seconds | runs | vs numpy floor | samplegen speed-up |",
+                  "|---|---|---:|---|---:|---:|"]
+        runs = lambda c: ", ".join(f"{x:.1f}" for x in c["runs"])  # noqa: E731
+        for task, peer in (("holdout", "randomSplit"), ("bootstrap", "sample(True, 1.0)")):
+            a = alt["cases"][f"{task}/samplegen"]
+            floor = alt["cases"].get(f"{task}/numpy", {}).get("seconds")
+            mult = lambda c: f"{c['seconds'] / floor:.0f}×" if floor else "—"  # noqa: E731
+            lines.append(f"| {task} | samplegen --runner spark | {a['seconds']:.1f} | {runs(a)} | "
+                         f"{mult(a)} | |")
+            for sink in sinks:
+                b = alt["cases"][f"{task}/spark-df-{sink}"]
+                lines.append(f"| {task} | {peer} → {'no-op sink' if sink == 'noop' else 'Parquet'} | "
+                             f"{b['seconds']:.1f} | {runs(b)} | {mult(b)} | "
+                             f"{b['seconds'] / a['seconds']:.2f}× |")
+            if floor:
+                c = alt["cases"][f"{task}/numpy"]
+                lines.append(f"| {task} | numpy gathers, in memory | {floor:.2f} | {runs(c)} | 1× | "
+                             f"{floor / a['seconds']:.2f}× |")
     return "\n".join(lines) + "\n"
 
 
@@ -660,6 +680,8 @@ def parse_args(argv=None):
                     default=["parquet", "noop"],
                     help="DataFrame peers' sinks (parquet, noop); Parquet writes take most "
                          "of the time at 1M rows")
+    ap.add_argument("--alt-sinks", type=lambda t: [x for x in t.split(",") if x], default=["noop"],
+                    help="the alternating experiment's DataFrame peers' sinks (noop, parquet)")
     ap.add_argument("--fig8-sizes", type=ints, default=[100000, 200000, 500000, 1000000])
     ap.add_argument("--fig10-rows", type=int, default=200000)
     ap.add_argument("--fig10-samples", type=ints, default=[10, 20, 30, 40, 50])
