@@ -40,12 +40,17 @@ def direct_io_enabled():
     return hasattr(os, "O_DIRECT") and os.environ.get("SAMPLEGEN_DIRECT_IO", "1") != "0"
 
 
+def _staging_name(path):
+    """A temporary name beside *path* (its directory created) to write, then rename."""
+    directory, name = os.path.split(path)
+    os.makedirs(directory or ".", exist_ok=True)
+    return os.path.join(directory, f".{name}.tmp-{uuid.uuid4().hex[:12]}")
+
+
 class _AtomicLocalWriter:
     def __init__(self, path):
         self.path = path
-        directory, name = os.path.split(path)
-        os.makedirs(directory or ".", exist_ok=True)
-        self.tmp = os.path.join(directory, f".{name}.tmp-{uuid.uuid4().hex[:12]}")
+        self.tmp = _staging_name(path)
         self.file = open(self.tmp, "wb")
         self.bytes = 0
 
@@ -63,7 +68,7 @@ class _AtomicLocalWriter:
             os.remove(self.tmp)
 
 
-class _DirectLocalWriter(_AtomicLocalWriter):
+class _DirectLocalWriter:
     """An atomic local writer that bypasses the page cache (``O_DIRECT``).
 
     Sample part files are large, written once and read later (often by
@@ -85,11 +90,8 @@ class _DirectLocalWriter(_AtomicLocalWriter):
     def __init__(self, path):
         import mmap
         self.path = path
-        directory, name = os.path.split(path)
-        os.makedirs(directory or ".", exist_ok=True)
-        self.tmp = os.path.join(directory, f".{name}.tmp-{uuid.uuid4().hex[:12]}")
+        self.tmp = _staging_name(path)
         self.bytes = 0
-        self.file = None
         self.direct = True
         try:
             self.fd = os.open(self.tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_DIRECT, 0o644)
