@@ -52,6 +52,8 @@ from jobs import driver, spark_engine  # noqa: E402
 from jobs.store import Matrix  # noqa: E402
 
 SEED = 7
+#: per task: hold-out pairs (20 samples), folds, bootstrap samples
+COUNTS = {"holdout": 10, "kfold": 10, "bootstrap": 20}
 EXPERIMENTS = ("peers", "fig8", "fig10", "fig11", "fig12", "alternating")
 
 
@@ -209,6 +211,16 @@ def df_bootstrap(spark, parquet, sink, out, samples, sizes=None):
     df.unpersist()
 
 
+def run_peer(fn, spark, parquet, sink, out, count):
+    """Seconds of one DataFrame peer run into *sink* (and the bytes it wrote
+    for Parquet); *out* is cleared before and after."""
+    shutil.rmtree(out, ignore_errors=True)
+    seconds, _ = timed(lambda: fn(spark, parquet, sink, out, count))
+    written = du(out) if sink == "parquet" else None
+    shutil.rmtree(out, ignore_errors=True)
+    return seconds, written
+
+
 def numpy_holdout(X, pairs):
     rng = np.random.default_rng(SEED)
     cut = int(0.8 * len(X))
@@ -280,29 +292,22 @@ def exp_peers(sc, spark, args, rows):
             t.add(f"{label}/samplegen", seconds, output_bytes=nbytes, stats=stats)
             t.add(f"{label}/io-floor", io_floor(src, nbytes, args.workdir))
             if label in ("holdout", "bootstrap"):
-                copies = 10 if label == "holdout" else 20
-                t.add(f"{label}/spark-identity", identity(sc, src, out, copies))
+                t.add(f"{label}/spark-identity", identity(sc, src, out, COUNTS[label]))
         for label, fn in (("holdout", numpy_holdout), ("kfold", numpy_kfold),
                           ("bootstrap", numpy_bootstrap)):
-            n = 20 if label == "bootstrap" else 10
-            t.add(f"{label}/numpy", timed(lambda: fn(X, n))[0])
+            t.add(f"{label}/numpy", timed(lambda: fn(X, COUNTS[label]))[0])
         for label, fn in (("holdout", sklearn_holdout), ("kfold", sklearn_kfold),
                           ("bootstrap", sklearn_bootstrap)):
-            n = 20 if label == "bootstrap" else 10
-            t.add(f"{label}/sklearn", timed(lambda: fn(X, n))[0])
+            t.add(f"{label}/sklearn", timed(lambda: fn(X, COUNTS[label]))[0])
         if rep >= args.peer_repeats:
             continue  # the DataFrame peers take most of the time at 1M rows
         for sink in args.sinks:
-            for label, fn in (("holdout", lambda: df_holdout(spark, parquet, sink, out, 10)),
-                              ("kfold", lambda: df_kfold(spark, parquet, sink, out, 10)),
-                              ("bootstrap", lambda: df_bootstrap(spark, parquet, sink, out, 20))):
-                shutil.rmtree(out, ignore_errors=True)
-                seconds, _ = timed(fn)
-                extra = {"output_bytes": du(out)} if sink == "parquet" else {}
+            for label, fn in (("holdout", df_holdout), ("kfold", df_kfold), ("bootstrap", df_bootstrap)):
+                seconds, written = run_peer(fn, spark, parquet, sink, out, COUNTS[label])
+                extra = {} if written is None else {"output_bytes": written}
                 t.add(f"{label}/spark-df-{sink}", seconds, **extra)
-                shutil.rmtree(out, ignore_errors=True)
                 _collect_garbage(sc)
-    df_bootstrap(spark, parquet, "noop", out, 20, sizes=poisson_sizes)  # sizes, untimed
+    df_bootstrap(spark, parquet, "noop", out, COUNTS["bootstrap"], sizes=poisson_sizes)  # sizes, untimed
     deviation = np.abs(np.array(poisson_sizes) - rows) / rows
     return {"rows": rows, "cols": args.cols, "input_bytes": input_bytes, "cases": t.rows(),
             "poisson_sizes": poisson_sizes,
@@ -372,23 +377,20 @@ def exp_alternating(sc, args):
     out = os.path.join(args.workdir, "out")
     t = Timer()
 
-    def peer(fn, sink):
-        shutil.rmtree(out, ignore_errors=True)
-        seconds = timed(lambda: fn(spark, parquet, sink, out, 20 if fn is df_bootstrap else 10))[0]
-        shutil.rmtree(out, ignore_errors=True)
-        return seconds
+    def peer(fn, sink, count):
+        return run_peer(fn, spark, parquet, sink, out, count)[0]
     for rep in range(args.repeats):
         for label, udf, params, fn, floor in (
                 ("holdout", "holdout", {"ratio": 0.8, "repeats": 10}, df_holdout, numpy_holdout),
                 ("bootstrap", "bootstrap", {"samples": 20}, df_bootstrap, numpy_bootstrap)):
             contenders = [(f"{label}/samplegen", lambda: ours(sc, src, out, udf, params)[0])]
-            contenders += [(f"{label}/spark-df-{sink}", functools.partial(peer, fn, sink))
+            contenders += [(f"{label}/spark-df-{sink}", functools.partial(peer, fn, sink, COUNTS[label]))
                            for sink in args.alt_sinks]
             turn = rep % len(contenders)                       # who goes first rotates
             for name, run in contenders[turn:] + contenders[:turn]:
                 t.add(name, run())
                 _collect_garbage(sc)
-            t.add(f"{label}/numpy", timed(lambda: floor(X, 20 if label == "bootstrap" else 10))[0])
+            t.add(f"{label}/numpy", timed(lambda: floor(X, COUNTS[label]))[0])
     return {"rows": rows, "sinks": args.alt_sinks, "cases": t.rows()}
 
 
