@@ -85,6 +85,36 @@ def _as_u8(text):
     return np.frombuffer(text, dtype=np.uint8) if not isinstance(text, np.ndarray) else text
 
 
+def _sections(kind, flags, rows, cols, nnz):
+    """``[(name, characters)]`` of the payload after the header, in order."""
+    sizes = []
+    if flags & _ROW_IDS:
+        sizes.append(("row_ids", text_len(8 * rows)))
+    if flags & _RELPOS:
+        sizes.append(("relpos", text_len(8 * rows)))
+    if kind == DENSE:
+        sizes.append(("text", rows * row_chars(cols)))
+    else:
+        sizes += [("indptr", text_len(8 * (rows + 1))), ("text", ENTRY_CHARS * nnz)]
+    return sizes
+
+
+def dense_layout(header):
+    """``(rows, cols, text offset, payload length)`` of a dense block from the
+    first HEADER_CHARS characters of its payload: where its rows' text starts
+    and where the payload ends, without reading the rest (rows are then
+    addressable in place, e.g. in a memory-mapped block file)."""
+    try:
+        magic, kind, flags, _, rows, cols, nnz, _ = HEADER.unpack(_unb64(header))
+    except struct.error:
+        raise InputError("corrupt or truncated block: header missing") from None
+    if magic != MAGIC or kind != DENSE:
+        raise InputError(f"not a dense block of format {MAGIC!r}")
+    sizes = _sections(kind, flags, rows, cols, nnz)
+    offset = HEADER_CHARS + sum(n for _, n in sizes[:-1])
+    return rows, cols, offset, offset + sizes[-1][1]
+
+
 class EncodedBlock:
     """A block whose values stay base64 text: rows are gathered, merged and
     re-blocked without decoding them.  ``row_ids``, ``relpos`` and (sparse)
@@ -119,15 +149,7 @@ class EncodedBlock:
             raise InputError(f"corrupt block or unsupported block format: header {magic!r}, "
                              f"expected {MAGIC!r}")
         body = payload[HEADER_CHARS:]
-        sizes = []
-        if flags & _ROW_IDS:
-            sizes.append(("row_ids", text_len(8 * rows)))
-        if flags & _RELPOS:
-            sizes.append(("relpos", text_len(8 * rows)))
-        if kind == DENSE:
-            sizes.append(("text", rows * row_chars(cols)))
-        else:
-            sizes += [("indptr", text_len(8 * (rows + 1))), ("text", ENTRY_CHARS * nnz)]
+        sizes = _sections(kind, flags, rows, cols, nnz)
         expected = sum(n for _, n in sizes)
         if len(body) != expected:
             raise InputError(f"corrupt or truncated block: {len(body)} payload characters, "

@@ -3,23 +3,30 @@
 In the id shuffle, local-sampling emits each chunk's row ids and relative
 positions only, block-preparation moves and sorts those (16 bytes per
 occurrence instead of a copy of the row), and streaming-re-block fetches the
-rows of every re-blocked block by row id from a :class:`RowSource`: the
-input's rows as base64 text at a fixed stride (row ``i`` of column block
-``v`` at ``i * row_chars(cols of v)``), read from the input's part files.
-The bytes fetched are the bytes the row shuffle carries, so the samples are
-the same; what changes is that the data crosses the shuffle as keys, and the
-reduce side reads the input once more (once per worker process, or once per
-executor).
+rows of every re-blocked block by row id from a :class:`RowSource`: straight
+out of the input's part files, where a dense block's rows are base64 text at
+a fixed stride.  The bytes fetched are the bytes the row shuffle carries, so
+the samples are the same; what changes is that the data crosses the shuffle
+as keys, and the reduce side reads the rows it needs in place.
 
-Memory: when the input's rows take at most half of the task budget
-(``spark.python.worker.memory``), a worker process holds them in memory for
-the run; otherwise they go to files in the executor's scratch directory
-(built once per executor, one pass over the input) and rows are read from
-them one by one, so a task never holds more than its budget and a half.
+Each worker process indexes the part files once per run by hopping from
+block header to block header (about a hundred bytes read per block, not the
+rows), which places row ``i`` of column block ``v`` at a byte offset of a
+part file.  Part files that are not local files (HDFS) are first copied to
+the executor's scratch directory, once per executor.
+
+Memory: when the part files take at most half of the task budget
+(``spark.python.worker.memory``), they are memory-mapped read-only and rows
+are gathered from the mapping (the pages are the kernel's page cache, shared
+by every worker of the machine, not a copy per process); otherwise each row
+is read with one ``preadv`` (in file order), so a task never holds more than
+its budget and a half.
 """
 import fcntl
 import glob
+import mmap
 import os
+import shutil
 import tempfile
 
 import numpy as np
@@ -27,9 +34,11 @@ import numpy as np
 from udfs.errors import InputError
 
 from . import fs as fsmod
-from .blocks import DENSE, EncodedBlock, row_chars, split_line
+from .blocks import HEADER_CHARS, dense_layout, row_chars
 
 PREFIX = "samplegen-rows-"
+#: bytes read at the start of a block line: "h<TAB>v<TAB>" and the header
+_LINE_HEAD = 2 * 20 + 2 + HEADER_CHARS
 
 
 def local_dir():
@@ -43,8 +52,8 @@ def no_text(block):
 
 
 class RowSource:
-    """What a task needs to build or open the row caches of one run
-    (picklable: it travels in the task closure)."""
+    """What a task needs to find the input's rows (picklable: it travels in
+    the task closure)."""
 
     def __init__(self, parts, rows, cols, block_size, token):
         self.parts = list(parts)
@@ -57,95 +66,157 @@ class RowSource:
     def width(self, v):
         return row_chars(min(self.block_size, self.cols - v * self.block_size))
 
-    def path(self, v):
-        return os.path.join(local_dir(), f"{PREFIX}{self.token}-v{v}")
-
     def fetch(self, v, blocks, budget):
-        """``(h, block)`` of id-only *blocks* with their rows' text filled in.
-
-        When the input's rows take at most half of *budget* bytes, this
-        worker process holds them in memory (every column block, read from
-        the part files in one pass per process and run); otherwise rows are
-        read one by one (in file order) from this executor's cache file."""
-        table = self._table(v, budget)
-        if table is not None:
-            for h, block in blocks:
-                yield h, block.replace(text=table[block.row_ids])
-            return
-        self._ensure_files()
+        """``(h, block)`` of id-only *blocks* with their rows' text filled in,
+        from memory-mapped part files when they take at most half of *budget*
+        bytes, else read row by row."""
+        index = self._index()
         width = self.width(v)
-        fd = os.open(self.path(v), os.O_RDONLY)
-        try:
-            for h, block in blocks:
-                ids = np.asarray(block.row_ids, np.int64)
-                text = np.empty((ids.size, width), np.uint8)
-                order = np.argsort(ids, kind="stable")
-                for i, row in zip(order.tolist(), ids[order].tolist()):
-                    if os.preadv(fd, [text[i]], row * width) != width:
-                        raise InputError(f"row cache {self.path(v)} is truncated")
-                yield h, block.replace(text=text)
-        finally:
-            os.close(fd)
+        mapped = index.size <= budget // 2
+        for h, block in blocks:
+            parts, offsets = index.locate(v, block.row_ids, width)
+            text = index.gather(parts, offsets, width) if mapped else \
+                index.read(parts, offsets, width)
+            yield h, block.replace(text=text)
 
-    def _table(self, v, budget):
-        widths = [self.width(w) for w in range(self.n_vblocks())]
-        if self.rows * sum(widths) > budget // 2:   # a worker may come to hold every column block
-            return None
-        if (self.token, v) not in _TABLES:
-            _TABLES.clear()   # a previous run's rows
-            tables = [np.empty((self.rows, width), np.uint8) for width in widths]
-            for w, start, text in self._blocks():   # one pass over the input
-                tables[w][start:start + text.shape[0]] = text
-            _TABLES.update(((self.token, w), table) for w, table in enumerate(tables))
-        return _TABLES[(self.token, v)]
+    def _index(self):
+        index = _INDEXES.get(self.token)
+        if index is None:
+            for token in list(_INDEXES):   # a previous run's
+                drop(token)
+            index = _INDEXES[self.token] = _Index(self, self._local_parts())
+        return index
 
-    def _blocks(self):
-        """``(v, first row, text)`` of every input block."""
-        for part in self.parts:
-            with fsmod.get_fs(part).open_read(part) as src:
-                for line in src:
-                    h, v, payload = split_line(line)
-                    block = EncodedBlock.parse(payload, verify=False)  # the map checked the CRC
-                    start = h * self.block_size
-                    if block.kind != DENSE or v >= self.n_vblocks() or \
-                            start + block.rows > self.rows or block.text.shape[1] != self.width(v):
-                        raise InputError(f"corrupt block ({h}, {v}) in {part}: not a dense "
-                                         "block of this matrix")
-                    yield v, start, block.text
-
-    def _ensure_files(self):
-        """Build this executor's cache files (every ``v``) unless another task has."""
+    def _local_parts(self):
+        """Local paths of the part files: the files themselves, or this
+        executor's copies of them (made once, by whichever task comes first)."""
+        if all(fsmod.is_local(p) and os.path.isfile(fsmod.local_path(p)) for p in self.parts):
+            return [fsmod.local_path(p) for p in self.parts]
+        copies = [os.path.join(local_dir(), f"{PREFIX}{self.token}-p{i}")
+                  for i in range(len(self.parts))]
         done = os.path.join(local_dir(), f"{PREFIX}{self.token}.done")
         if os.path.exists(done):
-            return
+            return copies
         with open(os.path.join(local_dir(), f"{PREFIX}{self.token}.lock"), "a+b") as lock:
             fcntl.flock(lock, fcntl.LOCK_EX)
-            if os.path.exists(done):
-                return
-            tmp = [self.path(v) + ".tmp" for v in range(self.n_vblocks())]
-            files = [open(t, "wb") for t in tmp]
-            try:
-                for f, v in zip(files, range(len(files))):
-                    f.truncate(self.rows * self.width(v))
-                for v, start, text in self._blocks():  # one pass over the input
-                    os.pwrite(files[v].fileno(), np.ascontiguousarray(text), start * self.width(v))
-            finally:
-                for f in files:
-                    f.close()
-            for v, t in enumerate(tmp):
-                os.replace(t, self.path(v))
-            with open(done, "wb"):
-                pass
+            if not os.path.exists(done):
+                for part, copy in zip(self.parts, copies):
+                    with fsmod.get_fs(part).open_read(part) as src, \
+                            open(copy + ".tmp", "wb") as dst:
+                        shutil.copyfileobj(src, dst, 8 << 20)
+                    os.replace(copy + ".tmp", copy)
+                with open(done, "wb"):
+                    pass
+        return copies
 
 
-#: this worker process's in-memory input: (run token, v) -> rows' text
-_TABLES = {}
+class _Index:
+    """Where every input row's text is: for column block ``v`` and block row
+    ``h``, the part file and byte offset of the block's first row."""
+
+    def __init__(self, source, paths):
+        self.source, self.paths = source, paths
+        n_h = -(-source.rows // source.block_size)
+        self.part = [np.full(n_h, -1, np.int32) for _ in range(source.n_vblocks())]
+        self.start = [np.full(n_h, -1, np.int64) for _ in range(source.n_vblocks())]
+        self.size = sum(os.path.getsize(p) for p in paths)
+        self._windows, self._fds = {}, {}
+        for p, path in enumerate(paths):
+            self._scan(p, path)
+
+    def _scan(self, p, path):
+        src = self.source
+        with open(path, "rb") as f:
+            end_of_file, pos = os.fstat(f.fileno()).st_size, 0
+            while pos < end_of_file:
+                head = os.pread(f.fileno(), _LINE_HEAD, pos)
+                tab1 = head.find(b"\t")
+                tab2 = head.find(b"\t", tab1 + 1)
+                where = f"{path} at byte {pos}"
+                try:
+                    if tab1 < 0 or tab2 < 0:
+                        raise ValueError
+                    h, v = int(head[:tab1]), int(head[tab1 + 1:tab2])
+                    rows, cols, text, length = dense_layout(head[tab2 + 1:tab2 + 1 + HEADER_CHARS])
+                except (ValueError, InputError):
+                    raise InputError(f"corrupt block line in {where}: not a dense block") from None
+                if not (0 <= v < src.n_vblocks() and 0 <= h < self.start[v].size) or \
+                        rows > src.block_size or h * src.block_size + rows > src.rows or \
+                        row_chars(cols) != src.width(v):
+                    raise InputError(f"corrupt block ({h}, {v}) in {where}: not a block of "
+                                     "this matrix")
+                if self.start[v][h] >= 0:
+                    raise InputError(f"corrupt input: block ({h}, {v}) appears twice ({where})")
+                payload = pos + tab2 + 1
+                self.part[v][h], self.start[v][h] = p, payload + text
+                newline = os.pread(f.fileno(), 2, payload + length)
+                if newline[:1] == b"\n":
+                    pos = payload + length + 1
+                elif newline == b"\r\n":
+                    pos = payload + length + 2
+                else:
+                    raise InputError(f"corrupt or truncated block ({h}, {v}) in {where}")
+
+    def locate(self, v, row_ids, width):
+        """``(part, byte offset)`` of each row of *row_ids* in column block *v*."""
+        ids = np.asarray(row_ids, np.int64)
+        h = ids // self.source.block_size
+        start = self.start[v][h]
+        if start.size and start.min() < 0:
+            raise InputError(f"row {int(ids[start < 0][0])} is not in the input's part files")
+        return self.part[v][h], start + (ids - h * self.source.block_size) * width
+
+    def gather(self, parts, offsets, width):
+        """The rows at *offsets* from memory-mapped part files."""
+        first = int(parts[0]) if parts.size else 0
+        if parts.size == 0 or (parts == first).all():
+            return self._window(first, width)[offsets]
+        text = np.empty((offsets.size, width), np.uint8)
+        for p in np.unique(parts).tolist():
+            mine = parts == p
+            text[mine] = self._window(p, width)[offsets[mine]]
+        return text
+
+    def _window(self, p, width):
+        """Part file *p* as a read-only array whose row ``o`` is the *width*
+        bytes at offset ``o`` (a sliding-window view of one mapping)."""
+        window = self._windows.get((p, width))
+        if window is None:
+            with open(self.paths[p], "rb") as f:
+                data = np.frombuffer(mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ), np.uint8)
+            window = self._windows[(p, width)] = np.lib.stride_tricks.sliding_window_view(
+                data, width)
+        return window
+
+    def read(self, parts, offsets, width):
+        """The rows at *offsets*, one ``preadv`` each, in file order."""
+        text = np.empty((offsets.size, width), np.uint8)
+        order = np.lexsort((offsets, parts))
+        for p in np.unique(parts).tolist():
+            if p not in self._fds:
+                self._fds[p] = os.open(self.paths[p], os.O_RDONLY)
+        fds = self._fds
+        for i, p, offset in zip(order.tolist(), parts[order].tolist(), offsets[order].tolist()):
+            if os.preadv(fds[p], [text[i]], offset) != width:
+                raise InputError(f"part file {self.paths[p]} is truncated")
+        return text
+
+    def close(self):
+        for fd in self._fds.values():
+            os.close(fd)
+        self._fds.clear()
+        self._windows.clear()
+
+
+#: this worker process's index of the current run: token -> _Index
+_INDEXES = {}
 
 
 def drop(token):
-    """Remove this executor's caches of run *token* (best effort)."""
-    for key in [k for k in _TABLES if k[0] == token]:
-        del _TABLES[key]
+    """Forget run *token*'s index and remove this executor's copies (best effort)."""
+    index = _INDEXES.pop(token, None)
+    if index is not None:
+        index.close()
     for path in glob.glob(os.path.join(local_dir(), f"{PREFIX}{token}*")):
         try:
             os.remove(path)

@@ -31,8 +31,9 @@ Memory per task (Python worker; the JVM side is Spark's own and spills):
   held for ordering, the rest in one local spill file with an index entry
   (48 bytes) per chunk; then, while re-blocking, one shuffle bin
   (``--bin-mib``, 16 MiB by default) and its merged copy, one buffer block
-  and the block being written; with the id shuffle, also the input's rows
-  if they take at most half of ``spark.python.worker.memory``.
+  and the block being written; with the id shuffle, also the input's part
+  files, memory-mapped, if they take at most half of
+  ``spark.python.worker.memory`` (page cache, shared by the workers).
 
 Settings: ``--spark-master`` (default ``local[*]``), Spark's own
 ``spark-defaults.conf`` (in ``$SPARK_CONF_DIR``; ``conf/`` has one), and
@@ -177,8 +178,9 @@ def row_source(sc, settings, plan, inputs):
 
 
 def _drop_row_caches(sc, token):
-    """Remove the run's row caches from the executors' scratch directories
-    (best effort: Spark removes those directories when the application ends)."""
+    """Forget the run's row indexes and remove the executors' copies of
+    remote part files (best effort: Spark removes its local directories when
+    the application ends)."""
     from .rowcache import drop
 
     slots = max(2, 2 * sc.defaultParallelism)

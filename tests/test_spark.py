@@ -77,8 +77,8 @@ def test_task_memory_is_bounded_when_a_task_gets_more_than_its_share(spark, tmp_
     """One reduce task receives every group (about 87 MB of rows) with a
     1 MiB budget.  Row shuffle: it spills almost all of the rows and holds one
     shuffle bin at a time.  Id shuffle: it spills keys only (16 bytes per
-    occurrence plus frame headers) and drops the row cache's mapped pages
-    every budget's worth of fetched rows.  Map tasks hold at most 256 KiB of
+    occurrence plus frame headers) and, the input being larger than half
+    its budget, reads the rows it fetches one by one from the part files.  Map tasks hold at most 256 KiB of
     chunks before handing them to the JVM.  Both grow by far less than what
     they move."""
     src = make(tmp_path, "big", rows=20000, cols=100, block_size=100, seed=4)
@@ -140,6 +140,103 @@ def test_shuffle_frames_round_trip_dense_sparse_and_empty_chunks():
     for (_, a), (_, b) in zip(records, back):
         assert (a.rows, a.cols, a.kind) == (b.rows, b.cols, b.kind)
         assert a.encode() == b.encode() and (a.relpos is None) == (b.relpos is None)
+
+
+def _row_source(path, token="t"):
+    from jobs.rowcache import RowSource
+    m = Matrix.open(path)
+    return RowSource(m.part_uris(), m.rows, m.cols, m.block_size, token)
+
+
+def _input_text(path):
+    """Each column block's rows as base64 text, in row order (the expected fetch)."""
+    from jobs.blocks import parse_encoded
+    m, tables = Matrix.open(path), {}
+    for part in m.part_uris():
+        for line in open(part, "rb"):
+            h, v, block = parse_encoded(line)
+            tables.setdefault(v, {})[h] = block.text
+    return {v: np.concatenate([t[h] for h in sorted(t)]) for v, t in tables.items()}
+
+
+def _fetch_all(source, budget, ids):
+    from jobs.blocks import DENSE, EncodedBlock
+    out = {}
+    for v in range(source.n_vblocks()):
+        pieces = [EncodedBlock(DENSE, len(chunk), 1, np.empty((len(chunk), 0), np.uint8),
+                               row_ids=chunk) for chunk in np.array_split(ids, 5)]
+        fetched = list(source.fetch(v, enumerate(pieces), budget))
+        assert [h for h, _ in fetched] == list(range(5))
+        out[v] = np.concatenate([b.text for _, b in fetched])
+    return out
+
+
+def _split_parts(src, dest, n):
+    """A copy of matrix *src* whose block lines are dealt round robin into *n* part files."""
+    shutil.copytree(src, dest)
+    (part,) = Matrix.open(dest).part_uris()
+    lines = open(part, "rb").readlines()
+    os.remove(part)
+    for i in range(n):
+        open(os.path.join(dest, f"part-{i:05d}"), "wb").writelines(lines[i::n])
+    return dest
+
+
+@pytest.mark.parametrize("budget", [1 << 30, 1 << 10])
+def test_row_source_fetches_the_inputs_rows_mapped_or_read(tmp_path, inputs, budget):
+    """Rows come back byte for byte, repeats and any order, from several part
+    files and column blocks of different widths: memory-mapped when the parts
+    fit half the budget, else read one by one."""
+    from jobs import rowcache
+    path = _split_parts(inputs["wide"], str(tmp_path / "wide"), 2)
+    source = _row_source(path)
+    assert len(source.parts) == 2 and source.n_vblocks() == 3
+    ids = np.random.default_rng(5).integers(0, source.rows, 2000)
+    try:
+        fetched = _fetch_all(source, budget, ids)
+    finally:
+        rowcache.drop("t")
+    expected = _input_text(path)
+    for v in range(3):
+        assert np.array_equal(fetched[v], expected[v][ids]), v
+
+
+def test_row_source_copies_parts_that_are_not_local_files(tmp_path, inputs, monkeypatch):
+    """Part files on a Hadoop filesystem are copied once per executor (here a
+    stand-in ``hdfs dfs -cat`` serves local files as hdfs:// URIs) and removed
+    by drop()."""
+    from jobs import rowcache
+    fake = tmp_path / "hdfs"
+    fake.write_text('#!/bin/sh\n[ "$1" = -cat ] || exit 1\ncat "${2#hdfs://}"\n')
+    fake.chmod(0o755)
+    monkeypatch.setenv("SAMPLEGEN_HDFS_CMD", str(fake))
+    monkeypatch.setenv("SPARK_LOCAL_DIRS", str(tmp_path / "scratch"))
+    os.mkdir(tmp_path / "scratch")
+    source = _row_source(inputs["dense"], token="remote")
+    source.parts = ["hdfs://" + p for p in source.parts]
+    ids = np.random.default_rng(6).integers(0, source.rows, 500)
+    try:
+        fetched = _fetch_all(source, 1 << 30, ids)
+        copies = os.listdir(tmp_path / "scratch")
+        assert len([c for c in copies if "-p" in c]) == len(source.parts)
+    finally:
+        rowcache.drop("remote")
+    assert os.listdir(tmp_path / "scratch") == []
+    assert np.array_equal(fetched[0], _input_text(inputs["dense"])[0][ids])
+
+
+def test_row_source_refuses_truncated_or_repeated_blocks(tmp_path, inputs):
+    from jobs import rowcache
+    for damage, message in [("truncate", "truncated"), ("repeat", "appears twice")]:
+        dest = str(tmp_path / damage)
+        shutil.copytree(inputs["dense"], dest)
+        part = Matrix.open(dest).part_uris()[0]
+        data = open(part, "rb").read()
+        first = data[:data.index(b"\n") + 1]
+        open(part, "wb").write(data[:-100] if damage == "truncate" else data + first)
+        with pytest.raises(InputError, match=message):
+            list(_row_source(dest, damage).fetch(0, [], 1 << 30))
+        rowcache.drop(damage)
 
 
 def test_bad_spark_settings_are_parameter_errors(spark, tmp_path, inputs, capsys):
