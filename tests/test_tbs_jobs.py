@@ -136,6 +136,9 @@ def test_state_layout_snapshots_and_delta_retention(tmp_path):
     assert top == ["commits", "deltas", "parts", "snapshots"]
     assert sorted(os.listdir(os.path.join(state, "commits"))) == ["0000000011.json", "0000000012.json"]
     assert sorted(os.listdir(os.path.join(state, "snapshots"))) == ["0000000010"]
+    # the previous commit (kept too) still references delta 9
+    assert sorted(os.listdir(os.path.join(state, "deltas"))) == [f"{k:010d}" for k in (9, 10, 11, 12)]
+    assert [d for d, subdirs, files in os.walk(state) if not subdirs and not files] == []
     from tests.tbs_jobs_util import read_dir
     snap = read_dir(os.path.join(state, "snapshots", "0000000010"))
     current = snap[snap["_sg_in_sample"]].drop(columns=["_sg_in_sample"])

@@ -105,8 +105,7 @@ def forget(store: Store, seq: int) -> int:
         store.remove(rel)
         if i == 0:
             crash_point("in-gc")
-    if gone:
-        store.remove_empty_dirs()
+    store.remove_parents_if_empty(gone)
     return len(gone)
 
 

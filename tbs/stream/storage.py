@@ -240,6 +240,22 @@ class Store:
         except FileNotFoundError:
             pass
 
+    def remove_parents_if_empty(self, rels) -> None:
+        """Delete the directories of the files *rels* (and their parents below
+        the root) that are now empty: what :meth:`remove_empty_dirs` would
+        remove after deleting *rels*, without walking the whole tree."""
+        self._made.clear()
+        if not self.local:
+            return
+        dirs = {rel.rpartition("/")[0] for rel in rels}
+        for head in sorted(dirs, key=lambda d: d.count("/"), reverse=True):
+            while head:
+                try:
+                    os.rmdir(self.path(head))
+                except OSError:           # not empty (or already gone)
+                    break
+                head = head.rpartition("/")[0]
+
     def remove_empty_dirs(self) -> None:
         """Delete empty directories below the root (after garbage collection)."""
         self._made.clear()
