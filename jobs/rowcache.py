@@ -141,7 +141,7 @@ class _Index:
                 except (ValueError, InputError):
                     raise InputError(f"corrupt block line in {where}: not a dense block") from None
                 if not (0 <= v < src.n_vblocks() and 0 <= h < self.start[v].size) or \
-                        rows > src.block_size or h * src.block_size + rows > src.rows or \
+                        rows != min(src.block_size, src.rows - h * src.block_size) or \
                         row_chars(cols) != src.width(v):
                     raise InputError(f"corrupt block ({h}, {v}) in {where}: not a block of "
                                      "this matrix")
@@ -154,6 +154,8 @@ class _Index:
                     pos = payload + length + 1
                 elif newline == b"\r\n":
                     pos = payload + length + 2
+                elif payload + length == end_of_file:   # a last line without its newline
+                    pos = end_of_file
                 else:
                     raise InputError(f"corrupt or truncated block ({h}, {v}) in {where}")
 
