@@ -57,6 +57,11 @@ def _time_moves(rng, buf, size, items):
     return time.perf_counter() - t0
 
 
+def _inserted(sampler, algorithm, batch):
+    """Expected items inserted per batch at the sampler's current state."""
+    return (sampler.q if algorithm.startswith("ttbs") else sampler.rho) * batch
+
+
 def run_case(algorithm, n, batch, lam, warmup, measure):
     sampler, n_eff = make_sampler(algorithm, n, batch, lam)
     floor_rng = batch_generator(12345, 0, 0)                 # SFC64, like the samplers
@@ -78,12 +83,12 @@ def run_case(algorithm, n, batch, lam, warmup, measure):
             fl.append(0.5 * (before + after))
             ratios.append((t1 - t0) / fl[-1])       # against floors measured around this update
             fl_pcg.append(_time_floor(pcg, batch))
-            inserted = (sampler.q if algorithm.startswith("ttbs") else sampler.rho) * batch
             size = max(1, min(n_eff, int(sampler.sample_weight)))
-            moves.append(_time_moves(floor_rng, slots, size, items[:int(round(inserted))]))
+            inserted = int(round(_inserted(sampler, algorithm, batch)))
+            moves.append(_time_moves(floor_rng, slots, size, items[:inserted]))
         del items
     u, f, fp, mv = (float(np.median(x)) for x in (upd, fl, fl_pcg, moves))
-    inserted = (sampler.q if algorithm.startswith("ttbs") else sampler.rho) * batch
+    inserted = _inserted(sampler, algorithm, batch)
     return {"algorithm": algorithm, "batch": batch, "n": n_eff, "update_ms": 1e3 * u,
             "floor_sfc64_ms": 1e3 * f, "floor_pcg64_ms": 1e3 * fp, "mitems_per_s": batch / u / 1e6,
             "moves_ms": 1e3 * mv,
