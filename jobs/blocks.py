@@ -34,6 +34,7 @@ engines' hot path.  The CRC-32 covers the payload text after the header
 NaN and infinities travel bit for bit.
 """
 import binascii
+import collections
 import struct
 import zlib
 
@@ -99,20 +100,24 @@ def _sections(kind, flags, rows, cols, nnz):
     return sizes
 
 
-def dense_layout(header):
-    """``(rows, cols, text offset, payload length)`` of a dense block from the
-    first HEADER_CHARS characters of its payload: where its rows' text starts
-    and where the payload ends, without reading the rest (rows are then
-    addressable in place, e.g. in a memory-mapped block file)."""
+PayloadLayout = collections.namedtuple("PayloadLayout", "kind rows cols text length")
+
+
+def payload_layout(header):
+    """The :data:`PayloadLayout` of a block from the first HEADER_CHARS
+    characters of its payload: kind, shape, where its values' text starts and
+    how long the payload is, without reading the rest (a block file can then
+    be indexed, and dense rows addressed in place, from the headers alone)."""
     try:
         magic, kind, flags, _, rows, cols, nnz, _ = HEADER.unpack(_unb64(header))
     except struct.error:
         raise InputError("corrupt or truncated block: header missing") from None
-    if magic != MAGIC or kind != DENSE:
-        raise InputError(f"not a dense block of format {MAGIC!r}")
+    if magic != MAGIC or kind not in KIND_NAMES:
+        raise InputError(f"corrupt block or unsupported block format: header {magic!r}, "
+                         f"expected {MAGIC!r}")
     sizes = _sections(kind, flags, rows, cols, nnz)
-    offset = HEADER_CHARS + sum(n for _, n in sizes[:-1])
-    return rows, cols, offset, offset + sizes[-1][1]
+    text = HEADER_CHARS + sum(n for _, n in sizes[:-1])
+    return PayloadLayout(kind, rows, cols, text, text + sizes[-1][1])
 
 
 class EncodedBlock:

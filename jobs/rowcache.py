@@ -34,11 +34,10 @@ import numpy as np
 from udfs.errors import InputError
 
 from . import fs as fsmod
-from .blocks import HEADER_CHARS, dense_layout, row_chars
+from .blocks import DENSE, row_chars
+from .store import scan_part
 
 PREFIX = "samplegen-rows-"
-#: bytes read at the start of a block line: "h<TAB>v<TAB>" and the header
-_LINE_HEAD = 2 * 20 + 2 + HEADER_CHARS
 
 
 def local_dir():
@@ -126,38 +125,15 @@ class _Index:
 
     def _scan(self, p, path):
         src = self.source
-        with open(path, "rb") as f:
-            end_of_file, pos = os.fstat(f.fileno()).st_size, 0
-            while pos < end_of_file:
-                head = os.pread(f.fileno(), _LINE_HEAD, pos)
-                tab1 = head.find(b"\t")
-                tab2 = head.find(b"\t", tab1 + 1)
-                where = f"{path} at byte {pos}"
-                try:
-                    if tab1 < 0 or tab2 < 0:
-                        raise ValueError
-                    h, v = int(head[:tab1]), int(head[tab1 + 1:tab2])
-                    rows, cols, text, length = dense_layout(head[tab2 + 1:tab2 + 1 + HEADER_CHARS])
-                except (ValueError, InputError):
-                    raise InputError(f"corrupt block line in {where}: not a dense block") from None
-                if not (0 <= v < src.n_vblocks() and 0 <= h < self.start[v].size) or \
-                        rows != min(src.block_size, src.rows - h * src.block_size) or \
-                        row_chars(cols) != src.width(v):
-                    raise InputError(f"corrupt block ({h}, {v}) in {where}: not a block of "
-                                     "this matrix")
-                if self.start[v][h] >= 0:
-                    raise InputError(f"corrupt input: block ({h}, {v}) appears twice ({where})")
-                payload = pos + tab2 + 1
-                self.part[v][h], self.start[v][h] = p, payload + text
-                newline = os.pread(f.fileno(), 2, payload + length)
-                if newline[:1] == b"\n":
-                    pos = payload + length + 1
-                elif newline == b"\r\n":
-                    pos = payload + length + 2
-                elif payload + length == end_of_file:   # a last line without its newline
-                    pos = end_of_file
-                else:
-                    raise InputError(f"corrupt or truncated block ({h}, {v}) in {where}")
+        for h, v, offset, _, payload, layout in scan_part(path):
+            if layout.kind != DENSE or not (0 <= v < src.n_vblocks() and 0 <= h < self.start[v].size) \
+                    or layout.rows != min(src.block_size, src.rows - h * src.block_size) \
+                    or row_chars(layout.cols) != src.width(v):
+                raise InputError(f"corrupt block ({h}, {v}) in {path} at byte {offset}: not a "
+                                 "dense block of this matrix")
+            if self.start[v][h] >= 0:
+                raise InputError(f"corrupt input: block ({h}, {v}) appears twice ({path})")
+            self.part[v][h], self.start[v][h] = p, payload + layout.text
 
     def locate(self, v, row_ids, width):
         """``(part, byte offset)`` of each row of *row_ids* in column block *v*."""

@@ -31,7 +31,7 @@ import numpy as np
 from udfs.errors import InputError, OutputError
 
 from . import fs as fsmod
-from .blocks import DENSE, KIND_NAMES, KINDS, Block, parse_line
+from .blocks import DENSE, HEADER_CHARS, KIND_NAMES, KINDS, Block, parse_line, payload_layout
 
 FORMAT = "samplegen-matrix/1"
 META = "_matrix.json"
@@ -215,6 +215,45 @@ def _check_meta(meta, uri):
     return meta
 
 
+#: bytes read at the start of a block line to index it: "h<TAB>v<TAB>" and the header
+_LINE_HEAD = 2 * 20 + 2 + HEADER_CHARS
+
+
+def scan_part(path):
+    """``(h, v, offset, length, payload offset, layout)`` of every block line
+    of the local part file *path*, in file order, hopping from line to line
+    by the lengths in the block headers: about a hundred bytes read per
+    block, not its values (see :func:`jobs.blocks.payload_layout`).  A line
+    that is not a block line, or a block cut short, is an InputError."""
+    with open(path, "rb") as f:
+        fd = f.fileno()
+        end, pos = os.fstat(fd).st_size, 0
+        while pos < end:
+            head = os.pread(fd, _LINE_HEAD, pos)
+            tab1 = head.find(b"\t")
+            tab2 = head.find(b"\t", tab1 + 1)
+            try:
+                if tab1 < 0 or tab2 < 0:
+                    raise ValueError
+                h, v = int(head[:tab1]), int(head[tab1 + 1:tab2])
+                layout = payload_layout(head[tab2 + 1:tab2 + 1 + HEADER_CHARS])
+            except (ValueError, InputError):
+                raise InputError(f"corrupt block file {path}: bad line at byte {pos}") from None
+            payload = pos + tab2 + 1
+            stop = payload + layout.length
+            newline = os.pread(fd, 2, stop)
+            if newline[:1] == b"\n":
+                following = stop + 1
+            elif newline == b"\r\n":
+                following = stop + 2
+            elif stop == end:               # a last line without its newline
+                following = end
+            else:
+                raise InputError(f"corrupt or truncated block ({h}, {v}) in {path} at byte {pos}")
+            yield h, v, pos, following - pos, payload, layout
+            pos = following
+
+
 class Matrix:
     """A matrix directory, opened for reading."""
 
@@ -261,20 +300,13 @@ class Matrix:
             return self._index
         index = {}
         for part in self.part_uris():
-            with self.fs.open_read(part) as f:
-                offset = 0
-                for line in f:
-                    tab = line.find(b"\t", line.find(b"\t") + 1)
-                    try:
-                        h, v = (int(x) for x in line[:tab].split(b"\t"))
-                    except ValueError:
-                        raise InputError(f"corrupt block file {part}: bad line at byte "
-                                         f"{offset}") from None
-                    if (h, v) in index:
-                        raise InputError(f"corrupt matrix {self.uri}: block ({h}, {v}) "
-                                         "appears twice")
-                    index[(h, v)] = (part, offset, len(line))
-                    offset += len(line)
+            lines = scan_part(fsmod.local_path(part)) if fsmod.is_local(part) else \
+                self._stream_lines(part)
+            for h, v, offset, length, *_ in lines:
+                if (h, v) in index:
+                    raise InputError(f"corrupt matrix {self.uri}: block ({h}, {v}) "
+                                     "appears twice")
+                index[(h, v)] = (part, offset, length)
         expected = {(h, v) for h, v, _, _ in self.blocks()}
         missing = sorted(expected - set(index))
         if missing:
@@ -285,6 +317,21 @@ class Matrix:
             raise InputError(f"corrupt matrix {self.uri}: unexpected block {extra[0]}")
         self._index = index
         return index
+
+    def _stream_lines(self, part):
+        """``(h, v, offset, length)`` of every line of a part file read as a
+        stream (filesystems without random access)."""
+        with self.fs.open_read(part) as f:
+            offset = 0
+            for line in f:
+                tab = line.find(b"\t", line.find(b"\t") + 1)
+                try:
+                    h, v = (int(x) for x in line[:tab].split(b"\t"))
+                except ValueError:
+                    raise InputError(f"corrupt block file {part}: bad line at byte "
+                                     f"{offset}") from None
+                yield h, v, offset, len(line)
+                offset += len(line)
 
     def read_block(self, h, v):
         part, offset, length = self.index()[(h, v)]

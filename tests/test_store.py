@@ -131,3 +131,24 @@ def test_direct_writer_falls_back_where_refused(tmp_path, monkeypatch):
     assert not writer.direct
     with open(tmp_path / "part", "rb") as f:
         assert f.read() == data
+
+
+def test_local_index_reads_headers_only_and_matches_the_lines(tmp_path):
+    """Local part files are indexed by hopping from header to header; the
+    index equals the one read line by line (dense and sparse), and a line
+    that is not a block line is reported with its byte offset."""
+    for name, density in [("d", None), ("s", 0.2)]:
+        path = str(tmp_path / name)
+        driver.make_matrix(path, 300, 70, 32, density=density, seed=3)
+        m = Matrix.open(path)
+        by_lines = {}
+        for part in m.part_uris():
+            for h, v, offset, length in m._stream_lines(part):
+                by_lines[(h, v)] = (part, offset, length)
+        assert m.index() == by_lines and len(by_lines) == len(m.blocks())
+    part = Matrix.open(path).part_uris()[0]
+    data = open(part, "rb").read()
+    second = data.index(b"\n") + 1
+    open(part, "wb").write(data[:second] + b"not a block line\n" + data[second:])
+    with pytest.raises(InputError, match=f"bad line at byte {second}$"):
+        Matrix.open(path).index()
