@@ -431,3 +431,49 @@ def test_partition_bounds_follow_row_groups():
     for groups in ([[3] * 7], [[1, 50, 2, 9, 40]], [[0, 0, 5, 0]]):
         b = partition_bounds(groups, 4)
         assert b[0][0] == 0 and b[-1][1] == sum(groups[0]) and all(b[i][1] == b[i + 1][0] for i in range(3))
+
+
+def _point_frames():
+    rng = np.random.default_rng(3)
+    n = 1000
+    plain = pd.DataFrame({"id": np.arange(n, dtype=np.int64), "x": rng.standard_normal(n),
+                          "y": rng.random(n).astype(np.float32), "label": rng.integers(0, 9, n).astype(np.int32),
+                          "_sg_batch": np.full(n, 3, dtype=np.int64), "_sg_row": np.arange(n, dtype=np.int64)})
+    with_nan = plain.assign(x=np.where(rng.random(n) < 0.1, np.nan, plain["x"]))    # (fastparquet: a null)
+    snapshot = plain.assign(_sg_in_sample=rng.random(n) < 0.5)
+    strings = plain.assign(tag=np.array(["a", "bb", "ccc"], dtype=object)[rng.integers(0, 3, n)])
+    nulls = plain.assign(tag=pd.array(np.where(rng.random(n) < 0.2, None, "t"), dtype=object))
+    stamps = plain.assign(when=pd.Timestamp("2026-01-01") + pd.to_timedelta(np.arange(n), unit="s"))
+    small = plain.assign(label=plain["label"].astype(np.int16), flag=rng.random(n) < 0.5)
+    return {"plain": (plain, True), "with_nan": (with_nan, False), "snapshot": (snapshot, True),
+            "strings": (strings, False), "nulls": (nulls, False), "stamps": (stamps, False), "small": (small, False)}
+
+
+@pytest.mark.parametrize("name", list(_point_frames()))
+def test_rows_read_by_offset_equal_the_decoded_rows(tmp_path, name):
+    """A few rows of a source file, read by offset where the layout allows it
+    (fixed-width PLAIN values without nulls) and by decoding the row group
+    otherwise, equal the rows of the decoded file, dtypes included; the
+    snapshot's _sg_in_sample column is left out."""
+    import fastparquet
+    from tbs.stream.points import point_plan
+    from tbs.stream.storage import Store
+    from tbs.stream.task import IN_SAMPLE, POINT_ROWS, _read_source_rows
+    df, by_offset = _point_frames()[name]
+    store = Store(str(tmp_path))
+    store.write_parquet("src.parquet", df, object_encoding={"tag": "utf8"} if "tag" in df else {},
+                        row_group_offsets=300, stats=False)
+    pf = fastparquet.ParquetFile(store.path("src.parquet"))
+    assert [rg.num_rows for rg in pf.row_groups] == [250, 250, 250, 250]
+    columns = [c for c in pf.columns if c != IN_SAMPLE]
+    fd = os.open(store.path("src.parquet"), os.O_RDONLY)
+    try:
+        assert (point_plan(pf, 2, columns, fd) is not None) == by_offset
+    finally:
+        os.close(fd)
+    expected = pf.to_pandas(index=False).drop(columns=[IN_SAMPLE], errors="ignore")
+    rng = np.random.default_rng(11)
+    for rows in (np.array([0]), np.array([999]), np.sort(rng.choice(1000, 9, replace=False)),
+                 np.arange(240, 260), np.sort(rng.choice(1000, 3 * POINT_ROWS, replace=False))):
+        got = _read_source_rows(store, "src.parquet", rows, "test")
+        pd.testing.assert_frame_equal(got, expected.iloc[rows].reset_index(drop=True))

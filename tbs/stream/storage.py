@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import io
 import json
+import mmap
 import os
 import socket
 import time
@@ -41,6 +42,9 @@ class _Sink(io.BytesIO):
 
     def close(self):
         pass
+
+
+_POPULATE = getattr(mmap, "MAP_POPULATE", 0)
 
 
 def parquet_bytes(df, **options) -> bytes:
@@ -145,15 +149,29 @@ class Store:
                 return f.read(length)
         return self.fs.cat_file(self.path(rel), start=start, end=start + length)
 
-    def map_array(self, rel: str, offset: int, count: int, dtype="<i8"):
-        """``count`` values stored at ``offset`` of a file: memory-mapped for local
-        files (only the pages used are read), read otherwise."""
+    def map_tail(self, rel: str, count: int, head: int, dtype="<i8"):
+        """The last ``count`` values of a file and its first ``head`` bytes (one
+        open; the values memory-mapped for local files).  None if the file is
+        shorter than ``head`` bytes plus the values."""
         import numpy as np
+        width = np.dtype(dtype).itemsize * count
         if self.local:
-            if count == 0:
-                return np.zeros(0, dtype=dtype)
-            return np.memmap(self.path(rel), dtype=dtype, mode="r", offset=offset, shape=(count,))
-        return np.frombuffer(self.read_range(rel, offset, count * np.dtype(dtype).itemsize), dtype=dtype)
+            with open(self.path(rel), "rb") as f:
+                size = os.fstat(f.fileno()).st_size
+                if size < head + width:
+                    return None
+                first = os.pread(f.fileno(), head, 0)
+                if count == 0:
+                    return np.zeros(0, dtype=dtype), first
+                # a plain array over a read-only map, its pages read in at once
+                # (the callers gather rows all over it)
+                mapped = mmap.mmap(f.fileno(), 0, prot=mmap.PROT_READ, flags=mmap.MAP_SHARED | _POPULATE)
+                return np.frombuffer(mapped, dtype=dtype, count=count, offset=size - width), first
+        size = self.fs.size(self.path(rel))
+        if size < head + width:
+            return None
+        data = self.fs.cat_file(self.path(rel), start=size - width, end=size) if count else b""
+        return np.frombuffer(data, dtype=dtype), self.read_range(rel, 0, head)
 
     def read_json(self, rel: str):
         return json.loads(self.read_bytes(rel))

@@ -44,6 +44,7 @@ batch, so a disagreement stops the run instead of corrupting the STATE.
 from __future__ import annotations
 
 import json
+import os
 
 import numpy as np
 
@@ -52,9 +53,11 @@ from ..latent import partition_plan, select_for_downsample
 from ..randomness import STREAM_APPLY, batch_generator
 from .batches import read_rows
 from .decide import group_of
+from .points import point_plan, read_points
 from .storage import Store
 
 ROW_GROUP = 1 << 16          # rows per row group of written files (bounds the cost of reading a few rows)
+POINT_ROWS = 128             # more rows of one row group than this: decode it whole
 KEY_COLUMNS = ("_sg_batch", "_sg_row")
 IN_SAMPLE = "_sg_in_sample"
 _MASK32 = np.int64(0xFFFFFFFF)
@@ -209,13 +212,13 @@ class Partition:
         return out
 
     def _source_keys(self, source):
-        head, base = read_struct_header(self.store, source["keys"])
-        at, count = head["keys"]
-        keys = self.store.map_array(source["keys"], base + at, count)
-        if keys.size != source["rows"]:
-            raise TBSError(f"corrupt STATE: {source['keys']} holds {keys.size} keys for the "
-                           f"{source['rows']} rows of {source['path']}")
-        return keys
+        """The keys of a source: the tail of the structure file that wrote it
+        (no header to parse: this runs for every source a batch touches)."""
+        got = self.store.map_tail(source["keys"], source["rows"], len(_MAGIC))
+        if got is None or got[1] != _MAGIC:
+            raise TBSError(f"corrupt STATE: {source['keys']} does not hold the {source['rows']} keys of "
+                           f"{source['path']}")
+        return got[0]
 
     def group_ranges(self, mapping):
         """{group id: [(lo, hi), ...]} in global rows, from the source segments."""
@@ -451,7 +454,8 @@ def struct_bytes(head: dict, f_bits, r_bits, keys) -> bytes:
     """A structure file: magic, the length of a JSON header, the header, then
     the F and R bitmaps (packed bits) and the keys of the source written with
     this batch (little-endian int64), 8-byte aligned.  Raw arrays so that a
-    later batch can read one source's keys (or the bitmaps) by offset."""
+    later batch can read the bitmaps by offset, and one source's keys --
+    the file's last ``8 * rows`` bytes -- without parsing the header."""
     f_len = int(f_bits.size)
     keys_at = (2 * f_len + 7) // 8 * 8
     head = dict(head, F=[0, f_len], keys=[keys_at, int(keys.size)])
@@ -475,21 +479,32 @@ def read_struct_header(store, rel):
 
 def _read_source_rows(store, path, local_rows, label):
     """Rows (local indices, sorted) of one source file, only from the row groups
-    that hold them; the snapshot's ``_sg_in_sample`` column is dropped."""
+    that hold them -- by offset where the layout allows (:mod:`.points`), else
+    decoding the row group; without the snapshot's ``_sg_in_sample`` column."""
     import pandas as pd
+    fd = None
     try:
         pf = store.open_parquet(path)
+        columns = [c for c in pf.columns if c != IN_SAMPLE]
         counts = [int(rg.num_rows) for rg in pf.row_groups]
         starts = np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
         rg_of = np.searchsorted(starts, local_rows, side="right") - 1
+        if store.local:
+            fd = os.open(store.path(path), os.O_RDONLY)
         frames = []
         for g in np.unique(rg_of):
             sel = local_rows[rg_of == g] - starts[g]
-            frames.append(pf[int(g):int(g) + 1].to_pandas(index=False).take(sel))
+            plan = point_plan(pf, int(g), columns, fd) if fd is not None and sel.size <= POINT_ROWS else None
+            if plan is not None:
+                frames.append(pd.DataFrame(read_points(fd, plan, sel), columns=columns))
+            else:
+                frames.append(pf[int(g):int(g) + 1].to_pandas(columns=columns, index=False).take(sel))
     except Exception as exc:
         raise TBSError(f"{label}: cannot read {store.uri(path)} ({type(exc).__name__}: {exc})") from None
-    df = pd.concat(frames, ignore_index=True) if len(frames) > 1 else frames[0].reset_index(drop=True)
-    return df.drop(columns=[IN_SAMPLE], errors="ignore")
+    finally:
+        if fd is not None:
+            os.close(fd)
+    return pd.concat(frames, ignore_index=True) if len(frames) > 1 else frames[0].reset_index(drop=True)
 
 
 def empty_frame(store, sources, label):
