@@ -233,9 +233,18 @@ class Partition:
                     mine.append((off[i] + lo, off[i] + hi))
         return ranges
 
-    def group_rows(self, ranges, gid):
-        parts = [np.flatnonzero(self.F[lo:hi]) + lo for lo, hi in ranges.get(gid, ())]
-        return np.concatenate(parts) if parts else np.zeros(0, dtype=np.int64)
+    def group_rows(self, ranges, gid, only_group: bool = False):
+        """The full rows of group ``gid``.  ``only_group``: it is the only group
+        (rows outside the source segments -- copies -- are never full), so
+        one pass over F without slicing and concatenating."""
+        if only_group:
+            return np.flatnonzero(self.F)
+        parts = []
+        for lo, hi in ranges.get(gid, ()):
+            rows = np.flatnonzero(self.F[lo:hi])
+            rows += lo
+            parts.append(rows)
+        return np.concatenate(parts) if len(parts) != 1 else parts[0]
 
     def read(self, rows: np.ndarray, label: str):
         """The data (all columns and keys) of the given global rows, in that order."""
@@ -271,15 +280,17 @@ class Partition:
         pid_rows = []                      # rows of partial items promoted or dropped
 
         # 1. evictions per group
+        single = plan["mapping"]["mode"] == "single"
         for gid, n_exp, moved, pid in op["moves"]:
-            rows = self.group_rows(ranges, gid)
+            rows = self.group_rows(ranges, gid, single)
             if rows.size != n_exp:
                 raise TBSError(f"corrupt STATE: partition {p} holds {rows.size} full items of group {gid}, "
                                f"the driver expects {n_exp}")
             mode, pos, ppos = select_for_downsample(rng, n_exp, partition_plan(n_exp, moved, int(pid >= 0)))
             if mode == "remove":
-                self.F[rows[pos]] = False
-                touched.append(rows[pos])           # groups are disjoint: no row twice
+                gone = rows[pos]
+                self.F[gone] = False
+                touched.append(gone)                # groups are disjoint: no row twice
             else:
                 self.F[rows] = False
                 self.F[rows[pos]] = True
