@@ -445,8 +445,9 @@ def _point_frames():
     nulls = plain.assign(tag=pd.array(np.where(rng.random(n) < 0.2, None, "t"), dtype=object))
     stamps = plain.assign(when=pd.Timestamp("2026-01-01") + pd.to_timedelta(np.arange(n), unit="s"))
     small = plain.assign(label=plain["label"].astype(np.int16), flag=rng.random(n) < 0.5)
-    return {"plain": (plain, True), "with_nan": (with_nan, False), "snapshot": (snapshot, True),
-            "strings": (strings, False), "nulls": (nulls, False), "stamps": (stamps, False), "small": (small, False)}
+    return {"plain": (plain, True), "required": (plain, True), "with_nan": (with_nan, False),
+            "snapshot": (snapshot, True), "strings": (strings, False), "nulls": (nulls, False),
+            "stamps": (stamps, False), "small": (small, False)}
 
 
 @pytest.mark.parametrize("name", list(_point_frames()))
@@ -462,7 +463,7 @@ def test_rows_read_by_offset_equal_the_decoded_rows(tmp_path, name):
     df, by_offset = _point_frames()[name]
     store = Store(str(tmp_path))
     store.write_parquet("src.parquet", df, object_encoding={"tag": "utf8"} if "tag" in df else {},
-                        row_group_offsets=300, stats=False)
+                        row_group_offsets=300, stats=False, has_nulls=name != "required")
     pf = fastparquet.ParquetFile(store.path("src.parquet"))
     assert [rg.num_rows for rg in pf.row_groups] == [250, 250, 250, 250]
     columns = [c for c in pf.columns if c != IN_SAMPLE]

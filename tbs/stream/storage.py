@@ -163,10 +163,12 @@ class Store:
                 first = os.pread(f.fileno(), head, 0)
                 if count == 0:
                     return np.zeros(0, dtype=dtype), first
-                # a plain array over a read-only map, its pages read in at once
-                # (the callers gather rows all over it)
-                mapped = mmap.mmap(f.fileno(), 0, prot=mmap.PROT_READ, flags=mmap.MAP_SHARED | _POPULATE)
-                return np.frombuffer(mapped, dtype=dtype, count=count, offset=size - width), first
+                # a plain array over a read-only map of the tail, its pages read
+                # in at once (the callers gather rows all over it)
+                start = (size - width) // mmap.ALLOCATIONGRANULARITY * mmap.ALLOCATIONGRANULARITY
+                mapped = mmap.mmap(f.fileno(), size - start, prot=mmap.PROT_READ,
+                                   flags=mmap.MAP_SHARED | _POPULATE, offset=start)
+                return np.frombuffer(mapped, dtype=dtype, count=count, offset=size - width - start), first
         size = self.fs.size(self.path(rel))
         if size < head + width:
             return None

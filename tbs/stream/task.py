@@ -244,7 +244,9 @@ class Partition:
             rows = np.flatnonzero(self.F[lo:hi])
             rows += lo
             parts.append(rows)
-        return np.concatenate(parts) if len(parts) != 1 else parts[0]
+        if len(parts) == 1:
+            return parts[0]
+        return np.concatenate(parts) if parts else np.zeros(0, dtype=np.int64)
 
     def read(self, rows: np.ndarray, label: str):
         """The data (all columns and keys) of the given global rows, in that order."""
