@@ -57,7 +57,8 @@ from .points import point_plan, read_points
 from .storage import Store
 
 ROW_GROUP = 1 << 16          # rows per row group of written files (bounds the cost of reading a few rows)
-POINT_ROWS = 128             # more rows of one row group than this: decode it whole
+POINT_ROWS = 128             # more rows of one row group than this: decode it whole (measured, 6 columns
+                             # of 65,536 rows: 128 rows by offset 0.8 ms, 512 rows 2.8 ms, decoding 1.3 ms)
 KEY_COLUMNS = ("_sg_batch", "_sg_row")
 IN_SAMPLE = "_sg_in_sample"
 _MASK32 = np.int64(0xFFFFFFFF)
