@@ -15,7 +15,9 @@ batch) and ``_sg_row`` (row of that batch); in memory a key is the int64
 array, in the structure file of the batch that wrote it (read much faster
 than Parquet when rows leave the sample).  Which rows are items is kept in
 the partition's *structure* file ``parts/<p>/<k>.bin``, rewritten for every
-batch: two bitmaps over the
+batch: the list of sources (each with where its values lie in its file,
+:func:`.points.layout`, so that rows re-entering the sample are read by
+offset without opening it), two bitmaps over the
 rows of all sources -- ``F`` (a full item of some latent sample) and ``R`` (in
 the realized sample ``S_k``) -- and the rows of its partial items (by pid).
 Nothing per item is rewritten except these two bits.
@@ -53,8 +55,8 @@ from ..latent import partition_plan, select_for_downsample
 from ..randomness import STREAM_APPLY, batch_generator
 from .batches import read_rows
 from .decide import group_of
-from .points import point_plan, read_points
-from .storage import Store
+from .points import layout, layout_plan, point_plan, read_points
+from .storage import Store, parquet_bytes
 
 ROW_GROUP = 1 << 16          # rows per row group of written files (bounds the cost of reading a few rows)
 POINT_ROWS = 128             # more rows of one row group than this: decode it whole (measured, 6 columns
@@ -110,7 +112,7 @@ class Partition:
         self.store = store
         self.p = p
         self.options = writer_options
-        self.sources = []                 # [{"path", "keys", "rows", "segs": [[batch, lo, hi]]}]
+        self.sources = []                 # [{"path", "keys", "rows", "segs": [[batch, lo, hi]], "points"}]
         self.n = 0                        # rows of all sources (and, during a batch, the new rows)
         self._F = np.zeros(0, dtype=bool)  # growable buffers behind the F and R bitmaps
         self._R = np.zeros(0, dtype=bool)
@@ -251,24 +253,24 @@ class Partition:
 
     def read(self, rows: np.ndarray, label: str):
         """The data (all columns and keys) of the given global rows, in that order."""
-        import pandas as pd
         rows = np.asarray(rows, dtype=np.int64)
-        off = self.offsets()
         order = np.argsort(rows, kind="stable")
-        srt = rows[order]
-        frames = []
-        for i, s in enumerate(self.sources):
-            lo, hi = np.searchsorted(srt, [off[i], off[i + 1]])
-            if lo == hi:
-                continue
-            local = srt[lo:hi] - off[i]
-            frames.append(_read_source_rows(self.store, s["path"], local, label))
-        if not frames:
+        parts = self.read_parts(rows[order], label)
+        if not parts:
             return None
-        df = pd.concat(frames, ignore_index=True) if len(frames) > 1 else frames[0]
         inverse = np.empty_like(order)
         inverse[order] = np.arange(order.size)
-        return df.take(inverse).reset_index(drop=True)
+        return stack(parts, inverse)
+
+    def read_parts(self, rows: np.ndarray, label: str) -> list:
+        """The data of the given global rows (sorted), in that order, as parts for :func:`stack`."""
+        off = self.offsets()
+        parts = []
+        for i, s in enumerate(self.sources):
+            lo, hi = np.searchsorted(rows, [off[i], off[i + 1]])
+            if lo < hi:
+                parts += _source_parts(self.store, s, rows[lo:hi] - off[i], label)
+        return parts
 
     # ------------------------------------------------------------------ one batch
     def apply(self, key: int, plan: dict, batch: dict, bounds, op: dict, expect: int, salt: int,
@@ -323,7 +325,6 @@ class Partition:
         new_keys = (np.int64(k) << 32) | (chosen + lo).astype(np.int64)
         columns = {name: df[name].to_numpy()[chosen] for name in df.columns}
         columns[KEY_COLUMNS[0]], columns[KEY_COLUMNS[1]] = split_keys(new_keys)
-        new = pd.DataFrame(columns, copy=False)
         base = self.n
         self._append(n_new, True)
         if tp:
@@ -389,19 +390,20 @@ class Partition:
         unreal = np.flatnonzero(~self.R[base:])
         out_keys = np.concatenate([self.keys(left), new_keys[unreal]])
         if enter.size:
-            copies = self.read(enter, label)
-            in_df = pd.concat([new, copies], ignore_index=True)
+            enter = np.sort(enter)
+            in_df = stack([columns] + self.read_parts(enter, label))
             in_keys = np.concatenate([new_keys, self.keys(enter)])
         else:
-            in_df, in_keys = new, new_keys
+            in_df, in_keys = pd.DataFrame(columns, copy=False), new_keys
         ob, orow = split_keys(out_keys)
         out_df = pd.DataFrame({KEY_COLUMNS[0]: ob, KEY_COLUMNS[1]: orow}, copy=False)
         store = self.store
-        store.write_parquet(delta_in(k, p), in_df, **self.options)
+        data = parquet_bytes(in_df, **self.options)
+        store.write_bytes(delta_in(k, p), data)
         store.write_parquet(delta_out(k, p), out_df, row_group_offsets=ROW_GROUP, stats=False)
         n_copies = len(in_df) - n_new
         self.sources.append({"path": delta_in(k, p), "keys": struct_file(k, p), "rows": len(in_df),
-                             "segs": [[k, 0, n_new]] if n_new else []})
+                             "segs": [[k, 0, n_new]] if n_new else [], "points": layout(data, in_df.dtypes)})
         self._keys[len(self.sources) - 1] = self._fresh = in_keys
         self._append(n_copies, False)
 
@@ -443,7 +445,8 @@ class Partition:
         df = df.drop(columns=[IN_SAMPLE], errors="ignore")
         df[IN_SAMPLE] = self.R[rows]
         path = snapshot_file(k, self.p)
-        self.store.write_parquet(path, df, **self.options)
+        data = parquet_bytes(df, **self.options)
+        self.store.write_bytes(path, data)
         batches = keys >> 32
         cuts = np.flatnonzero(np.diff(batches)) + 1
         starts = np.concatenate([[0], cuts]).astype(np.int64)
@@ -455,7 +458,7 @@ class Partition:
         self.extra_rows = position[self.extra_rows]
         self._set(self.F[rows], self.R[rows])
         self.sources = [{"path": path, "keys": struct_file(k, self.p), "rows": int(rows.size),
-                         "segs": segs}]
+                         "segs": segs, "points": layout(data, df.dtypes, skip=(IN_SAMPLE,))}]
         self._keys = {0: keys}
         self._fresh = keys
         return path
@@ -491,34 +494,69 @@ def read_struct_header(store, rel):
     return json.loads(text), start + size
 
 
-def _read_source_rows(store, path, local_rows, label):
-    """Rows (local indices, sorted) of one source file, only from the row groups
-    that hold them -- by offset where the layout allows (:mod:`.points`), else
-    decoding the row group; without the snapshot's ``_sg_in_sample`` column."""
-    import pandas as pd
-    fd = None
+def _source_parts(store, source, local_rows, label) -> list:
+    """Rows (local indices, sorted) of one source as parts for :func:`stack`,
+    only from the row groups that hold them -- by offset where the layout
+    allows (:mod:`.points`; with the source's recorded layout, the file is
+    not even parsed), else decoding the row group; without the snapshot's
+    ``_sg_in_sample`` column."""
+    path = source["path"]
+    found = source.get("points") if store.local else None
+    fd = pf = None
     try:
-        pf = store.open_parquet(path)
-        columns = [c for c in pf.columns if c != IN_SAMPLE]
-        counts = [int(rg.num_rows) for rg in pf.row_groups]
+        if found is None:
+            pf = store.open_parquet(path)
+            columns = [c for c in pf.columns if c != IN_SAMPLE]
+            counts = [int(rg.num_rows) for rg in pf.row_groups]
+        else:
+            columns = [name for name, _ in found["columns"]]
+            counts = found["rows"]
         starts = np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
         rg_of = np.searchsorted(starts, local_rows, side="right") - 1
         if store.local:
             fd = os.open(store.path(path), os.O_RDONLY)
-        frames = []
+        parts = []
         for g in np.unique(rg_of):
+            g = int(g)
             sel = local_rows[rg_of == g] - starts[g]
-            plan = point_plan(pf, int(g), columns, fd) if fd is not None and sel.size <= POINT_ROWS else None
+            plan = None
+            if fd is not None and sel.size <= POINT_ROWS:
+                plan = point_plan(pf, g, columns, fd) if found is None else layout_plan(found, g)
             if plan is not None:
-                frames.append(pd.DataFrame(read_points(fd, plan, sel), columns=columns))
+                parts.append(read_points(fd, plan, sel))
             else:
-                frames.append(pf[int(g):int(g) + 1].to_pandas(columns=columns, index=False).take(sel))
+                if pf is None:
+                    pf = store.open_parquet(path)
+                parts.append(pf[g:g + 1].to_pandas(columns=columns, index=False).take(sel))
     except Exception as exc:
         raise TBSError(f"{label}: cannot read {store.uri(path)} ({type(exc).__name__}: {exc})") from None
     finally:
         if fd is not None:
             os.close(fd)
-    return pd.concat(frames, ignore_index=True) if len(frames) > 1 else frames[0].reset_index(drop=True)
+    return parts
+
+
+def stack(parts, order=None):
+    """The rows of ``parts`` (frames, or ``{column: array}`` as read by offset,
+    with the same columns) one after the other, then taken in ``order`` if
+    given: with numpy alone when every part holds the same numeric numpy
+    dtypes (a pandas concat or take costs a few tenths of a millisecond,
+    and a batch makes several), else with pandas (which also keeps object
+    columns as they are: a frame built from them would infer strings)."""
+    import pandas as pd
+    dtypes = [{name: values.dtype for name, values in part.items()} if isinstance(part, dict)
+              else dict(part.dtypes) for part in parts]
+    if all(d == dtypes[0] for d in dtypes) and all(isinstance(t, np.dtype) and t.kind in "biufcmM"
+                                                   for t in dtypes[0].values()):
+        columns = {}
+        for name in dtypes[0]:
+            arrays = [part[name] if isinstance(part, dict) else part[name].to_numpy() for part in parts]
+            values = arrays[0] if len(arrays) == 1 else np.concatenate(arrays)
+            columns[name] = values if order is None else values[order]
+        return pd.DataFrame(columns, copy=False)
+    frames = [pd.DataFrame(part, copy=False) if isinstance(part, dict) else part for part in parts]
+    df = pd.concat(frames, ignore_index=True) if len(frames) > 1 else frames[0]
+    return (df if order is None else df.take(order)).reset_index(drop=True)
 
 
 def empty_frame(store, sources, label):
