@@ -2,23 +2,23 @@
 
 Rows re-entering the sample are copied from the source files, a handful per
 batch, each from a different row group; decoding a row group of 65,536 rows
-to take one costs about a millisecond and a half.  The files the jobs write
-(fastparquet, no compression, PLAIN encoding, one data page per column chunk)
-keep fixed-width values at a computable offset: after the page header and,
-for an OPTIONAL column, its definition levels -- which, for a chunk without
-nulls, are a single run-length-encoded run of ones.  :func:`point_plan`
-checks exactly that for every column of a row group and returns where each
-column's values start; :func:`read_points` then reads each wanted value with
-one ``pread``.  :func:`layout` finds the same offsets in the bytes of a file
-the job has just written, for all its row groups at once, so that they are
-kept with the source and a later batch reads its rows without opening the
-file, parsing its footer or its page headers (about 1 ms per source and
-row group touched).  Anything else (compression, dictionaries, nulls, strings,
-booleans, logical types, several pages) returns None and the caller decodes
-the row group as before.
+to take one costs about a millisecond and a half, and merely opening the file
+with fastparquet (parsing its footer) about half of one.  The files the jobs
+write (fastparquet, no compression, PLAIN encoding, one data page per column
+chunk) keep fixed-width values at a computable offset: after the page header
+and, for an OPTIONAL column, its definition levels -- which, for a chunk
+without nulls, are a single run-length-encoded run of ones.  :func:`layout`
+checks exactly that for every column chunk of a file, reading only its footer
+and page headers, and returns where each column's values start in each row
+group; the task keeps it with the source (in the structure file), so it is
+found once per source, not once per read.  :func:`read_points` then reads
+each wanted value with one ``pread``.  Anything else (compression,
+dictionaries, nulls, strings, booleans, logical types, several pages, no
+pandas metadata) leaves a row group without offsets and the caller decodes it.
 """
 from __future__ import annotations
 
+import json
 import os
 
 import numpy as np
@@ -75,63 +75,53 @@ def _values_start(buf, md, rows: int, max_def: int):
     return at
 
 
-def point_plan(pf, group: int, columns, fd: int):
-    """[(column, dtype, offset of its first value)] for row group ``group`` of
-    ``pf`` if every one of ``columns`` can be read by offset, else None."""
-    rg = pf.row_groups[group]
-    chunks = {".".join(c.meta_data.path_in_schema): c.meta_data for c in rg.columns}
-    plan = []
-    for name in columns:
-        md = chunks.get(name)
-        if md is None or np.dtype(pf.dtypes[name]) != _FIXED.get(md.type):
-            return None
-        buf = os.pread(fd, _HEAD, md.data_page_offset)
-        at = _values_start(buf, md, int(rg.num_rows), pf.schema.max_definition_level([name]))
-        if at is None:
-            return None
-        plan.append((name, _FIXED[md.type], md.data_page_offset + at))
-    return plan
-
-
 def _text(value) -> str:
-    return value.decode() if isinstance(value, bytes) else str(value)
+    return value.decode() if isinstance(value, (bytes, bytearray)) else str(value)
 
 
-def layout(data: bytes, dtypes, skip=()) -> dict | None:
+def layout(fd: int, skip=()) -> dict | None:
     """Where the values of every column but ``skip`` start, per row group, in
-    the Parquet file ``data`` (just written, from a frame with ``dtypes``):
-    ``{"rows": [rows per row group], "columns": [[name, dtype], ...],
-    "at": [[offset per column] or None per row group]}``, kept with the
-    source so that its rows can later be read by offset without opening the
-    file (:func:`read_rows_at`).  None if no row group qualifies (or the file
-    is not a flat table of plain numpy columns)."""
+    the Parquet file open as ``fd``: ``{"rows": [rows per row group],
+    "columns": [[name, dtype], ...], "at": [[offset per column] or None per
+    row group]}`` -- JSON, kept with the source.  None if no row group can be
+    read by offset (or the file is not a flat table of numpy columns whose
+    pandas metadata names the dtypes a reader would give)."""
     from fastparquet import encoding
     from fastparquet.cencoding import ThriftObject
-    view = memoryview(data)
     try:
-        size = int.from_bytes(data[-8:-4], "little")
-        meta = ThriftObject.from_buffer(encoding.NumpyIO(view[-8 - size:-8]), "FileMetaData")
+        size = os.fstat(fd).st_size
+        tail = os.pread(fd, 8, size - 8)
+        if len(tail) != 8 or tail[4:] != b"PAR1":
+            return None
+        length = int.from_bytes(tail[:4], "little")
+        meta = ThriftObject.from_buffer(encoding.NumpyIO(os.pread(fd, length, size - 8 - length)),
+                                        "FileMetaData")
+        extra = {_text(kv.key): kv.value for kv in (meta.key_value_metadata or [])}
+        numpy_types = {c["name"]: c.get("numpy_type") for c in json.loads(extra["pandas"])["columns"]}
     except Exception:
         return None
-    elements = {_text(e.name): e for e in meta.schema[1:]}
-    if len(elements) != len(meta.schema) - 1 or any(e.num_children for e in meta.schema[1:]):
+    schema = meta.schema[1:]
+    if any(e.num_children for e in schema):
         return None
-    names = [name for name in dtypes.index if name not in skip]
-    for name in names:
-        e = elements.get(name)
-        dtype = dtypes[name]
-        if (e is None or not isinstance(dtype, np.dtype) or e.type not in _FIXED or _FIXED[e.type] != dtype
-                or e.converted_type is not None or e.logicalType is not None or e.repetition_type not in (0, 1)):
+    names, max_def, dtypes = [], {}, {}
+    for e in schema:
+        name = _text(e.name)
+        if name in skip:
+            continue
+        dtype = _FIXED.get(e.type)
+        if (dtype is None or numpy_types.get(name) != dtype.name or e.converted_type is not None
+                or e.logicalType is not None or e.repetition_type not in (0, 1)):
             return None
+        names.append(name)
+        max_def[name], dtypes[name] = e.repetition_type, dtype      # (flat: OPTIONAL = level 1)
     rows, at = [], []
     for rg in meta.row_groups:
         chunks = {".".join(_text(x) for x in c.meta_data.path_in_schema): c.meta_data for c in rg.columns}
         offsets = []
         for name in names:
             md = chunks.get(name)
-            start = None if md is None else _values_start(
-                view[md.data_page_offset:md.data_page_offset + _HEAD], md, int(rg.num_rows),
-                elements[name].repetition_type)
+            start = None if md is None else _values_start(os.pread(fd, _HEAD, md.data_page_offset), md,
+                                                          int(rg.num_rows), max_def[name])
             if start is None:
                 offsets = None
                 break

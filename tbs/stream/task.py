@@ -15,9 +15,9 @@ batch) and ``_sg_row`` (row of that batch); in memory a key is the int64
 array, in the structure file of the batch that wrote it (read much faster
 than Parquet when rows leave the sample).  Which rows are items is kept in
 the partition's *structure* file ``parts/<p>/<k>.bin``, rewritten for every
-batch: the list of sources (each with where its values lie in its file,
-:func:`.points.layout`, so that rows re-entering the sample are read by
-offset without opening it), two bitmaps over the
+batch: the list of sources (each, once read, with where its values lie in
+its file -- :func:`.points.layout` -- so that rows re-entering the sample
+are read by offset without parsing it again), two bitmaps over the
 rows of all sources -- ``F`` (a full item of some latent sample) and ``R`` (in
 the realized sample ``S_k``) -- and the rows of its partial items (by pid).
 Nothing per item is rewritten except these two bits.
@@ -55,8 +55,8 @@ from ..latent import partition_plan, select_for_downsample
 from ..randomness import STREAM_APPLY, batch_generator
 from .batches import read_rows
 from .decide import group_of
-from .points import layout, layout_plan, point_plan, read_points
-from .storage import Store, parquet_bytes
+from .points import layout, layout_plan, read_points
+from .storage import Store
 
 ROW_GROUP = 1 << 16          # rows per row group of written files (bounds the cost of reading a few rows)
 POINT_ROWS = 128             # more rows of one row group than this: decode it whole (measured, 6 columns
@@ -319,13 +319,13 @@ class Partition:
         tp = int(take_pid >= 0)
         if take + tp:
             mode, pos, ppos = select_for_downsample(rng, b_p, partition_plan(b_p, b_p - take, tp))
-            if mode == "keep":
-                full = np.asarray(pos, dtype=np.int64)
-            else:
-                mask = np.ones(b_p, dtype=bool)
-                mask[pos] = False
-                full = np.flatnonzero(mask)
-            chosen = np.sort(np.concatenate([full, [ppos]]) if tp else full, kind="stable")
+            # the taken rows (full and partial), in order: a pass over a mask, cheaper
+            # than sorting the positions (which come in any order)
+            mask = np.full(b_p, mode != "keep")
+            mask[pos] = mode == "keep"
+            if tp:
+                mask[ppos] = True
+            chosen = np.flatnonzero(mask)
             df = read_rows(batch["files"], batch["row_groups"], lo, hi, label)
         else:
             chosen = np.zeros(0, dtype=np.int64)
@@ -407,12 +407,11 @@ class Partition:
         ob, orow = split_keys(out_keys)
         out_df = pd.DataFrame({KEY_COLUMNS[0]: ob, KEY_COLUMNS[1]: orow}, copy=False)
         store = self.store
-        data = parquet_bytes(in_df, **self.options)
-        store.write_bytes(delta_in(k, p), data)
+        store.write_parquet(delta_in(k, p), in_df, **self.options)
         store.write_parquet(delta_out(k, p), out_df, row_group_offsets=ROW_GROUP, stats=False)
         n_copies = len(in_df) - n_new
         self.sources.append({"path": delta_in(k, p), "keys": struct_file(k, p), "rows": len(in_df),
-                             "segs": [[k, 0, n_new]] if n_new else [], "points": layout(data, in_df.dtypes)})
+                             "segs": [[k, 0, n_new]] if n_new else []})
         self._keys[len(self.sources) - 1] = self._fresh = in_keys
         self._append(n_copies, False)
 
@@ -454,8 +453,7 @@ class Partition:
         df = df.drop(columns=[IN_SAMPLE], errors="ignore")
         df[IN_SAMPLE] = self.R[rows]
         path = snapshot_file(k, self.p)
-        data = parquet_bytes(df, **self.options)
-        self.store.write_bytes(path, data)
+        self.store.write_parquet(path, df, **self.options)
         batches = keys >> 32
         cuts = np.flatnonzero(np.diff(batches)) + 1
         starts = np.concatenate([[0], cuts]).astype(np.int64)
@@ -467,7 +465,7 @@ class Partition:
         self.extra_rows = position[self.extra_rows]
         self._set(self.F[rows], self.R[rows])
         self.sources = [{"path": path, "keys": struct_file(k, self.p), "rows": int(rows.size),
-                         "segs": segs, "points": layout(data, df.dtypes, skip=(IN_SAMPLE,))}]
+                         "segs": segs}]
         self._keys = {0: keys}
         self._fresh = keys
         return path
@@ -506,13 +504,18 @@ def read_struct_header(store, rel):
 def _source_parts(store, source, local_rows, label) -> list:
     """Rows (local indices, sorted) of one source as parts for :func:`stack`,
     only from the row groups that hold them -- by offset where the layout
-    allows (:mod:`.points`; with the source's recorded layout, the file is
-    not even parsed), else decoding the row group; without the snapshot's
-    ``_sg_in_sample`` column."""
+    allows (:mod:`.points`; the layout is found on the first read and kept in
+    ``source["points"]``, which the structure file saves), else decoding the
+    row group; without the snapshot's ``_sg_in_sample`` column."""
     path = source["path"]
-    found = source.get("points") if store.local else None
     fd = pf = None
     try:
+        found = None
+        if store.local:
+            fd = os.open(store.path(path), os.O_RDONLY)
+            if "points" not in source:
+                source["points"] = layout(fd, skip=(IN_SAMPLE,))
+            found = source["points"]
         if found is None:
             pf = store.open_parquet(path)
             columns = [c for c in pf.columns if c != IN_SAMPLE]
@@ -522,15 +525,11 @@ def _source_parts(store, source, local_rows, label) -> list:
             counts = found["rows"]
         starts = np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
         rg_of = np.searchsorted(starts, local_rows, side="right") - 1
-        if store.local:
-            fd = os.open(store.path(path), os.O_RDONLY)
         parts = []
         for g in np.unique(rg_of):
             g = int(g)
             sel = local_rows[rg_of == g] - starts[g]
-            plan = None
-            if fd is not None and sel.size <= POINT_ROWS:
-                plan = point_plan(pf, g, columns, fd) if found is None else layout_plan(found, g)
+            plan = layout_plan(found, g) if found is not None and sel.size <= POINT_ROWS else None
             if plan is not None:
                 parts.append(read_points(fd, plan, sel))
             else:
