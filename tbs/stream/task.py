@@ -19,8 +19,10 @@ batch: the list of sources (each, once read, with where its values lie in
 its file -- :func:`.points.layout` -- so that rows re-entering the sample
 are read by offset without parsing it again), two bitmaps over the
 rows of all sources -- ``F`` (a full item of some latent sample) and ``R`` (in
-the realized sample ``S_k``) -- and the rows of its partial items (by pid).
-Nothing per item is rewritten except these two bits.
+the realized sample ``S_k``; not stored when ``S_k`` is every full item plus
+some partial ones, the usual case, since it is then ``F`` and those rows) --
+and the rows of its partial items (by pid).  Nothing per item is rewritten
+except these two bits.
 
 For batch ``k`` the task, with ``rng = batch_generator(key, k, STREAM_APPLY,
 sub=p)``:
@@ -160,18 +162,24 @@ class Partition:
             return part
         head, base = read_struct_header(store, rel)
         n = head["rows"]
-        f_at, f_len = head["F"]
-        data = store.read_range(rel, base + f_at, 2 * f_len)
-        bits = np.frombuffer(data, dtype=np.uint8)
-        part._set(np.unpackbits(bits[:f_len], count=n + headroom).view(bool),
-                  np.unpackbits(bits[f_len:], count=n + headroom).view(bool))   # zero-padded
-        part.n = n
-        part.partials = {int(a): int(b) for a, b in zip(head["pids"], head["prows"])}
+        (f_at, f_len), (r_at, r_len) = head["F"], head["R"]
+        bits = np.frombuffer(store.read_range(rel, base + f_at, f_len + r_len), dtype=np.uint8)
+        F = np.unpackbits(bits[:f_len], count=n + headroom).view(bool)      # zero-padded
         part.all_mode = bool(head["all_mode"])
         part.extra_rows = np.array(head["extra_rows"], dtype=np.int64)
+        if r_len:
+            R = np.unpackbits(bits[r_at - f_at:], count=n + headroom).view(bool)
+        elif part.all_mode:                 # S = the full items and the realized partial ones
+            R = F.copy()
+            R[part.extra_rows] = True
+        else:
+            raise TBSError(f"corrupt STATE: {rel} has no R bitmap")
+        part._set(F, R)
+        part.n = n
+        part.partials = {int(a): int(b) for a, b in zip(head["pids"], head["prows"])}
         part.realized = int(head["realized"])
         part.sources = head["sources"]
-        if sum(s["rows"] for s in part.sources) != n:
+        if sum(s["rows"] for s in part.sources) != n or int(np.count_nonzero(R)) != part.realized:
             raise TBSError(f"corrupt STATE: {rel} does not match its sources")
         return part
 
@@ -181,7 +189,8 @@ class Partition:
         self.store.write_bytes(rel, struct_bytes(
             {"rows": int(self.F.size), "pids": pids, "prows": [self.partials[i] for i in pids],
              "sources": self.sources, "all_mode": self.all_mode, "extra_rows": self.extra_rows.tolist(),
-             "realized": self.realized}, np.packbits(self.F), np.packbits(self.R), fresh))
+             "realized": self.realized}, np.packbits(self.F),
+            None if self.all_mode else np.packbits(self.R), fresh))     # (all mode: R = F + extra_rows)
         self._fresh = None
 
     # ------------------------------------------------------------------ rows
@@ -476,17 +485,21 @@ _MAGIC = b"SGTBSP1\n"
 
 def struct_bytes(head: dict, f_bits, r_bits, keys) -> bytes:
     """A structure file: magic, the length of a JSON header, the header, then
-    the F and R bitmaps (packed bits) and the keys of the source written with
-    this batch (little-endian int64), 8-byte aligned.  Raw arrays so that a
-    later batch can read the bitmaps by offset, and one source's keys --
-    the file's last ``8 * rows`` bytes -- without parsing the header."""
+    the F bitmap, the R bitmap (packed bits; absent -- None -- when S is every
+    full item plus the realized partial ones, which the header lists) and the
+    keys of the source written with this batch (little-endian int64), 8-byte
+    aligned.  Raw arrays so that a later batch can read the bitmaps by offset,
+    and one source's keys -- the file's last ``8 * rows`` bytes -- without
+    parsing the header."""
     f_len = int(f_bits.size)
-    keys_at = (2 * f_len + 7) // 8 * 8
-    head = dict(head, F=[0, f_len], keys=[keys_at, int(keys.size)])
+    r_len = 0 if r_bits is None else int(r_bits.size)
+    keys_at = (f_len + r_len + 7) // 8 * 8
+    head = dict(head, F=[0, f_len], R=[f_len, r_len], keys=[keys_at, int(keys.size)])
     text = json.dumps(head, separators=(",", ":")).encode()
     text += b" " * (-(len(_MAGIC) + 8 + len(text)) % 8)
-    pad = b"\0" * (keys_at - 2 * f_len)
-    return b"".join([_MAGIC, len(text).to_bytes(8, "little"), text, f_bits.tobytes(), r_bits.tobytes(), pad,
+    pad = b"\0" * (keys_at - f_len - r_len)
+    return b"".join([_MAGIC, len(text).to_bytes(8, "little"), text, f_bits.tobytes(),
+                     b"" if r_bits is None else r_bits.tobytes(), pad,
                      np.ascontiguousarray(keys, dtype="<i8").tobytes()])
 
 
