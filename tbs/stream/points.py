@@ -134,8 +134,9 @@ def layout(fd: int, skip=()) -> dict | None:
 
 
 def layout_plan(found: dict, group: int):
-    """The :func:`point_plan` of row group ``group`` from a :func:`layout`
-    (None if that row group cannot be read by offset)."""
+    """``[(column, dtype, offset of its first value)]`` of row group ``group``
+    from a :func:`layout`, for :func:`read_points` (None if that row group
+    cannot be read by offset)."""
     at = found["at"][group]
     if at is None:
         return None

@@ -162,7 +162,8 @@ class Partition:
             return part
         head, base = read_struct_header(store, rel)
         n = head["rows"]
-        (f_at, f_len), (r_at, r_len) = head["F"], head["R"]
+        f_at, f_len = head["F"]
+        r_at, r_len = head.get("R", (f_at + f_len, f_len))     # (files of 2026-11-20 always had R)
         bits = np.frombuffer(store.read_range(rel, base + f_at, f_len + r_len), dtype=np.uint8)
         F = np.unpackbits(bits[:f_len], count=n + headroom).view(bool)      # zero-padded
         part.all_mode = bool(head["all_mode"])
@@ -201,18 +202,26 @@ class Partition:
         return out
 
     def keys(self, rows: np.ndarray) -> np.ndarray:
-        """Keys of the given global rows, in any order (each source's keys are
-        mapped once per task).  The rows are grouped by source with a counting
-        sort on the source index (numpy's radix sort of 16-bit values), not
-        sorted: 0.8 ms instead of 3.3 for 57,000 rows in 10 sources."""
+        """Keys of the given global rows (in any order; the keys follow it).
+        Each source's keys are mapped once per task.  The rows are grouped by
+        source: sorted rows as they are; almost sorted ones (evictions drawn
+        by skips) by a merge sort, which runs through sorted stretches; rows
+        in random order by a counting sort on the source index (numpy's radix
+        sort of 16-bit values) -- for 57,000 rows in 10 sources 0.8 ms instead
+        of 3.3 for sorting them, for 370,000 almost sorted ones 5 ms against
+        0.5."""
         rows = np.asarray(rows, dtype=np.int64)
         got = np.empty(rows.size, dtype=np.int64)
         if not rows.size:
             return got
         off = np.asarray(self.offsets(), dtype=np.int64)
-        sorted_rows = rows.size < 2 or bool(np.all(rows[1:] >= rows[:-1]))
-        if sorted_rows:
+        descents = int(np.count_nonzero(rows[1:] < rows[:-1]))
+        if descents == 0:
             order, srt, cuts = None, rows, np.searchsorted(rows, off)
+        elif descents * 64 < rows.size:
+            order = np.argsort(rows, kind="stable")
+            srt = rows[order]
+            cuts = np.searchsorted(srt, off)
         else:
             src = np.searchsorted(off[1:-1], rows, side="right")
             src = src.astype(np.int16 if len(self.sources) < (1 << 15) else np.int64, copy=False)
@@ -328,13 +337,14 @@ class Partition:
         tp = int(take_pid >= 0)
         if take + tp:
             mode, pos, ppos = select_for_downsample(rng, b_p, partition_plan(b_p, b_p - take, tp))
-            # the taken rows (full and partial), in order: a pass over a mask, cheaper
-            # than sorting the positions (which come in any order)
-            mask = np.full(b_p, mode != "keep")
-            mask[pos] = mode == "keep"
-            if tp:
-                mask[ppos] = True
-            chosen = np.flatnonzero(mask)
+            if mode == "keep":
+                chosen = _ascending(np.concatenate([pos, [ppos]]) if tp else pos, b_p)
+            else:
+                mask = np.ones(b_p, dtype=bool)
+                mask[pos] = False
+                if tp:
+                    mask[ppos] = True
+                chosen = np.flatnonzero(mask)
             df = read_rows(batch["files"], batch["row_groups"], lo, hi, label)
         else:
             chosen = np.zeros(0, dtype=np.int64)
@@ -478,6 +488,19 @@ class Partition:
         self._keys = {0: keys}
         self._fresh = keys
         return path
+
+
+def _ascending(pos: np.ndarray, size: int) -> np.ndarray:
+    """Distinct positions in ``range(size)`` in ascending order: a merge sort
+    when they come almost sorted (drawn by skips: it runs through the sorted
+    stretches), else a pass over a mask (random order: sorting 37,000 of
+    250,000 costs 2 ms, the mask 0.2)."""
+    pos = np.asarray(pos, dtype=np.int64)
+    if int(np.count_nonzero(pos[1:] < pos[:-1])) * 64 < pos.size:
+        return np.sort(pos, kind="stable")
+    mask = np.zeros(size, dtype=bool)
+    mask[pos] = True
+    return np.flatnonzero(mask)
 
 
 _MAGIC = b"SGTBSP1\n"
