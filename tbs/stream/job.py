@@ -211,7 +211,10 @@ def execute(plan: dict, runner: str, options: dict) -> list:
     """Run the job: returns, per partition, the list of batch summaries."""
     P = len(plan["structs"])
     if runner == "inline":
-        return [run_partition(plan, p) for p in range(P)]
+        store = Store(plan["state"], fsync=plan.get("fsync"))
+        summaries = [run_partition(plan, p, store) for p in range(P)]
+        store.sync()                  # each directory once, not once per partition
+        return summaries
     if runner in ("local", "hadoop"):
         from .mr_tbs import run_mrjob
         return run_mrjob(plan, runner, options)

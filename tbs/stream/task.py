@@ -611,12 +611,16 @@ def empty_frame(store, sources, label):
     return pf[0:0].to_pandas(index=False).drop(columns=[IN_SAMPLE], errors="ignore")
 
 
-def run_partition(plan: dict, p: int) -> list:
+def run_partition(plan: dict, p: int, store: Store | None = None) -> list:
     """Process every batch of ``plan`` for partition ``p``; returns one summary per batch.
 
     This is the whole work of a task, whatever the runner (in-process, mrjob
-    mapper, Spark task)."""
-    store = Store(plan["state"], fsync=plan.get("fsync"))
+    mapper, Spark task).  Its files are fsync-ed, then the directories that
+    received them -- unless ``store`` is given (the in-process runner shares
+    one among its partitions and syncs the directories once, after all)."""
+    shared = store is not None
+    if not shared:
+        store = Store(plan["state"], fsync=plan.get("fsync"))
     headroom = sum(bp["ops"][p]["take"] + 1 for bp in plan["batches"]) + 4096
     part = Partition.load(store, p, plan["structs"][p], plan["writer"], headroom)
     key = int(plan["key"])
@@ -624,5 +628,6 @@ def run_partition(plan: dict, p: int) -> list:
     for bp, batch in zip(plan["batches"], plan["batch_info"]):
         summaries.append(part.apply(key, bp, batch, batch["bounds"][p], bp["ops"][p], bp["expect"][p],
                                     int(plan["salt"]), bp["compact"]))
-    store.sync()
+    if not shared:
+        store.sync()
     return summaries
