@@ -8,7 +8,8 @@ paper's setting (n = 2e7 for B = 1e7).  Right before or after each batch (the
 order alternates; not during the warm-up) the *floor* does what no job can avoid: read every
 partition's slice of the batch and write a delta of the same size as the
 job's (the same number of rows in, the same number of keys out, through the
-same atomic writer).  Times are medians over the measured batches, after 30
+same atomic writer).  The two algorithms run in lockstep, batch by batch.
+Times are medians over the measured batches, after 30
 batches of warm-up (with lambda = 0.07, W_k is then within 12% of its limit,
 so the reservoir inserts and evicts about as many items per batch as in the
 steady state); the batch with a compaction (every 8 batches) is reported apart.
@@ -77,91 +78,119 @@ def floor(store, path, size, k, ins, outs, writer):
     store.sync()
 
 
-def run_case(work, base_file, size, decay, algorithm, warmup, measure, lam):
-    n = 2 * size
-    params = {"algorithm": algorithm, "decay": decay, "size": n, "seed": 1, "partitions": P,
-              "compact_every": COMPACT, "keep_deltas": 2}
-    if decay == "exp":
-        params["lambda"] = lam
-    if algorithm == "ttbs":
-        params["mean_batch_size"] = float(size)
-    batches = os.path.join(work, f"{algorithm}-{decay}-batches")
-    state = os.path.join(work, f"{algorithm}-{decay}-state")
-    floor_store = Store(os.path.join(work, f"{algorithm}-{decay}-floor"))
-    os.makedirs(batches)
-    writer = {"object_encoding": {}, "row_group_offsets": ROW_GROUP, "stats": False}
-    rows = []
-    for k in range(1, warmup + measure + 1):
-        path = os.path.join(batches, f"batch-{k}.parquet")
-        os.link(base_file, path)
-        order = ("job",) if k <= warmup else (("job", "floor") if k % 2 else ("floor", "job"))
+class Case:
+    """One algorithm's STATE and floor over the shared stream of batches."""
+
+    def __init__(self, work, size, decay, algorithm, lam):
+        self.size, self.decay, self.algorithm = size, decay, algorithm
+        self.n = 2 * size
+        self.params = {"algorithm": algorithm, "decay": decay, "size": self.n, "seed": 1, "partitions": P,
+                       "compact_every": COMPACT, "keep_deltas": 2}
+        if decay == "exp":
+            self.params["lambda"] = lam
+        if algorithm == "ttbs":
+            self.params["mean_batch_size"] = float(size)
+        self.state = os.path.join(work, f"{algorithm}-{decay}-state")
+        self.floor_store = Store(os.path.join(work, f"{algorithm}-{decay}-floor"))
+        self.writer = {"object_encoding": {}, "row_group_offsets": ROW_GROUP, "stats": False}
+        self.rows = []
+
+    def step(self, batches, path, k, timed):
+        """Batch k: the job, and (when timed) the floor before or after it (alternating)."""
+        order = (("job", "floor") if k % 2 else ("floor", "job")) if timed else ("job",)
         t = {}
         for what in order:
             if what == "job":
                 started, cpu = time.perf_counter(), time.process_time()
-                commit = run(batches, state, params if k == 1 else {}, options={"batches_per_job": 1})
+                commit = run(batches, self.state, self.params if k == 1 else {}, options={"batches_per_job": 1})
                 t["job"] = time.perf_counter() - started
                 t["job_cpu"] = time.process_time() - cpu
-                ins, outs = delta_sizes(state, k)
             else:
-                if "job" not in t:         # the floor needs the job's delta sizes: use the previous batch's
-                    ins, outs = delta_sizes(state, k - 1) if k > 1 else ([size // P] * P, [0] * P)
+                # the floor needs the job's delta sizes: before the job, the previous batch's
+                ins, outs = (delta_sizes(self.state, k) if "job" in t else
+                             delta_sizes(self.state, k - 1) if k > 1 else ([self.size // P] * P, [0] * P))
                 started, cpu = time.perf_counter(), time.process_time()
-                floor(floor_store, path, size, k, ins, outs, writer)
+                floor(self.floor_store, path, self.size, k, ins, outs, self.writer)
                 t["floor"] = time.perf_counter() - started
                 t["floor_cpu"] = time.process_time() - cpu
-                shutil.rmtree(floor_store.path(str(k)))
-        ins, outs = delta_sizes(state, k)
-        rows.append({"k": k, "job": t["job"], "floor": t.get("floor"), "job_cpu": t["job_cpu"],
-                     "floor_cpu": t.get("floor_cpu"), "in": sum(ins), "out": sum(outs),
-                     "compaction": commit["snapshot"] == k, "sample": commit["driver"]["size"]})
+                shutil.rmtree(self.floor_store.path(str(k)))
+        ins, outs = delta_sizes(self.state, k)
+        self.rows.append({"k": k, "job": t["job"], "floor": t.get("floor"), "job_cpu": t["job_cpu"],
+                          "floor_cpu": t.get("floor_cpu"), "in": sum(ins), "out": sum(outs),
+                          "compaction": commit["snapshot"] == k, "sample": commit["driver"]["size"]})
+
+    def result(self, warmup):
+        rows = self.rows
+        timed = [r for r in rows[warmup:] if not r["compaction"]]
+        compactions = [r for r in rows if r["compaction"]]
+        shutil.rmtree(self.state)
+        shutil.rmtree(self.floor_store.root, ignore_errors=True)
+        return {"algorithm": self.algorithm, "decay": self.decay, "B": self.size, "n": self.n,
+                "job_ms": 1e3 * float(np.median([r["job"] for r in timed])),
+                "floor_ms": 1e3 * float(np.median([r["floor"] for r in timed])),
+                "ratio": float(np.median([r["job"] / r["floor"] for r in timed])),
+                "job_cpu_ms": 1e3 * float(np.median([r["job_cpu"] for r in timed])),
+                "floor_cpu_ms": 1e3 * float(np.median([r["floor_cpu"] for r in timed])),
+                "ratio_cpu": float(np.median([r["job_cpu"] / r["floor_cpu"] for r in timed])),
+                "in_per_batch": float(np.mean([r["in"] for r in timed])),
+                "out_per_batch": float(np.mean([r["out"] for r in timed])),
+                "sample": rows[-1]["sample"],
+                "compaction_ms": 1e3 * compactions[-1]["job"] if compactions else None,
+                "load": os.getloadavg()[0],
+                "batches": [{k: (round(v, 4) if isinstance(v, float) else v) for k, v in r.items()}
+                            for r in rows]}
+
+
+def run_pair(work, base_file, size, decay, warmup, measure, lam):
+    """D-T-TBS and D-R-TBS over the same batches in lockstep: for each arriving
+    batch both jobs (and their floors) run one after the other, the first one
+    alternating, so that both see the machine in the same state; R-TBS / T-TBS
+    is then the median of per-batch ratios, like job / floor."""
+    batches = os.path.join(work, f"{decay}-batches")
+    os.makedirs(batches)
+    cases = {a: Case(work, size, decay, a, lam) for a in ("ttbs", "rtbs")}
+    for k in range(1, warmup + measure + 1):
+        path = os.path.join(batches, f"batch-{k}.parquet")
+        os.link(base_file, path)
+        for a in (("ttbs", "rtbs") if k % 2 else ("rtbs", "ttbs")):
+            cases[a].step(batches, path, k, k > warmup)
         if k > 1:
             os.remove(os.path.join(batches, f"batch-{k - 1}.parquet"))   # keep the disk use bounded
-    timed = [r for r in rows[warmup:] if not r["compaction"]]
-    compactions = [r for r in rows if r["compaction"]]
     shutil.rmtree(batches)
-    shutil.rmtree(state)
-    shutil.rmtree(floor_store.root, ignore_errors=True)
-    return {"algorithm": algorithm, "decay": decay, "B": size, "n": n,
-            "job_ms": 1e3 * float(np.median([r["job"] for r in timed])),
-            "floor_ms": 1e3 * float(np.median([r["floor"] for r in timed])),
-            "ratio": float(np.median([r["job"] / r["floor"] for r in timed])),
-            "job_cpu_ms": 1e3 * float(np.median([r["job_cpu"] for r in timed])),
-            "floor_cpu_ms": 1e3 * float(np.median([r["floor_cpu"] for r in timed])),
-            "ratio_cpu": float(np.median([r["job_cpu"] / r["floor_cpu"] for r in timed])),
-            "in_per_batch": float(np.mean([r["in"] for r in timed])),
-            "out_per_batch": float(np.mean([r["out"] for r in timed])),
-            "sample": rows[-1]["sample"],
-            "compaction_ms": 1e3 * compactions[-1]["job"] if compactions else None,
-            "load": os.getloadavg()[0],
-            "batches": [{k: (round(v, 4) if isinstance(v, float) else v) for k, v in r.items()} for r in rows]}
+    both = [(t, r) for t, r in zip(cases["ttbs"].rows[warmup:], cases["rtbs"].rows[warmup:])
+            if not (t["compaction"] or r["compaction"])]
+    results = [cases[a].result(warmup) for a in ("ttbs", "rtbs")]
+    results[1]["rt"] = float(np.median([r["job"] / t["job"] for t, r in both]))
+    results[1]["rt_cpu"] = float(np.median([r["job_cpu"] / t["job_cpu"] for t, r in both]))
+    return results
 
 
 def markdown(results, command, machine_text, warmup, measure, fsync=True):
     lines = [HEADING, "", f"Command: `{command}`", "", f"Machine: {machine_text}.", "",
              f"One `samplegen tbs run` per arriving batch (in-process runner, {P} partitions, fsync "
              f"{'on' if fsync else 'off'}), n = 2B, lambda = 0.07 (exp) or s = 2, d = 10 (poly); medians over "
-             f"{measure} batches after {warmup} of warm-up; the batch with a compaction (every {COMPACT} "
-             "batches) apart.  *Floor* = reading every partition's slice of the batch and writing a delta of "
+             f"the {measure} batches after {warmup} of warm-up, except those with a compaction (every "
+             f"{COMPACT} batches), reported apart (the next batch deletes the files it superseded; it is in "
+             "the medians).  *Floor* = reading every partition's slice of the batch and writing a delta of "
              "the job's size (same rows in, same keys out, same writer), timed in the same process next to "
-             "each batch.  Ratios are medians of per-batch ratios; *CPU* is the process's CPU time (the "
+             "each batch.  D-T-TBS and D-R-TBS process the same batches in lockstep (which goes first "
+             "alternates), so that both see the machine alike.  Ratios, R-TBS / T-TBS included, are "
+             "medians of per-batch ratios; *CPU* is the process's CPU time (the "
              "machine is shared: wall times include waiting for the CPU and the disk).", "",
              "| decay | B (rows/batch) | algorithm | n | rows in/batch | keys out/batch | job ms | floor ms "
              "| job / floor | job CPU ms | floor CPU ms | job / floor (CPU) | R-TBS / T-TBS | batch with "
              "compaction, ms |",
              "|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
-    by = {(r["decay"], r["B"], r["algorithm"]): r for r in results}
     verdicts = []
     for r in results:
-        other = by.get((r["decay"], r["B"], "ttbs"))
-        rt = r["job_ms"] / other["job_ms"] if r["algorithm"] == "rtbs" and other else None
+        rt = r.get("rt") if r["algorithm"] == "rtbs" else None
         comp = "-" if r["compaction_ms"] is None else f"{r['compaction_ms']:.0f}"
         lines.append(f"| {r['decay']} | {r['B']:,} | {'D-R-TBS' if r['algorithm'] == 'rtbs' else 'D-T-TBS'} | "
                      f"{r['n']:,} | {r['in_per_batch']:,.0f} | {r['out_per_batch']:,.0f} | {r['job_ms']:.0f} | "
                      f"{r['floor_ms']:.0f} | {r['ratio']:.2f} | {r['job_cpu_ms']:.0f} | {r['floor_cpu_ms']:.0f} | "
                      f"{r['ratio_cpu']:.2f} | {'-' if rt is None else f'{rt:.2f}'} | {comp} |")
         if r["algorithm"] == "rtbs":
-            rt_cpu = r["job_cpu_ms"] / other["job_cpu_ms"] if other else None
+            rt_cpu = r.get("rt_cpu")
             verdicts.append(
                 f"- {r['decay']}, B = {r['B']:,}: D-R-TBS at {r['ratio']:.2f}x the floor (CPU {r['ratio_cpu']:.2f}x): "
                 f"{'met' if r['ratio'] <= 1.5 else 'not met'}; {'-' if rt is None else f'{rt:.2f}'}x D-T-TBS "
@@ -191,7 +220,7 @@ def main(argv=None):
     sizes = args.batch_sizes or ("1e5,1e6" if args.quick else "1e5,1e6,1e7")
     sizes = [int(float(x)) for x in sizes.split(",")]
     warmup = args.warmup if args.warmup is not None else 30
-    measure = args.measure if args.measure is not None else (5 if args.quick else 7)
+    measure = args.measure if args.measure is not None else (5 if args.quick else 15)
     machine_text = machine()
     work = tempfile.mkdtemp(prefix="bench-tbs-jobs-", dir=args.workdir)
     results = []
@@ -200,10 +229,9 @@ def main(argv=None):
             base = os.path.join(work, f"base-{size}.parquet")
             make_batch(base, size, seed=size)
             for decay in args.decays.split(","):
-                for algorithm in ("ttbs", "rtbs"):
-                    r = run_case(work, base, size, decay, algorithm, warmup, measure, args.lam)
+                for r in run_pair(work, base, size, decay, warmup, measure, args.lam):
                     results.append(r)
-                    print(f"{decay:4s} B={size:>10,} {algorithm}: job {r['job_ms']:8.1f} ms  floor "
+                    print(f"{decay:4s} B={size:>10,} {r['algorithm']}: job {r['job_ms']:8.1f} ms  floor "
                           f"{r['floor_ms']:8.1f} ms  job/floor {r['ratio']:.2f}  in {r['in_per_batch']:,.0f} "
                           f"out {r['out_per_batch']:,.0f}", flush=True)
             os.remove(base)
