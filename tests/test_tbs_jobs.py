@@ -58,20 +58,28 @@ def params(name, **extra):
     return out
 
 
-@pytest.mark.parametrize("name", list(ALGORITHMS))
-def test_batch_by_batch_matches_the_in_memory_sampler(tmp_path, name):
+@pytest.mark.parametrize("name,text", [(name, True) for name in ALGORITHMS]
+                         + [("rtbs-poly", False), ("rtbs-poly-cap", False)])
+def test_batch_by_batch_matches_the_in_memory_sampler(tmp_path, monkeypatch, name, text):
     """Batches arrive one at a time (a run after each): after every batch, W_k,
     rho_k and C_k equal the in-memory sampler's on the same batch sizes and
     times (they do not depend on the random choices); |S_k| respects n (R-TBS:
     floor or ceil of C_k for exponential decay); the sampled rows carry their
-    batch's data unchanged; and the delta turns S_{k-1} into S_k."""
+    batch's data unchanged; and the delta turns S_{k-1} into S_k.  Rows that
+    re-enter the sample, and the compactions, read the sources by offset when
+    every column is numeric (``text`` False), by decoding otherwise."""
+    import tbs.stream.task as task_module
+    by_offset = []
+    read_points = task_module.read_points
+    monkeypatch.setattr(task_module, "read_points", lambda *a: by_offset.append(a[2].size) or read_points(*a))
     batches, state = str(tmp_path / "b"), str(tmp_path / "s")
     ref = in_memory(name)
     frames = {}
     previous = None
     for i, (size, t) in enumerate(zip(SIZES, TIMES)):
         k = i + 1
-        frames[k] = write_batch(batches, k, size, time=t, as_dir=k % 4 == 0, files=2, row_group=7)
+        frame = None if text else batch_frame(k, size).drop(columns=["tag"])
+        frames[k] = write_batch(batches, k, size, time=t, as_dir=k % 4 == 0, files=2, row_group=7, frame=frame)
         run(batches, state, params(name))
         ref.update(np.arange(size), time=t)
         info = status(state)
@@ -96,10 +104,11 @@ def test_batch_by_batch_matches_the_in_memory_sampler(tmp_path, name):
             pd.testing.assert_frame_equal(original, rows.drop(columns=KEYS).reset_index(drop=True),
                                           check_dtype=False)
         ins, outs = delta(state, k)
-        assert list(ins.columns) == ["id", "x", "tag", "w"] + KEYS and list(outs.columns) == KEYS
+        assert list(ins.columns) == ["id", "x"] + ["tag"] * text + ["w"] + KEYS and list(outs.columns) == KEYS
         replayed = apply_delta(previous, ins, outs)
         assert key_set(replayed) == key_set(sample) and len(replayed) == len(sample)
         previous = replayed
+    assert bool(by_offset) != text
 
 
 @pytest.mark.parametrize("name", list(ALGORITHMS))
