@@ -180,8 +180,11 @@ class Partition:
         part.partials = {int(a): int(b) for a, b in zip(head["pids"], head["prows"])}
         part.realized = int(head["realized"])
         part.sources = head["sources"]
-        if sum(s["rows"] for s in part.sources) != n or int(np.count_nonzero(R)) != part.realized:
+        if sum(s["rows"] for s in part.sources) != n:
             raise TBSError(f"corrupt STATE: {rel} does not match its sources")
+        if int(np.count_nonzero(R)) != part.realized:
+            raise TBSError(f"corrupt STATE: {rel} marks {int(np.count_nonzero(R))} rows as sampled, "
+                           f"its header {part.realized}")
         return part
 
     def save(self, rel):
