@@ -414,6 +414,17 @@ def format_line(h, v, block):
     return b"%d\t%d\t%s\n" % (h, v, block.encode())
 
 
+def line_key(head):
+    """``(h, v, index of the second tab)`` from the start of a block line
+    ("h<TAB>v<TAB>payload"; the rest of the line need not be there);
+    ValueError if it does not start that way."""
+    tab1 = head.find(b"\t")
+    tab2 = head.find(b"\t", tab1 + 1)
+    if tab1 < 0 or tab2 < 0:
+        raise ValueError("not a block line")
+    return int(head[:tab1]), int(head[tab1 + 1:tab2]), tab2
+
+
 def split_line(line):
     """``(h, v, payload)`` of a block line (bytes or str, newline optional)."""
     if isinstance(line, str):

@@ -31,7 +31,7 @@ import numpy as np
 from udfs.errors import InputError, OutputError
 
 from . import fs as fsmod
-from .blocks import DENSE, HEADER_CHARS, KIND_NAMES, KINDS, Block, parse_line, payload_layout
+from .blocks import DENSE, HEADER_CHARS, KIND_NAMES, KINDS, Block, line_key, parse_line, payload_layout
 
 FORMAT = "samplegen-matrix/1"
 META = "_matrix.json"
@@ -230,12 +230,8 @@ def scan_part(path):
         end, pos = os.fstat(fd).st_size, 0
         while pos < end:
             head = os.pread(fd, _LINE_HEAD, pos)
-            tab1 = head.find(b"\t")
-            tab2 = head.find(b"\t", tab1 + 1)
             try:
-                if tab1 < 0 or tab2 < 0:
-                    raise ValueError
-                h, v = int(head[:tab1]), int(head[tab1 + 1:tab2])
+                h, v, tab2 = line_key(head)
                 layout = payload_layout(head[tab2 + 1:tab2 + 1 + HEADER_CHARS])
             except (ValueError, InputError):
                 raise InputError(f"corrupt block file {path}: bad line at byte {pos}") from None
@@ -324,9 +320,8 @@ class Matrix:
         with self.fs.open_read(part) as f:
             offset = 0
             for line in f:
-                tab = line.find(b"\t", line.find(b"\t") + 1)
                 try:
-                    h, v = (int(x) for x in line[:tab].split(b"\t"))
+                    h, v, _ = line_key(line)
                 except ValueError:
                     raise InputError(f"corrupt block file {part}: bad line at byte "
                                      f"{offset}") from None
