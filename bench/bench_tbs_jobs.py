@@ -105,16 +105,15 @@ class Case:
                 commit = run(batches, self.state, self.params if k == 1 else {}, options={"batches_per_job": 1})
                 t["job"] = time.perf_counter() - started
                 t["job_cpu"] = time.process_time() - cpu
+                ins, outs = delta_sizes(self.state, k)
             else:
-                # the floor needs the job's delta sizes: before the job, the previous batch's
-                ins, outs = (delta_sizes(self.state, k) if "job" in t else
-                             delta_sizes(self.state, k - 1) if k > 1 else ([self.size // P] * P, [0] * P))
+                if "job" not in t:      # the floor needs the job's delta sizes: before it, the previous batch's
+                    ins, outs = delta_sizes(self.state, k - 1) if k > 1 else ([self.size // P] * P, [0] * P)
                 started, cpu = time.perf_counter(), time.process_time()
                 floor(self.floor_store, path, self.size, k, ins, outs, self.writer)
                 t["floor"] = time.perf_counter() - started
                 t["floor_cpu"] = time.process_time() - cpu
                 shutil.rmtree(self.floor_store.path(str(k)))
-        ins, outs = delta_sizes(self.state, k)
         self.rows.append({"k": k, "job": t["job"], "floor": t.get("floor"), "job_cpu": t["job_cpu"],
                           "floor_cpu": t.get("floor_cpu"), "in": sum(ins), "out": sum(outs),
                           "compaction": commit["snapshot"] == k, "sample": commit["driver"]["size"]})
