@@ -23,6 +23,7 @@ import shutil
 import sys
 import tempfile
 import time
+from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
@@ -33,6 +34,7 @@ from bench_tbs import machine, update_doc  # noqa: E402
 
 from tbs.stream import run  # noqa: E402
 from tbs.stream.batches import partition_bounds, read_rows  # noqa: E402
+from tbs.stream.job import inline_workers  # noqa: E402
 from tbs.stream.storage import Store  # noqa: E402
 from tbs.stream.task import ROW_GROUP  # noqa: E402
 
@@ -61,12 +63,15 @@ def delta_sizes(state, k):
     return out
 
 
-def floor(store, path, size, k, ins, outs, writer):
-    """Read each partition's slice of the batch, write a delta of the job's size."""
+def floor(store, path, size, k, ins, outs, writer, workers=1):
+    """Read each partition's slice of the batch, write a delta of the job's size
+    (the partitions on as many threads as the job's in-process runner uses)."""
     import pandas as pd
     import fastparquet
     groups = [[rg.num_rows for rg in fastparquet.ParquetFile(path).row_groups]]
-    for p, (lo, hi) in enumerate(partition_bounds(groups, P)):
+
+    def one(p, bounds):
+        lo, hi = bounds
         df = read_rows([path], groups, lo, hi)
         new = df.iloc[:ins[p]].copy()
         new["_sg_batch"] = np.int64(k)
@@ -75,6 +80,14 @@ def floor(store, path, size, k, ins, outs, writer):
         keys = pd.DataFrame({"_sg_batch": np.full(outs[p], k, dtype=np.int64),
                              "_sg_row": np.arange(outs[p], dtype=np.int64)})
         store.write_parquet(f"{k}/out-{p}.parquet", keys, row_group_offsets=ROW_GROUP, stats=False)
+
+    bounds = partition_bounds(groups, P)
+    if workers == 1:
+        for p in range(P):
+            one(p, bounds[p])
+    else:
+        with ThreadPoolExecutor(workers) as pool:
+            list(pool.map(one, range(P), bounds))
     store.sync()
 
 
@@ -110,7 +123,8 @@ class Case:
                 if "job" not in t:      # the floor needs the job's delta sizes: before it, the previous batch's
                     ins, outs = delta_sizes(self.state, k - 1) if k > 1 else ([self.size // P] * P, [0] * P)
                 started, cpu = time.perf_counter(), time.process_time()
-                floor(self.floor_store, path, self.size, k, ins, outs, self.writer)
+                floor(self.floor_store, path, self.size, k, ins, outs, self.writer,
+                      inline_workers({}, P, self.size / P))   # as many threads as the job
                 t["floor"] = time.perf_counter() - started
                 t["floor_cpu"] = time.process_time() - cpu
                 shutil.rmtree(self.floor_store.path(str(k)))

@@ -351,7 +351,9 @@ def _add_stream_commands(sub):
                    help="inline: this process; local/hadoop: mrjob; spark: PySpark (default inline)")
     p.add_argument("--batches-per-job", type=int, default=16,
                    help="batches applied per distributed job (default 16)")
-    p.add_argument("--num-cores", type=int, help="local runner: parallel tasks")
+    p.add_argument("--num-cores", type=int,
+                   help="inline: partitions processed at once, on threads (default: one per core for "
+                        "batches of at least 2^17 rows per partition); local: parallel tasks")
     p.add_argument("--mrjob-conf", metavar="PATH", help="mrjob config file (default: none for local, "
                    "mrjob's own lookup for hadoop)")
     p.add_argument("--jobconf", metavar="KEY=VALUE", action="append", default=[],

@@ -401,6 +401,16 @@ def test_parameters_the_algorithm_cannot_honour(tmp_path, capsys, extra, message
     assert not os.path.exists(state)
 
 
+@pytest.mark.parametrize("cores", ["0", "-2"])
+def test_bad_num_cores_one_line_nothing_created(tmp_path, capsys, cores):
+    batches, state = str(tmp_path / "b"), str(tmp_path / "s")
+    write_batches(batches, [20, 20])
+    assert main(["run", batches, state, "--num-cores", cores] + CREATE) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and f"--num-cores must be an integer >= 1, got {cores}" in err, err
+    assert not os.path.exists(state)
+
+
 def test_parameters_of_an_existing_state_cannot_change(tmp_path, capsys):
     batches, state = str(tmp_path / "b"), str(tmp_path / "s")
     write_batches(batches, [20, 20])

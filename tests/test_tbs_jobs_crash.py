@@ -70,16 +70,18 @@ def _reference(batches, tmp_path, name):
 
 def test_sigkill_at_random_moments(tmp_path, batches):
     """Runs of one batch per job (a commit and a garbage collection after every
-    batch), killed after delays drawn uniformly between the end of the
-    imports and the duration of a whole run; each cycle starts from an
-    empty STATE and kills until a run completes."""
+    batch; every other run with its partitions on threads), killed after
+    delays drawn uniformly between the end of the imports and the duration of
+    a whole run; each cycle starts from an empty STATE and kills until a run
+    completes."""
     digest, duration = _reference(batches, tmp_path, "rtbs-poly")
     rng = np.random.default_rng(2024)
     kills, progress = 0, []
     for cycle in range(40):  # until enough kills hit runs mid-work (timing varies with load)
         state = str(tmp_path / f"s{cycle}")
         for attempt in range(10):
-            proc = subprocess.Popen(_cli(batches, state, "rtbs-poly", per_job=1), env=_env(),
+            threads = ["--num-cores", "3" if attempt % 2 else "1"]   # killed while tasks run on threads, too
+            proc = subprocess.Popen(_cli(batches, state, "rtbs-poly", per_job=1) + threads, env=_env(),
                                     stderr=subprocess.PIPE)
             time.sleep(float(rng.uniform(0.5, duration)))
             if proc.poll() is not None:

@@ -8,7 +8,7 @@ import pytest
 
 from tbs.stream import current_sample, run
 from tests.conftest import tree_digest
-from tests.tbs_jobs_util import KEYS, read_dir, sort_by_key, write_batches
+from tests.tbs_jobs_util import KEYS, read_dir, sort_by_key, write_batch, write_batches
 
 SIZES = [60, 0, 150, 45, 200, 90, 75, 130, 20]
 TIMES = [1.0, 2.0, 3.5, 4.0, 5.0, 7.0, 8.0, 9.0, 10.5]
@@ -50,6 +50,41 @@ def _run(batches, state, name, runner, options):
     run(batches, state, dict(CASES[name], seed=11, partitions=3, compact_every=4), runner=runner,
         options=options)
     return tree_digest(state)
+
+
+@pytest.mark.parametrize("name", list(CASES))
+def test_inline_runner_on_threads_writes_the_same_state(tmp_path, batches, inline_digests, name):
+    """The reference runs one partition after the other (its batches are too
+    small for threads by default); three threads, one per partition, write the
+    same bytes."""
+    digest = _run(batches, str(tmp_path / "s"), name, "inline", {"batches_per_job": 4, "num_cores": 3})
+    assert digest == inline_digests[name][0]
+
+
+def test_inline_runner_on_threads_a_failing_task_is_one_error_and_no_commit(tmp_path):
+    """A batch whose footer reads but whose second row group does not: only
+    the task that reads it fails; the run raises that task's error after the
+    other tasks ended, commits nothing and leaves no file behind."""
+    import fastparquet
+    from tbs.errors import TBSError
+    batches, state = str(tmp_path / "b"), str(tmp_path / "s")
+    write_batches(batches, [400, 400])
+    write_batch(batches, 3, 400, row_group=100)
+    path = os.path.join(batches, "batch-3.parquet")
+    chunk = fastparquet.ParquetFile(path).row_groups[1].columns[0].meta_data
+    with open(path, "r+b") as f:                     # the page header of row group 1, column 0
+        f.seek(chunk.data_page_offset)
+        f.write(b"\xff" * 16)
+    params = dict(CASES["rtbs-exp"], seed=3, partitions=4)
+    first = str(tmp_path / "two")
+    os.makedirs(first)
+    for k in (1, 2):
+        os.link(os.path.join(batches, f"batch-{k}.parquet"), os.path.join(first, f"batch-{k}.parquet"))
+    run(first, state, params, options={"num_cores": 4})
+    digest = tree_digest(state)
+    with pytest.raises(TBSError, match=r"^batch batch-3.parquet \(partition 1\): cannot read .*batch-3.parquet"):
+        run(batches, state, {}, options={"num_cores": 4})
+    assert tree_digest(state) == digest
 
 
 @pytest.mark.mrjob

@@ -21,6 +21,8 @@ from __future__ import annotations
 
 import json
 import math
+import os
+from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
@@ -207,12 +209,42 @@ def next_commit(commit: dict, batch, step: dict, state_after, summaries) -> dict
 
 # ----------------------------------------------------------------------------- running
 
+THREAD_ROWS = 1 << 17   # rows per partition and batch from which the in-process runner uses threads
+
+
+def inline_workers(options: dict, partitions: int, rows_per_task: float = math.inf) -> int:
+    """Partitions the in-process runner works on at once: ``--num-cores``, or
+    by default one per CPU core (at most one per partition) when a task's
+    share of a batch is at least ``THREAD_ROWS`` rows, else one.  Smaller
+    tasks are mostly Python (plans, pandas and Parquet calls) and contend for
+    the GIL: measured with 4 partitions on 2 cores, threads made batches of
+    10^5 rows 5-20% slower and batches of 10^6-10^7 rows 15-30% faster."""
+    cores = options.get("num_cores")
+    if cores is not None:
+        if not isinstance(cores, int) or isinstance(cores, bool) or cores < 1:
+            raise TBSError(f"--num-cores must be an integer >= 1, got {cores!r}")
+        return min(cores, partitions)
+    if rows_per_task < THREAD_ROWS:
+        return 1
+    return max(1, min(os.cpu_count() or 1, partitions))
+
+
 def execute(plan: dict, runner: str, options: dict) -> list:
     """Run the job: returns, per partition, the list of batch summaries."""
     P = len(plan["structs"])
     if runner == "inline":
         store = Store(plan["state"], fsync=plan.get("fsync"))
-        summaries = [run_partition(plan, p, store) for p in range(P)]
+        rows = sum(hi - lo for info in plan["batch_info"] for lo, hi in info["bounds"])
+        workers = inline_workers(options, P, rows / (P * max(1, len(plan["batch_info"]))))
+        if workers == 1:
+            summaries = [run_partition(plan, p, store) for p in range(P)]
+        else:
+            # Threads: the tasks share nothing but the Store (thread-safe), and
+            # their numpy work, writes and fsyncs release the GIL.  A task's
+            # error propagates once the pool has ended (its exit waits for every
+            # task), so that no file is still being written when the run cleans up.
+            with ThreadPoolExecutor(workers) as pool:
+                summaries = list(pool.map(lambda p: run_partition(plan, p, store), range(P)))
         store.sync()                  # each directory once, not once per partition
         return summaries
     if runner in ("local", "hadoop"):
@@ -236,6 +268,7 @@ def run(batches_url: str, state_url: str, given: dict, runner: str = "inline", o
     per_job = options.get("batches_per_job") or 16
     if not isinstance(per_job, int) or per_job < 1:
         raise TBSError(f"--batches-per-job must be an integer >= 1, got {per_job!r}")
+    inline_workers(options, 1)        # a bad --num-cores fails before STATE is touched
     store = Store(state_url, fsync=options.get("fsync"))
     lock = None
     writing = False
