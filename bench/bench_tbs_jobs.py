@@ -8,7 +8,7 @@ paper's setting (n = 2e7 for B = 1e7).  Right before or after each batch (the
 order alternates; not during the warm-up) the *floor* does what no job can avoid: read every
 partition's slice of the batch and write a delta of the same size as the
 job's (the same number of rows in, the same number of keys out, through the
-same atomic writer).  The two algorithms run in lockstep, batch by batch.
+same atomic writer, on as many threads as the job's default).  The two algorithms run in lockstep, batch by batch.
 Times are medians over the measured batches, after 30
 batches of warm-up (with lambda = 0.07, W_k is then within 12% of its limit,
 so the reservoir inserts and evicts about as many items per batch as in the
@@ -34,7 +34,7 @@ from bench_tbs import machine, update_doc  # noqa: E402
 
 from tbs.stream import run  # noqa: E402
 from tbs.stream.batches import partition_bounds, read_rows  # noqa: E402
-from tbs.stream.job import inline_workers  # noqa: E402
+from tbs.stream.job import THREAD_ROWS, inline_workers  # noqa: E402
 from tbs.stream.storage import Store  # noqa: E402
 from tbs.stream.task import ROW_GROUP  # noqa: E402
 
@@ -180,13 +180,14 @@ def run_pair(work, base_file, size, decay, warmup, measure, lam):
 
 def markdown(results, command, machine_text, warmup, measure, fsync=True):
     lines = [HEADING, "", f"Command: `{command}`", "", f"Machine: {machine_text}.", "",
-             f"One `samplegen tbs run` per arriving batch (in-process runner, {P} partitions, fsync "
+             f"One `samplegen tbs run` per arriving batch (in-process runner, {P} partitions -- on "
+             f"{inline_workers({}, P)} threads from {P * THREAD_ROWS:,} rows per batch, the default --, fsync "
              f"{'on' if fsync else 'off'}), n = 2B, lambda = 0.07 (exp) or s = 2, d = 10 (poly); medians over "
              f"the {measure} batches after {warmup} of warm-up, except those with a compaction (every "
              f"{COMPACT} batches), reported apart (the next batch deletes the files it superseded; it is in "
              "the medians).  *Floor* = reading every partition's slice of the batch and writing a delta of "
-             "the job's size (same rows in, same keys out, same writer), timed in the same process next to "
-             "each batch.  D-T-TBS and D-R-TBS process the same batches in lockstep (which goes first "
+             "the job's size (same rows in, same keys out, same writer, as many threads), timed in the same "
+             "process next to each batch.  D-T-TBS and D-R-TBS process the same batches in lockstep (which goes first "
              "alternates), so that both see the machine alike.  Ratios, R-TBS / T-TBS included, are "
              "medians of per-batch ratios; *CPU* is the process's CPU time (the "
              "machine is shared: wall times include waiting for the CPU and the disk).", "",
