@@ -212,6 +212,14 @@ def next_commit(commit: dict, batch, step: dict, state_after, summaries) -> dict
 THREAD_ROWS = 1 << 17   # rows per partition and batch from which the in-process runner uses threads
 
 
+def num_cores(options: dict):
+    """``--num-cores`` (None when not given), checked."""
+    cores = options.get("num_cores")
+    if cores is not None and (not isinstance(cores, int) or isinstance(cores, bool) or cores < 1):
+        raise TBSError(f"--num-cores must be an integer >= 1, got {cores!r}")
+    return cores
+
+
 def inline_workers(options: dict, partitions: int, rows_per_task: float = math.inf) -> int:
     """Partitions the in-process runner works on at once: ``--num-cores``, or
     by default one per CPU core (at most one per partition) when a task's
@@ -219,10 +227,8 @@ def inline_workers(options: dict, partitions: int, rows_per_task: float = math.i
     tasks are mostly Python (plans, pandas and Parquet calls) and contend for
     the GIL: measured with 4 partitions on 2 cores, threads made batches of
     10^5 rows 5-20% slower and batches of 10^6-10^7 rows 15-30% faster."""
-    cores = options.get("num_cores")
+    cores = num_cores(options)
     if cores is not None:
-        if not isinstance(cores, int) or isinstance(cores, bool) or cores < 1:
-            raise TBSError(f"--num-cores must be an integer >= 1, got {cores!r}")
         return min(cores, partitions)
     if rows_per_task < THREAD_ROWS:
         return 1
@@ -268,7 +274,7 @@ def run(batches_url: str, state_url: str, given: dict, runner: str = "inline", o
     per_job = options.get("batches_per_job") or 16
     if not isinstance(per_job, int) or per_job < 1:
         raise TBSError(f"--batches-per-job must be an integer >= 1, got {per_job!r}")
-    inline_workers(options, 1)        # a bad --num-cores fails before STATE is touched
+    num_cores(options)                # a bad --num-cores fails before STATE is touched
     store = Store(state_url, fsync=options.get("fsync"))
     lock = None
     writing = False
