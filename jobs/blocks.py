@@ -100,6 +100,19 @@ def _sections(kind, flags, rows, cols, nnz):
     return sizes
 
 
+def _header(text):
+    """``(kind, flags, rows, cols, nnz, crc)`` from the HEADER_CHARS characters
+    that start a payload, checked."""
+    try:
+        magic, kind, flags, _, rows, cols, nnz, crc = HEADER.unpack(_unb64(text))
+    except struct.error:
+        raise InputError("corrupt or truncated block: header missing") from None
+    if magic != MAGIC or kind not in KIND_NAMES:
+        raise InputError(f"corrupt block or unsupported block format: header {magic!r}, "
+                         f"expected {MAGIC!r}")
+    return kind, flags, rows, cols, nnz, crc
+
+
 PayloadLayout = collections.namedtuple("PayloadLayout", "kind rows cols text length")
 
 
@@ -108,13 +121,7 @@ def payload_layout(header):
     characters of its payload: kind, shape, where its values' text starts and
     how long the payload is, without reading the rest (a block file can then
     be indexed, and dense rows addressed in place, from the headers alone)."""
-    try:
-        magic, kind, flags, _, rows, cols, nnz, _ = HEADER.unpack(_unb64(header))
-    except struct.error:
-        raise InputError("corrupt or truncated block: header missing") from None
-    if magic != MAGIC or kind not in KIND_NAMES:
-        raise InputError(f"corrupt block or unsupported block format: header {magic!r}, "
-                         f"expected {MAGIC!r}")
+    kind, flags, rows, cols, nnz, _ = _header(header)
     sizes = _sections(kind, flags, rows, cols, nnz)
     text = HEADER_CHARS + sum(n for _, n in sizes[:-1])
     return PayloadLayout(kind, rows, cols, text, text + sizes[-1][1])
@@ -149,10 +156,7 @@ class EncodedBlock:
         payload = memoryview(payload).cast("B")
         if len(payload) < HEADER_CHARS:
             raise InputError("corrupt or truncated block: header missing")
-        magic, kind, flags, _, rows, cols, nnz, crc = HEADER.unpack(_unb64(payload[:HEADER_CHARS]))
-        if magic != MAGIC or kind not in KIND_NAMES:
-            raise InputError(f"corrupt block or unsupported block format: header {magic!r}, "
-                             f"expected {MAGIC!r}")
+        kind, flags, rows, cols, nnz, crc = _header(payload[:HEADER_CHARS])
         body = payload[HEADER_CHARS:]
         sizes = _sections(kind, flags, rows, cols, nnz)
         expected = sum(n for _, n in sizes)

@@ -144,7 +144,7 @@ def layout_plan(found: dict, group: int):
 
 
 def read_points(fd: int, plan, rows: np.ndarray) -> dict:
-    """{column: values at the given rows of the row group} per :func:`point_plan`."""
+    """{column: values at the given rows of the row group} per :func:`layout_plan`."""
     out = {}
     for name, dtype, at in plan:
         width = dtype.itemsize
