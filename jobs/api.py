@@ -129,7 +129,7 @@ def sample_indices(udf, seed, block_size=1000):
     out = {name: ids[bounds[i]:bounds[i + 1]] for i, name in enumerate(names)}
     tails = {name: (ids[bounds[i]:bounds[i + 1]], relpos[bounds[i]:bounds[i + 1]])
              for i, name in enumerate(names)}
-    composed = getattr(udf, "composed_names", lambda: [])()
+    composed = udf.composed_names()
     for round_, train in enumerate(composed):
         heads, tail_ids, tail_pos = [], [], []
         for fold, name in enumerate(names):

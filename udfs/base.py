@@ -13,6 +13,9 @@ occurrences.  The built-in UDFs draw everything from
 :class:`udfs.rng.PositionRNG` lane blocks keyed by row id, which guarantees it.
 """
 import abc
+import contextlib
+import re
+import sys
 from typing import NamedTuple
 
 import numpy as np
@@ -22,6 +25,32 @@ from .errors import ParameterError, SamplegenError, check_int
 
 class UDFError(SamplegenError):
     """A sampling-UDF returned something that breaks the protocol."""
+
+
+#: A sample name becomes a directory of the run, a Hive partition value and a
+#: file name on every filesystem: letters, digits, ``_``, ``.`` and ``-``,
+#: starting with a letter or digit (so never ``.``, ``..``, a hidden name or
+#: the run's own ``_manifest.json`` / ``_SUCCESS``), at most 128 characters.
+SAMPLE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,127}")
+
+
+def check_sample_names(names, udf_name="udf"):
+    """*names* as a list of str, or UDFError when one is unsafe or repeated.
+    None (names known only from the output: ``sample-<id>``) passes."""
+    if names is None:
+        return None
+    names = list(names)
+    seen = set()
+    for name in names:
+        if not isinstance(name, str) or not SAMPLE_NAME.fullmatch(name):
+            raise UDFError(f"sampling-UDF {udf_name!r} declares sample name {name!r}: a name "
+                           "must be 1-128 letters, digits, '_', '.' or '-', starting with a "
+                           "letter or digit")
+        if name in seen:
+            raise UDFError(f"sampling-UDF {udf_name!r} declares sample name {name!r} twice: "
+                           "sample names must be unique")
+        seen.add(name)
+    return names
 
 
 class Occurrences(NamedTuple):
@@ -67,6 +96,11 @@ class SamplingUDF(abc.ABC):
         they are only known from the output (named ``sample-<id>``)."""
         return None
 
+    def composed_names(self):
+        """Names of training sets composed from the samples (k-fold in fold
+        mode); they follow :meth:`sample_names` and are checked with them."""
+        return []
+
     def expected_rows(self, sample_id):
         """Expected number of rows of a sample (sizes shuffle bins only)."""
         return float(self.n_rows)
@@ -86,7 +120,9 @@ class SamplingUDF(abc.ABC):
         if not 0 <= start <= stop <= self.n_rows:
             raise ParameterError(f"row range [{start}, {stop}) is outside the matrix "
                                  f"of {self.n_rows} rows")
-        occ = self.occurrences(start, stop, rng)
+        # stdout carries the engines' records: what the UDF prints goes to stderr
+        with contextlib.redirect_stdout(sys.__stderr__ or sys.stderr):
+            occ = self.occurrences(start, stop, rng)
         return self._checked(occ, stop - start)
 
     def _checked(self, occ, n):

@@ -25,7 +25,7 @@ import inspect
 
 import numpy as np
 
-from .base import Occurrences, SamplingUDF, UDFError
+from .base import Occurrences, SamplingUDF, UDFError, check_sample_names
 from .builtin import Bootstrap, HoldOut, KFold
 from .errors import ParameterError
 from .rng import SkipAheadRNG
@@ -45,7 +45,10 @@ def _names_for(func, params, n_rows):
     names = getattr(func, "sample_names", None)
     if callable(names):
         names = names(params, n_rows)
-    return None if names is None else [str(n) for n in names]
+    if isinstance(names, str):
+        raise UDFError(f"sample_names of {func.__name__!r} must be a list of names, "
+                       f"got the string {names!r}")
+    return None if names is None else list(names)
 
 
 class FunctionUDF(SamplingUDF):
@@ -112,9 +115,12 @@ def parse_param(text):
         raise ParameterError(f"--param key must be an identifier, got {key!r}")
     for convert in (int, float):
         try:
-            return key, convert(value)
+            number = convert(value)
         except ValueError:
-            pass
+            continue
+        if number != number or number in (float("inf"), float("-inf")):
+            raise ParameterError(f"--param {key}: {value!r} is not a finite number")
+        return key, number
     if value.lower() in ("true", "false"):
         return key, value.lower() == "true"
     return key, value
@@ -128,6 +134,7 @@ def load_udf(spec, n_rows, params=None):
     """
     params = dict(params or {})
     udf = _load(spec, n_rows, params)
+    check_sample_names((udf.sample_names() or []) + list(udf.composed_names()), spec)
     # How tasks on other machines rebuild it (built-ins: with every default filled in).
     udf.spec = (spec, udf.params() if spec in BUILTIN else params)
     return udf

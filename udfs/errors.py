@@ -1,13 +1,17 @@
 """Exception types shared by every layer of samplegen.
 
 The command line turns any :class:`SamplegenError` into one line on stderr and
-exit status 2; the Python API lets them propagate.  Messages name the
-parameter or file, echo the offending value, and say what is allowed.
+its ``exit_status`` (2 for bad input); the Python API lets them propagate.
+Messages name the parameter or file, echo the offending value, and say what
+is allowed.
 """
 
 
 class SamplegenError(Exception):
-    """Base class for errors caused by the user's input or parameters."""
+    """Base class of samplegen's errors: one line, no traceback needed.
+    ``exit_status`` is what the command line exits with (2: bad input)."""
+
+    exit_status = 2
 
 
 class ParameterError(SamplegenError, ValueError):
@@ -20,6 +24,14 @@ class InputError(SamplegenError):
 
 class OutputError(SamplegenError):
     """The destination cannot be written (exists, not empty, ...)."""
+
+
+class EngineError(SamplegenError):
+    """An engine's tasks did not all do their work although none reported a
+    failure (a task ended early with status 0, a report is missing): nothing
+    was committed.  The command line exits with status 1."""
+
+    exit_status = 1
 
 
 def check_int(name, value, lo=None, hi=None):
