@@ -113,18 +113,20 @@ def _header(text):
     return kind, flags, rows, cols, nnz, crc
 
 
-PayloadLayout = collections.namedtuple("PayloadLayout", "kind rows cols text length")
+PayloadLayout = collections.namedtuple("PayloadLayout", "kind rows cols text length crc")
 
 
 def payload_layout(header):
     """The :data:`PayloadLayout` of a block from the first HEADER_CHARS
-    characters of its payload: kind, shape, where its values' text starts and
-    how long the payload is, without reading the rest (a block file can then
-    be indexed, and dense rows addressed in place, from the headers alone)."""
-    kind, flags, rows, cols, nnz, _ = _header(header)
+    characters of its payload: kind, shape, where its values' text starts, how
+    long the payload is and its CRC-32 (None when it carries none), without
+    reading the rest (a block file can then be indexed and checked against
+    its metadata, and dense rows addressed in place, from the headers alone)."""
+    kind, flags, rows, cols, nnz, crc = _header(header)
     sizes = _sections(kind, flags, rows, cols, nnz)
     text = HEADER_CHARS + sum(n for _, n in sizes[:-1])
-    return PayloadLayout(kind, rows, cols, text, text + sizes[-1][1])
+    return PayloadLayout(kind, rows, cols, text, text + sizes[-1][1],
+                         crc if flags & _CRC else None)
 
 
 class EncodedBlock:

@@ -21,14 +21,16 @@ A *composed* matrix (a k-fold training set in fold mode) is a view: the first
 consecutively; ``"path": "."`` names the directory's own part files (the extra
 matrix re-blocked from the folds' partial bottom blocks).
 """
+import errno
 import hashlib
 import json
 import os
+import shutil
 import uuid
 
 import numpy as np
 
-from udfs.errors import InputError, OutputError
+from udfs.errors import InputError, OutputError, ParameterError
 
 from . import fs as fsmod
 from .blocks import DENSE, HEADER_CHARS, KIND_NAMES, KINDS, Block, line_key, parse_line, payload_layout
@@ -81,8 +83,18 @@ def make_meta(rows, cols, block_size, kind, nnz, fp, columns=None, row_ids="posi
             "columns": columns, "row_ids": row_ids, "composed_of": composed_of}
 
 
+def to_json(document):
+    """The bytes of a metadata file: strict JSON (a NaN or infinity, which
+    JSON cannot hold, is a ParameterError naming the field's value)."""
+    try:
+        return json.dumps(document, indent=1, allow_nan=False).encode() + b"\n"
+    except ValueError:
+        raise ParameterError("a parameter is NaN or infinite, which a run's JSON metadata "
+                             "cannot record; use a finite number") from None
+
+
 def write_meta(fs, uri, meta):
-    fs.write_bytes(fsmod.join(uri, META), json.dumps(meta, indent=1).encode() + b"\n")
+    fs.write_bytes(fsmod.join(uri, META), to_json(meta))
 
 
 # ---------------------------------------------------------------------------
@@ -206,12 +218,41 @@ def read_json(uri, what):
         raise InputError(f"corrupt {what} {uri}: {exc}") from None
 
 
+#: the largest block size a matrix may have: a block's rows and columns are
+#: 32-bit fields of its header, and a block is held in memory whole
+MAX_BLOCK_SIZE = 1 << 20
+
+
 def _check_meta(meta, uri):
+    """*meta* if it describes a matrix samplegen can read, else InputError
+    naming the field: every command reads these values before any block."""
     required = ("rows", "cols", "block_size", "kind")
     if not isinstance(meta, dict) or any(k not in meta for k in required):
         raise InputError(f"corrupt matrix metadata in {uri}: missing one of {', '.join(required)}")
+
+    def bad(field, what):
+        return InputError(f"corrupt matrix metadata in {uri}: {field} must be {what}, "
+                          f"got {meta.get(field)!r}")
+
+    for field, lo, hi in (("rows", 0, 1 << 62), ("cols", 1, 1 << 31),
+                          ("block_size", 1, MAX_BLOCK_SIZE)):
+        value = meta[field]
+        if type(value) is not int or not lo <= value <= hi:
+            raise bad(field, f"an integer in [{lo}, {hi}]")
     if meta["kind"] not in KINDS:
         raise InputError(f"corrupt matrix metadata in {uri}: unknown kind {meta['kind']!r}")
+    if meta.get("fingerprint") is not None and not isinstance(meta["fingerprint"], str):
+        raise bad("fingerprint", "a string")
+    if meta.get("row_ids", "positions") not in ("positions", "stored"):
+        raise bad("row_ids", "'positions' or 'stored'")
+    composed = meta.get("composed_of")
+    if composed is not None:
+        if not isinstance(composed, list) or not composed or not all(
+                isinstance(c, dict) and isinstance(c.get("path"), str)
+                and type(c.get("blocks")) is int and c["blocks"] >= 0
+                and type(c.get("rows", 0)) is int and c.get("rows", 0) >= 0
+                for c in composed):
+            raise bad("composed_of", "a list of {path, blocks, rows}")
     return meta
 
 
@@ -291,41 +332,65 @@ class Matrix:
                 if name.startswith("part-")]
 
     def index(self):
-        """``(h, v) -> (part uri, offset, length)``, checked against the shape."""
+        """``(h, v) -> (part uri, offset, length)``, verified against the
+        metadata before anything reads a value: every block of the shape
+        exactly once, each with the kind and extent its place requires, and
+        -- from the CRCs in the block headers -- the content the metadata's
+        fingerprint records (so a lost, repeated, relabelled or replaced
+        block line is an InputError).  Every engine and ``export`` call this
+        before sampling or writing; it reads the block headers only."""
         if self._index is not None:
             return self._index
-        index = {}
+        index, entries = {}, []
+        B, kind = self.block_size, KINDS[self.kind]
         for part in self.part_uris():
             lines = scan_part(fsmod.local_path(part)) if fsmod.is_local(part) else \
                 self._stream_lines(part)
-            for h, v, offset, length, *_ in lines:
+            for h, v, offset, length, _, layout in lines:
                 if (h, v) in index:
                     raise InputError(f"corrupt matrix {self.uri}: block ({h}, {v}) "
                                      "appears twice")
+                if not (0 <= h < n_blocks(self.rows, B) and 0 <= v < n_blocks(self.cols, B)):
+                    raise InputError(f"corrupt matrix {self.uri}: unexpected block ({h}, {v}) "
+                                     f"in {part}")
+                shape = (min(B, self.rows - h * B), min(B, self.cols - v * B))
+                if (layout.rows, layout.cols) != shape or layout.kind != kind:
+                    raise InputError(f"corrupt matrix {self.uri}: block ({h}, {v}) in {part} is "
+                                     f"a {layout.rows}x{layout.cols} {KIND_NAMES[layout.kind]} "
+                                     f"block, expected {shape[0]}x{shape[1]} {self.kind}")
                 index[(h, v)] = (part, offset, length)
+                entries.append((h, v, layout.rows, layout.cols,
+                                -1 if layout.crc is None else layout.crc))
         expected = {(h, v) for h, v, _, _ in self.blocks()}
         missing = sorted(expected - set(index))
         if missing:
             raise InputError(f"matrix {self.uri} is incomplete: block {missing[0]} is missing "
                              f"({len(missing)} of {len(expected)} blocks)")
-        extra = sorted(set(index) - expected)
-        if extra:
-            raise InputError(f"corrupt matrix {self.uri}: unexpected block {extra[0]}")
+        recorded = self.meta.get("fingerprint")
+        if recorded is not None and fingerprint(entries) != recorded:
+            raise InputError(f"corrupt matrix {self.uri}: its blocks do not match the "
+                             f"fingerprint in {META} (a block was relabelled, replaced or "
+                             "rewritten)")
+        self._entries = entries
         self._index = index
         return index
 
     def _stream_lines(self, part):
-        """``(h, v, offset, length)`` of every line of a part file read as a
-        stream (filesystems without random access)."""
+        """What :func:`scan_part` yields, for a part file read as a stream
+        (filesystems without random access)."""
         with self.fs.open_read(part) as f:
             offset = 0
             for line in f:
                 try:
-                    h, v, _ = line_key(line)
-                except ValueError:
+                    h, v, tab2 = line_key(line)
+                    layout = payload_layout(line[tab2 + 1:tab2 + 1 + HEADER_CHARS])
+                except (ValueError, InputError):
                     raise InputError(f"corrupt block file {part}: bad line at byte "
                                      f"{offset}") from None
-                yield h, v, offset, len(line)
+                if len(line.rstrip(b"\r\n")) != tab2 + 1 + layout.length:
+                    raise InputError(f"corrupt or truncated block ({h}, {v}) in {part} at "
+                                     f"byte {offset}")
+                yield h, v, offset, len(line), offset + tab2 + 1, layout
                 offset += len(line)
 
     def read_block(self, h, v):
@@ -386,7 +451,7 @@ class ComposedMatrix(Matrix):
         for part in meta["composed_of"]:
             path = part["path"]
             if path == ".":
-                own = dict(meta, composed_of=None)
+                own = dict(meta, composed_of=None, fingerprint=None)  # checked by the view's
                 own["rows"] = part["rows"]
                 matrix = Matrix(self.uri, own)
             else:
@@ -394,8 +459,20 @@ class ComposedMatrix(Matrix):
             self.components.append((matrix, int(part["blocks"])))
 
     def index(self):
-        for matrix, _ in self.components:
-            matrix.index()
+        """Verify every component (see :meth:`Matrix.index`) and the view's
+        own fingerprint over the blocks it takes from them."""
+        if self._index is None:
+            entries, h0 = [], 0
+            for matrix, count in self.components:
+                matrix.index()
+                entries += [(h0 + h, v, r, c, crc) for h, v, r, c, crc in matrix._entries
+                            if h < count]
+                h0 += count
+            recorded = self.meta.get("fingerprint")
+            if recorded is not None and fingerprint(entries) != recorded:
+                raise InputError(f"corrupt composed matrix {self.uri}: the blocks it takes do "
+                                 f"not match the fingerprint in {META}")
+            self._index = {}
         return None
 
     def iter_row_blocks(self):
@@ -442,10 +519,25 @@ class StagedOutput:
     """Write a directory aside, then rename it into place.
 
     ``with StagedOutput(dest, overwrite) as staging: ...`` writes into
-    *staging*; on success ``_SUCCESS`` is added and the directory renamed to
-    *dest* (replacing it when *overwrite*); on any error the staging directory
-    is removed and *dest* is left as it was.
+    *staging* (``.<name>.tmp-<id>`` beside *dest*); on success ``_SUCCESS``
+    is added and the directory renamed to *dest*; on any error the staging
+    directory is removed and *dest* is left as it was.
+
+    * Without *overwrite* the final rename replaces nothing: a destination
+      that another run filled meanwhile makes this run fail (OutputError),
+      whoever started first.  With *overwrite* the old destination is moved
+      aside, replaced and removed.
+    * On local disks a live run holds a lock on ``<staging>/.owner``; any
+      staging directory of *dest* whose lock is free (its run was killed) is
+      removed when the next run into *dest* starts.
+    * :attr:`scratch` is a local directory for the engines' temporary files
+      (inside the staging directory when it is local), removed with it.
     """
+
+    OWNER = ".owner"
+    #: a staging directory without an owner file (moved aside by --overwrite
+    #: and left by a kill) is stale once it is this old
+    ORPHAN_SECONDS = 600
 
     def __init__(self, dest, overwrite=False, inputs=()):
         if fsmod.is_local(dest):  # tasks run in other working directories
@@ -453,7 +545,8 @@ class StagedOutput:
         self.dest = dest.rstrip("/") or dest
         self.fs = fsmod.get_fs(dest)
         self.overwrite = overwrite
-        if fsmod.is_local(dest):
+        self.local = fsmod.is_local(dest)
+        if self.local:
             for src in inputs:
                 if fsmod.is_local(src) and _same_or_nested(fsmod.local_path(dest),
                                                            fsmod.local_path(src)):
@@ -465,31 +558,119 @@ class StagedOutput:
                 raise OutputError(f"destination {dest} is not empty (use --overwrite to "
                                   "replace it)")
         parent = self.dest.rsplit("/", 1)[0] if "/" in self.dest else "."
-        if fsmod.is_local(dest) and parent and not os.path.isdir(fsmod.local_path(parent)):
-            raise OutputError(f"cannot create {dest}: parent directory {parent} does not exist")
-        name = self.dest.rsplit("/", 1)[-1]
+        if self.local and parent:
+            parent_path = fsmod.local_path(parent)
+            if os.path.lexists(parent_path) and not os.path.isdir(parent_path):
+                raise OutputError(f"cannot create {dest}: {parent} is a file, not a directory")
+            if not os.path.isdir(parent_path):
+                raise OutputError(f"cannot create {dest}: parent directory {parent} does not "
+                                  "exist")
+        self.name = self.dest.rsplit("/", 1)[-1]
+        self.parent = parent
         self.staging = (parent + "/" if "/" in self.dest else "") + \
-            f".{name}.tmp-{uuid.uuid4().hex[:12]}"
+            f".{self.name}.tmp-{uuid.uuid4().hex[:12]}"
+        self.scratch = None
+        self._owner = None
 
     def __enter__(self):
+        if self.local:
+            self._remove_stale()
         self.fs.makedirs(self.staging)
+        if self.local:
+            import fcntl
+            self._owner = open(os.path.join(self.staging, self.OWNER), "wb")
+            fcntl.flock(self._owner, fcntl.LOCK_EX)
+            self.scratch = os.path.join(self.staging, ".scratch")
+            os.mkdir(self.scratch)
+        else:
+            import tempfile
+            self.scratch = tempfile.mkdtemp(prefix="samplegen-")
         return self.staging
 
+    def _remove_stale(self):
+        """Remove staging directories of this destination left by killed runs."""
+        import fcntl
+        import time
+        parent = fsmod.local_path(self.parent)
+        prefix = f".{self.name}.tmp-"
+        for entry in os.listdir(parent):
+            path = os.path.join(parent, entry)
+            if not entry.startswith(prefix) or not os.path.isdir(path) \
+                    or os.path.islink(path):
+                continue
+            try:
+                owner = open(os.path.join(path, self.OWNER), "rb")
+            except FileNotFoundError:
+                try:
+                    stale = time.time() - os.lstat(path).st_mtime > self.ORPHAN_SECONDS
+                except FileNotFoundError:
+                    continue
+                if stale:
+                    shutil.rmtree(path, ignore_errors=True)
+                continue
+            except OSError:
+                continue
+            with owner:
+                try:
+                    fcntl.flock(owner, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                except OSError:
+                    continue  # a live run holds it
+                shutil.rmtree(path, ignore_errors=True)
+
+    def _release(self):
+        if self.scratch is not None:
+            shutil.rmtree(self.scratch, ignore_errors=True)
+            self.scratch = None
+
     def __exit__(self, exc_type, exc, tb):
-        if exc_type is not None:
-            self.fs.rmtree(self.staging)
+        try:
+            self._release()
+            if exc_type is not None:
+                self.fs.rmtree(self.staging)
+                return False
+            self.fs.touch(fsmod.join(self.staging, SUCCESS))
+            try:
+                self._commit()
+            except BaseException:
+                self.fs.rmtree(self.staging)
+                raise
+            if self._owner is not None:
+                try:
+                    os.remove(os.path.join(self.dest, self.OWNER))
+                except FileNotFoundError:
+                    pass
             return False
-        self.fs.touch(fsmod.join(self.staging, SUCCESS))
-        old = None
-        if self.fs.exists(self.dest):
+        finally:
+            if self._owner is not None:
+                self._owner.close()
+                self._owner = None
+
+    def _commit(self):
+        if self.overwrite and self.fs.exists(self.dest):
             old = self.staging + ".old"
             self.fs.rename(self.dest, old)
-        try:
-            self.fs.rename(self.staging, self.dest)
-        except BaseException:
-            if old is not None:
+            try:
+                self.fs.rename(self.staging, self.dest)
+            except BaseException:
                 self.fs.rename(old, self.dest)
-            raise
-        if old is not None:
+                raise
             self.fs.rmtree(old)
-        return False
+            return
+        # No replacing: an empty directory may be taken over, a filled one not.
+        if self.local:
+            try:
+                os.rename(self.staging, self.dest)   # fails on a non-empty directory
+            except OSError as exc:
+                if exc.errno in (errno.ENOTEMPTY, errno.EEXIST, errno.ENOTDIR):
+                    raise OutputError(f"destination {self.dest} was filled by another run "
+                                      "while this one ran: nothing was replaced (use "
+                                      "--overwrite to replace it)") from None
+                raise
+            return
+        if self.fs.exists(self.dest):
+            if self.fs.listdir(self.dest):
+                raise OutputError(f"destination {self.dest} was filled by another run while "
+                                  "this one ran: nothing was replaced (use --overwrite to "
+                                  "replace it)")
+            self.fs.rmtree(self.dest)
+        self.fs.rename(self.staging, self.dest)

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from jobs import driver
-from jobs.store import Matrix, MatrixWriter, StagedOutput, block_list
+from jobs.store import Matrix, MatrixWriter, StagedOutput, block_list, scan_part
 from udfs.errors import InputError, OutputError
 
 
@@ -143,7 +143,9 @@ def test_local_index_reads_headers_only_and_matches_the_lines(tmp_path):
         m = Matrix.open(path)
         by_lines = {}
         for part in m.part_uris():
-            for h, v, offset, length in m._stream_lines(part):
+            streamed = list(m._stream_lines(part))
+            assert streamed == list(scan_part(part))
+            for h, v, offset, length, *_ in streamed:
                 by_lines[(h, v)] = (part, offset, length)
         assert m.index() == by_lines and len(by_lines) == len(m.blocks())
     part = Matrix.open(path).part_uris()[0]
