@@ -22,15 +22,16 @@ import time
 import numpy as np
 
 from udfs.custom import load_udf, udf_source
-from udfs.errors import InputError, ParameterError
+from udfs.errors import EngineError, InputError, ParameterError
 from udfs.rng import PositionRNG, Purpose, check_seed, stream
 
 from . import fs as fsmod
-from .blocks import KINDS, Block
+from .blocks import KINDS, Block, row_chars
 from .formats import open_source
-from .phases import DEFAULT_BIN_BUDGET, make_plan
-from .store import (MANIFEST, META, Matrix, MatrixWriter, StagedOutput, block_list,
-                    fingerprint, make_meta, n_blocks, read_json, write_meta)
+from .limits import check_disk, check_memory
+from .phases import DEFAULT_BIN_BUDGET, check_coverage, make_plan
+from .store import (MANIFEST, MAX_BLOCK_SIZE, META, Matrix, MatrixWriter, StagedOutput, block_list,
+                    fingerprint, make_meta, n_blocks, read_json, to_json, write_meta)
 
 RUN_FORMAT = "samplegen-run/1"
 RUNNERS = ("inline", "local", "hadoop", "spark", "hive")
@@ -59,8 +60,12 @@ def mrjob_args(plan, inputs, runner, options, tmp):
         args.append("--no-conf")
     elif conf:
         args += ["-c", conf]
-    if options.get("num_cores") and runner in ("inline", "local"):
-        args += ["--num-cores", str(options["num_cores"])]
+    if runner in ("inline", "local"):
+        # mrjob's temporary files live where a rerun cleans them up; the tasks
+        # import mrjob from this interpreter (no zip of it, no setup wrapper)
+        args += ["--local-tmp-dir", tmp, "--no-bootstrap-mrjob"]
+        if options.get("num_cores"):
+            args += ["--num-cores", str(options["num_cores"])]
     for item in options.get("jobconf", ()):
         args += ["--jobconf", item]
     source = udf_source(plan.sampler())
@@ -74,28 +79,35 @@ def mrjob_args(plan, inputs, runner, options, tmp):
         path = os.pathsep.join([source[0]] + ([os.environ["PYTHONPATH"]]
                                               if os.environ.get("PYTHONPATH") else []))
         args += ["--cmdenv", f"PYTHONPATH={path}"]
-    return args + list(options.get("mrjob_args", ())) + list(inputs)
+    # mrjob and Hadoop expand globs in input paths: pass the names literally
+    return args + list(options.get("mrjob_args", ())) + [fsmod.literal_glob(u) for u in inputs]
 
 
 def run_mrjob(plan, inputs, runner, options):
     """Run the phases as the mrjob job :class:`jobs.mr_sample.MRSample`."""
     from mrjob.step import StepFailedException
 
-    from .mr_sample import MRSample
+    from .mr_sample import MAPPED, SUMMARY, MRSample
 
-    with tempfile.TemporaryDirectory(prefix="samplegen-") as tmp:
+    with tempfile.TemporaryDirectory(prefix="samplegen-", dir=options.get("scratch")) as tmp:
         job = MRSample(args=mrjob_args(plan, inputs, runner, options, tmp))
         with job.make_runner() as mr_runner:
             try:
                 mr_runner.run()
             except StepFailedException as exc:
                 raise _task_failure(mr_runner, exc) from None
+            except SystemExit as exc:  # the inline runner runs tasks in this process
+                raise EngineError(f"a task called sys.exit({exc.code!r}) (does the UDF "
+                                  "exit?); nothing was written") from None
             lines = b"".join(mr_runner.cat_output()).splitlines()
-    summaries = []
+    summaries, reports = [], []
     for line in lines:
         key, _, value = line.partition(b"\t")
-        if key == b"S":
+        if key == SUMMARY:
             summaries.append(json.loads(value))
+        elif key == MAPPED:
+            reports.append(json.loads(value))
+    check_coverage(plan, reports, summaries)
     return summaries
 
 
@@ -146,6 +158,7 @@ def open_input(src):
         expected_blocks = len(block_list(matrix.rows, matrix.cols, matrix.block_size))
         if expected_blocks and all(matrix.fs.size(p) == 0 for p in parts):
             raise InputError(f"matrix {src} has only empty part files (truncated)")
+    matrix.index()  # every block once, in its place, as the fingerprint records
     return matrix
 
 
@@ -163,13 +176,16 @@ def generate(src, dest, udf_spec, params, seed, runner="local", overwrite=False,
         raise InputError(f"{src} is a composed view; export it and import the result to "
                          "sample from it")
     udf = load_udf(udf_spec, matrix.rows, params)
+    to_json(udf.params())  # a NaN parameter is refused before any work, not in the manifest
+    check_run_limits(udf, matrix.meta, dest)
     started = time.time()
-    with StagedOutput(dest, overwrite, inputs=[src]) as staging:
+    staged = StagedOutput(dest, overwrite, inputs=[src])
+    with staged as staging:
         plan = make_plan(udf, seed, matrix.meta, staging, bin_budget)
         log(f"{udf.name}: {matrix.rows} x {matrix.cols} {matrix.kind} matrix, "
             f"{len(matrix.blocks())} blocks -> {dest} (runner {runner})", progress=True)
-        inputs = [fsmod.join(src, "part-*")] if runner == "hadoop" else matrix.part_uris()
-        summaries = engine(plan, inputs, runner, options)
+        inputs = matrix.part_uris()
+        summaries = engine(plan, inputs, runner, dict(options, scratch=staged.scratch))
         samples = commit_samples(plan, matrix.meta, summaries, staging)
         manifest = {
             "format": RUN_FORMAT,
@@ -187,12 +203,38 @@ def generate(src, dest, udf_spec, params, seed, runner="local", overwrite=False,
             "samples": samples,
             "elapsed_seconds": round(time.time() - started, 3),
         }
-        fsmod.get_fs(staging).write_bytes(fsmod.join(staging, MANIFEST),
-                                          json.dumps(manifest, indent=1).encode() + b"\n")
+        fsmod.get_fs(staging).write_bytes(fsmod.join(staging, MANIFEST), to_json(manifest))
     total = sum(s["bytes"] for s in samples)
     log(f"wrote {len(samples)} sample matrices ({total / 1e6:.1f} MB) in "
         f"{manifest['elapsed_seconds']:.1f} s")
     return manifest
+
+
+def _row_bytes(meta):
+    """Bytes of one stored row of a matrix (its values' text and its row id)."""
+    cols, B = meta["cols"], meta["block_size"]
+    if meta["kind"] == "dense":
+        values = sum(row_chars(min(B, cols - v * B)) for v in range(n_blocks(cols, B)))
+    else:
+        values = 16 * meta.get("nnz", meta["rows"] * cols) / max(meta["rows"], 1) \
+            + 11 * n_blocks(cols, B)
+    return values + 11 * n_blocks(cols, B)
+
+
+def check_run_limits(udf, meta, dest):
+    """Refuse a run whose samples cannot fit the destination's free space, or
+    whose map tasks would hold more than the machine's memory for one input
+    block (e.g. a bootstrap --size many times the input's rows)."""
+    names = udf.sample_names()
+    if not names or not meta["rows"]:
+        return
+    expected = sum(udf.expected_rows(i) for i in range(len(names)))
+    row_bytes = _row_bytes(meta)
+    check_disk(dest, expected * row_bytes, f"the {len(names)} sample matrices")
+    per_block = expected * min(meta["block_size"], meta["rows"]) / meta["rows"]
+    check_memory(per_block * (48 + row_bytes), "sampling one input block",
+                 "ask for fewer or smaller samples, or store the input with a smaller "
+                 "block size")
 
 
 def commit_samples(plan, input_meta, summaries, staging):
@@ -263,7 +305,7 @@ def _sample_entry(name, meta, nbytes):
 # ---------------------------------------------------------------------------
 def check_block_size(block_size):
     from udfs.errors import check_int
-    return check_int("block size", block_size, lo=1, hi=1 << 20)
+    return check_int("block size", block_size, lo=1, hi=MAX_BLOCK_SIZE)
 
 
 def import_file(src, dest, block_size, kind="dense", columns=None, overwrite=False, log=None):
@@ -273,6 +315,8 @@ def import_file(src, dest, block_size, kind="dense", columns=None, overwrite=Fal
     if kind not in KINDS:
         raise ParameterError(f"kind must be dense or sparse, got {kind!r}")
     names, n_cols, chunks = open_source(src, columns)
+    check_memory(2 * 8 * block_size * n_cols, f"a row of blocks of {n_cols} columns",
+                 "use a smaller --block-size")
     with StagedOutput(dest, overwrite, inputs=[src]) as staging:
         writer = MatrixWriter(staging, n_cols, block_size, kind, columns=names)
         try:
@@ -299,6 +343,10 @@ def make_matrix(dest, rows, cols, block_size, density=None, seed=0, overwrite=Fa
         density = check_fraction("density", density)
     rng = PositionRNG(seed)
     kind = "dense" if density is None else "sparse"
+    cells = rows * cols if density is None else rows * cols * density
+    check_disk(dest, cells * (32 / 3 if density is None else 16), f"a {rows} x {cols} matrix")
+    check_memory(8 * block_size * min(block_size, cols) * (1 if density is None else 3),
+                 "one block", "use a smaller --block-size")
     with StagedOutput(dest, overwrite) as staging:
         writer = MatrixWriter(staging, cols, block_size, kind)
         for h in range(n_blocks(rows, block_size)):

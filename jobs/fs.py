@@ -11,6 +11,7 @@ or retried task never leaves a half-written part file under its final name.
 """
 import errno
 import os
+import re
 import shutil
 import subprocess
 import uuid
@@ -32,6 +33,16 @@ def get_fs(uri):
 
 def join(base, *parts):
     return "/".join([base.rstrip("/")] + [p.strip("/") for p in parts])
+
+
+def literal_glob(uri):
+    """*uri* as a glob pattern that matches only itself, for tools that expand
+    the paths they are given (mrjob, Hadoop): ``[``, ``*``, ``?`` ... in a
+    name are escaped, never expanded."""
+    if is_local(uri):
+        import glob
+        return glob.escape(uri)  # Python's glob: mrjob's local filesystem
+    return re.sub(r"([\\*?\[\]{}])", r"\\\1", uri)  # Hadoop's GlobPattern
 
 
 def direct_io_enabled():

@@ -28,13 +28,16 @@ from mrjob.protocol import BytesProtocol, BytesValueProtocol
 from mrjob.step import MRStep
 
 from jobs.blocks import EncodedBlock, parse_encoded
-from jobs.phases import (Plan, ReBlocker, group_key, keep_tail, local_sampling, merge_order,
-                         parse_group_key, parse_sort_key, reblock, sort_key)
+from jobs.phases import (Plan, ReBlocker, counted, group_key, keep_tail, local_sampling,
+                         merge_order, new_map_report, parse_group_key, parse_sort_key, reblock,
+                         sort_key)
 from jobs.store import write_group
 from udfs.errors import InputError
 
 SUMMARY = b"S"   # value: JSON summary of one written column of blocks
 TAIL = b"T"      # value: "<fold>.<v>" TAB payload of a fold's partial bottom block
+MAPPED = b"M"    # value: JSON report of one map task (blocks sampled, rows sent)
+PASSED = (SUMMARY, MAPPED)   # reports that reducers pass through to the driver
 
 #: Hadoop settings that make `-r hadoop` group and sort like the sim runners
 #: (mrjob adds KeyFieldBasedPartitioner -k1,1 and two key fields because the
@@ -76,7 +79,8 @@ class MRSample(BlockRecordJob):
         return plan
 
     def steps(self):
-        steps = [MRStep(mapper=self.sample_mapper, reducer=self.reblock_reducer)]
+        steps = [MRStep(mapper=self.sample_mapper, mapper_final=self.report_mapper,
+                        reducer=self.reblock_reducer)]
         if self.plan.composed:
             steps.append(MRStep(mapper=self.compose_mapper, reducer=self.compose_reducer))
         return steps
@@ -84,11 +88,22 @@ class MRSample(BlockRecordJob):
     # -- step 1 --------------------------------------------------------------------
     def sample_mapper(self, _, line):
         h, v, block = parse_encoded(line)
-        for sample, v, bin_, h, chunk in local_sampling(self.plan, h, v, block):
+        if not hasattr(self, "_report"):
+            self._report = new_map_report()
+        for sample, v, bin_, h, chunk in counted(self._report, h, v,
+                                                  local_sampling(self.plan, h, v, block)):
             yield group_key(sample, v), b"".join([sort_key(bin_, h), b"\t",
                                                   *chunk.parts(crc=False)[0]])
 
+    def report_mapper(self):
+        """The task's report, last: the driver checks that every block was sampled."""
+        if hasattr(self, "_report"):
+            yield MAPPED, json.dumps(self._report).encode()
+
     def reblock_reducer(self, key, values):
+        if key in PASSED:
+            yield from ((key, value) for value in values)
+            return
         plan = self.plan
         sample, v = parse_group_key(key)
         binned = (_decode_sorted(value) for value in values)
@@ -113,9 +128,8 @@ class MRSample(BlockRecordJob):
                 yield group_key(round_, v), sort_key(0, fold) + b"\t" + payload
 
     def compose_reducer(self, key, values):
-        if key == SUMMARY:
-            for value in values:
-                yield key, value
+        if key in PASSED:
+            yield from ((key, value) for value in values)
             return
         plan = self.plan
         round_, v = parse_group_key(key)

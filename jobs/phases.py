@@ -26,14 +26,17 @@ only changes how many records the shuffle moves.
 """
 import json
 import math
+from collections import Counter
 from dataclasses import asdict, dataclass, field
 
 import numpy as np
 
 from udfs.custom import load_udf
+from udfs.errors import EngineError
 from udfs.rng import PositionRNG
 
 from .blocks import DENSE, KINDS
+from .store import block_list
 
 DEFAULT_BIN_BUDGET = 16 << 20
 MAX_BIN_BITS = 24
@@ -124,7 +127,7 @@ def make_plan(udf, seed, meta, output, budget=DEFAULT_BIN_BUDGET):
     plan = Plan(udf=spec, params=params, seed=udf_seed(seed), rows=meta["rows"],
                 cols=meta["cols"], block_size=meta["block_size"], kind=meta["kind"],
                 output=output, names=udf.sample_names(),
-                composed=list(getattr(udf, "composed_names", lambda: [])()), bin_budget=int(budget))
+                composed=list(udf.composed_names()), bin_budget=int(budget))
     plan._udf_obj = udf
     set_bins(plan, row_bytes)
     return plan
@@ -173,6 +176,60 @@ def local_sampling(plan, h, v, block):
         idx = order[a:b]
         chunk = block.take(occ.offset[idx], row_ids=row_id[idx], relpos=occ.relpos[idx])
         yield int(sample[a]), v, int(bins[a]), h, chunk
+
+
+def new_map_report():
+    """What one map task did, for :func:`check_coverage`: the input blocks it
+    sampled and the rows it sent to each ``(sample, v)``."""
+    return {"blocks": [], "rows": {}}
+
+
+def counted(report, h, v, records):
+    """Pass :func:`local_sampling`'s records of block ``(h, v)`` through,
+    counting them into *report*."""
+    rows = report["rows"]
+    for record in records:
+        key = "%d.%d" % (record[0], record[1])
+        rows[key] = rows.get(key, 0) + record[4].rows
+        yield record
+    report["blocks"].append([h, v])
+
+
+def check_coverage(plan, reports, summaries):
+    """Raise EngineError unless the tasks did all the work: every input block
+    sampled exactly once (by the map reports), every ``(sample, v)`` written
+    once with exactly the rows the map tasks sent it, and every composed
+    training set's extra matrix holding exactly the other folds' partial
+    bottom blocks.  A task that ends early with exit status 0 (a UDF calling
+    ``sys.exit``) is caught here, not by the engine."""
+    hint = "a task ended early without reporting an error (does the UDF exit or kill its process?)"
+    done = Counter((h, v) for report in reports for h, v in report["blocks"])
+    for h, v, _, _ in block_list(plan.rows, plan.cols, plan.block_size):
+        if done[(h, v)] != 1:
+            what = "was not sampled" if not done[(h, v)] else f"was sampled {done[(h, v)]} times"
+            raise EngineError(f"input block ({h}, {v}) {what}: {hint}; nothing was written")
+    sent = Counter()
+    for report in reports:
+        for key, n in report["rows"].items():
+            sample, v = map(int, key.split("."))
+            sent[(plan.sample_name(sample), v)] += n
+    written = Counter()
+    for summary in summaries:
+        key = (summary["sample"], summary["v"])
+        if key in written:
+            raise EngineError(f"column of blocks {key[1]} of sample {key[0]} was written twice "
+                              "(a task ran twice); nothing was committed")
+        written[key] = sum(block[1] for block in summary["blocks"])
+    B = plan.block_size
+    for round_, name in enumerate(plan.composed):
+        for v in range(plan.n_vblocks()):
+            sent[(name, v)] = sum(written[(fold, v)] % B for f, fold in enumerate(plan.names)
+                                  if f != round_)
+    for key in set(sent) | set(written):
+        if sent[key] != written[key]:
+            raise EngineError(f"sample {key[0]} (column of blocks {key[1]}) has {written[key]} "
+                              f"rows written where the map tasks sent {sent[key]}: {hint}; "
+                              "nothing was committed")
 
 
 # ---------------------------------------------------------------------------

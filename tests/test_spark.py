@@ -347,7 +347,10 @@ def test_mrjob_job_runs_unchanged_on_mrjobs_spark_runner(tmp_path, inputs, monke
     inline = _generate(inputs["wide"], str(tmp_path / "inline"), "kfold", {"k": 4}, "inline")
 
     def mrjob_spark(plan, paths, runner, options):
-        options = dict(options, mrjob_args=["--spark-master", "local[2]"])
+        # the harness and its tasks run on this interpreter (mrjob's default
+        # for a cluster is whatever `python3` is first on the PATH)
+        options = dict(options, mrjob_args=["--spark-master", "local[2]",
+                                            "--python-bin", sys.executable])
         return driver.run_mrjob(plan, paths, "spark", options)
     monkeypatch.setattr(driver, "_engine", lambda runner: mrjob_spark)
     dest = _generate(inputs["wide"], str(tmp_path / "mrjob-spark"), "kfold", {"k": 4}, "spark")
