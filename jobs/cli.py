@@ -5,10 +5,13 @@ Every error caused by the user's input is one line on stderr and exit status
 (``--quiet`` silences it); results (``info``) go to stdout.
 """
 import argparse
+import contextlib
+import errno
 import json
 import logging
 import os
 import re
+import signal
 import sys
 
 from udfs.custom import parse_param
@@ -237,7 +240,7 @@ def main(argv=None):
         sys.path.insert(0, os.getcwd())  # --udf mymodule:f, as with `python -m`
     if argv and argv[0] == "tbs":
         from tbs.cli import main as tbs_main
-        return tbs_main(argv[1:])
+        return stoppable(lambda: tbs_main(argv[1:]))
     if argv and argv[0] == "hive":
         from hive.cli import main as hive_main
         return hive_main(argv[1:])
@@ -270,21 +273,82 @@ def run_command(dispatch_fn, args):
         so that a failing command in a script prints exactly one line."""
         if not args.quiet and (interactive or not progress):
             sys.stderr.write(f"{PROG}: {message}\n")
+
+    def checked():
+        try:
+            return dispatch_fn(args, log)
+        except SamplegenError as exc:
+            if args.verbose:
+                raise
+            sys.stderr.write(f"{PROG}: error: {exc}\n")
+            return exc.exit_status
+        except OSError as exc:
+            if args.verbose:
+                raise
+            message = os_error_message(exc)
+            sys.stderr.write(f"{PROG}: error: {message or f'{type(exc).__name__}: {exc}'}\n")
+            return 2 if message else 1
+        except Exception as exc:  # engine failures: one line unless --verbose
+            if args.verbose:
+                raise
+            sys.stderr.write(f"{PROG}: error: {type(exc).__name__}: {exc}\n")
+            return 1
+    return stoppable(checked)
+
+
+def stoppable(call):
+    """``call()``, stopped by Ctrl-C (exit status 130) or SIGTERM (143) the
+    same way: every ``with`` block unwinds, then one line says so."""
     try:
-        return dispatch_fn(args, log)
-    except SamplegenError as exc:
-        if args.verbose:
-            raise
-        sys.stderr.write(f"{PROG}: error: {exc}\n")
-        return 2
+        with _terminate_as_interrupt():
+            return call()
+    except Terminated:
+        sys.stderr.write(f"{PROG}: terminated\n")
+        return 128 + signal.SIGTERM
     except KeyboardInterrupt:
         sys.stderr.write(f"{PROG}: interrupted\n")
         return 130
-    except Exception as exc:  # engine failures: one line unless --verbose
-        if args.verbose:
-            raise
-        sys.stderr.write(f"{PROG}: error: {type(exc).__name__}: {exc}\n")
-        return 1
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM, raised in the main thread so that every ``with`` block --
+    staged outputs, engine runners, locks -- cleans up as on Ctrl-C."""
+
+
+@contextlib.contextmanager
+def _terminate_as_interrupt():
+    owner = os.getpid()
+
+    def handler(signum, frame):
+        if os.getpid() != owner:  # a forked worker (mrjob's pool): end quietly
+            os._exit(128 + signal.SIGTERM)
+        raise Terminated()
+    try:
+        previous = signal.signal(signal.SIGTERM, handler)
+    except ValueError:  # not the main thread: leave signals alone
+        yield
+        return
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+#: OSErrors that are the user's to fix, with the sentence that says so
+_OS_ERRORS = {errno.EACCES: "permission denied", errno.EPERM: "operation not permitted",
+              errno.EROFS: "read-only file system", errno.ENOSPC: "no space left on device",
+              errno.EDQUOT: "disk quota exceeded", errno.ENAMETOOLONG: "file name too long",
+              errno.ENOTDIR: "not a directory", errno.EISDIR: "is a directory"}
+
+
+def os_error_message(exc):
+    """One sentence for an OSError the user can fix (permissions, space,
+    names), or None for other failures."""
+    reason = _OS_ERRORS.get(exc.errno)
+    if reason is None:
+        return None
+    path = exc.filename if exc.filename is not None else ""
+    return f"{reason}: {path}" if path else reason
 
 
 if __name__ == "__main__":
