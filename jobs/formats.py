@@ -5,12 +5,18 @@
 (CSV, Parquet) or a ``<name>.row_ids.npy`` file next to a ``.npy`` export.
 Values travel as float64 bit patterns, so NaN and +-inf survive both ways.
 """
+import io
+import itertools
 import os
+import re
 import uuid
 
 import numpy as np
 
 from udfs.errors import InputError, OutputError, ParameterError
+
+from . import fs as fsmod
+from .store import MANIFEST, META
 
 CHUNK_ROWS = 65536
 FORMATS = (".npy", ".csv", ".parquet")
@@ -45,7 +51,13 @@ def open_source(path, columns=None):
     return {".npy": _open_npy, ".csv": _open_csv, ".parquet": _open_parquet}[fmt](path, columns)
 
 
+NPY_MAGIC = b"\x93NUMPY"
+
+
 def _open_npy(path, columns):
+    with open(path, "rb") as f:
+        if f.read(len(NPY_MAGIC)) != NPY_MAGIC:
+            raise InputError(f"{path} is not a .npy file (no NumPy header)")
     try:
         array = np.load(path, mmap_mode="r", allow_pickle=False)
     except Exception as exc:  # numpy raises several types for bad files
@@ -63,32 +75,63 @@ def _open_npy(path, columns):
     return None, array.shape[1], chunks()
 
 
+# The CSV rule.  A field (surrounding spaces and tabs and one pair of double
+# quotes removed) is data iff it is empty (NaN) or a number: decimal or
+# scientific notation, ``nan``, ``inf`` or ``infinity``, with an optional sign,
+# in any case -- what Python's float() accepts, without its underscores and
+# non-ASCII digits.  Anything else is an error naming the field, its line in
+# the file and its column.  The fast path (pandas) is only given chunks made
+# of bytes that cannot spell anything outside this rule (pandas would also
+# take ``True``, ``"1"2``, a lone CR as a line end ...); every other chunk,
+# and any chunk pandas refuses, is parsed field by field by _parse_csv_slow
+# with this same rule.
+_NUMBER = re.compile(r"[+-]?(?:(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]+)?"
+                     r"|nan|inf|infinity)", re.IGNORECASE)
+_SPACE = " \t\r"
+# pandas' NA words off; NaN is "" or nan in any case and sign (pandas takes the
+# infinities itself, case-insensitively)
+_NA_VALUES = [""] + [sign + "".join(letters) for sign in ("", "+", "-")
+                     for letters in itertools.product("nN", "aA", "nN")]
+_CSV_BYTES = b"0123456789.+-eEnNaAiIfFtTyY \t\r\n"
+
+
+def _csv_field(raw):
+    """The text of a CSV field: surrounding blanks and one pair of quotes off."""
+    field = raw.strip(_SPACE)
+    if len(field) >= 2 and field[0] == field[-1] == '"':
+        field = field[1:-1].strip(_SPACE)
+    return field
+
+
 def _is_number(field):
-    try:
-        float(field)
-        return True
-    except ValueError:
-        return False
+    """*field* (from :func:`_csv_field`) is a number by the CSV rule."""
+    return _NUMBER.fullmatch(field) is not None
 
 
 CSV_CHUNK_BYTES = 16 << 20
+BOM = b"\xef\xbb\xbf"
 
 
 def _open_csv(path, columns):
-    """CSV of numbers: an optional header line (detected: a non-numeric first
-    line), ``,`` or tab separated; empty fields, ``nan``, ``inf`` and ``-inf``
-    are accepted.  Rows with a different number of fields are an error."""
+    """CSV of numbers: an optional header line, ``,`` or tab separated; fields
+    are empty (NaN) or numbers, ``nan`` and ``inf`` included (see _NUMBER).
+    The first line is a header iff it has a non-empty field and none of its
+    fields is a number.  Rows with a different number of fields are an error."""
     with open(path, "rb") as f:
+        first_offset = len(BOM) if f.read(len(BOM)) == BOM else 0
+        f.seek(first_offset)
+        first_no = 1
         first = f.readline()
-        while first and not first.strip():
+        while first and not first.strip(b" \t\r\n"):
+            first_offset, first_no = f.tell(), first_no + 1
             first = f.readline()
         body_start = f.tell()
-    if not first.strip():
+    if not first:
         raise InputError(f"input file is empty: {path}")
     text = first.decode("utf-8", "replace").rstrip("\r\n")
     delimiter = "\t" if "\t" in text and "," not in text else ","
-    fields = [x.strip().strip('"') for x in text.split(delimiter)]
-    has_header = not all(_is_number(x) or x == "" for x in fields)
+    fields = [_csv_field(x) for x in text.split(delimiter)]
+    has_header = any(fields) and not any(_is_number(x) for x in fields if x)
     header = fields if has_header else None
     n_fields = len(fields)
     if columns is not None:
@@ -102,8 +145,8 @@ def _open_csv(path, columns):
     else:
         usecols = None
     names = list(columns) if columns is not None else header
-    offset = body_start if has_header else body_start - len(first)
-    first_line = 2 if has_header else 1
+    offset = body_start if has_header else first_offset
+    first_line = first_no + 1 if has_header else first_no
 
     def chunks():
         import pandas as pd
@@ -131,33 +174,87 @@ def _open_csv(path, columns):
 
 
 def _parse_csv_chunk(pd, path, chunk, delimiter, n_fields, first_line):
+    """Rows of whole lines *chunk* (its first line is line *first_line* of
+    the file); blank lines (blanks only) are skipped."""
     raw = np.frombuffer(chunk, np.uint8)
     ends = np.flatnonzero(raw == ord("\n"))
     if not chunk.endswith(b"\n"):
         ends = np.append(ends, raw.size)
-    seps = np.concatenate([[0], np.cumsum(raw == ord(delimiter))])
     starts = np.concatenate([[0], ends[:-1] + 1])
-    per_line = seps[ends] - seps[starts]
-    blank = (ends - starts) <= np.where(raw[np.maximum(ends - 1, 0)] == ord("\r"), 1, 0)
-    bad = np.flatnonzero((per_line != n_fields - 1) & ~blank)
+
+    def per_line(positions):
+        return np.searchsorted(positions, ends) - np.searchsorted(positions, starts)
+    fields = per_line(np.flatnonzero(raw == ord(delimiter))) + 1
+    blank_chars = [c for c in _SPACE if c != delimiter]
+    space = np.zeros(256, bool)
+    space[[ord(c) for c in blank_chars]] = True
+    has_blanks = any(c.encode() in chunk for c in blank_chars)
+    if has_blanks:
+        blank = per_line(np.flatnonzero(space[raw])) == ends - starts
+    else:
+        blank = ends == starts
+    bad = np.flatnonzero((fields != n_fields) & ~blank)
     if bad.size:
         i = int(bad[0])
-        raise InputError(f"{path}: ragged CSV: line {first_line + i} has {per_line[i] + 1} "
+        raise InputError(f"{path}: ragged CSV: line {first_line + i} has {fields[i]} "
                          f"fields, expected {n_fields}")
-    import io
-    try:
-        frame = pd.read_csv(io.BytesIO(chunk), header=None, sep=delimiter, dtype=np.float64,
-                            skip_blank_lines=True, engine="c")
-    except (ValueError, pd.errors.ParserError):
-        lines = chunk.decode("utf-8", "replace").splitlines()
-        for i, line in enumerate(lines):
-            for j, field in enumerate(line.split(delimiter)):
-                field = field.strip()
-                if field and not _is_number(field):
-                    raise InputError(f"{path}: non-numeric value {field!r} at line "
-                                     f"{first_line + i}, column {j + 1}") from None
-        raise InputError(f"{path}: cannot parse the CSV near line {first_line}") from None
-    return frame.to_numpy(dtype=np.float64)
+    if _fast_path_safe(chunk, raw, delimiter, space if has_blanks else None):
+        try:
+            frame = pd.read_csv(io.BytesIO(chunk), header=None, sep=delimiter, dtype=np.float64,
+                                keep_default_na=False, na_values=_NA_VALUES,
+                                skipinitialspace=True, skip_blank_lines=True, engine="c")
+        except (ValueError, pd.errors.ParserError):
+            pass
+        else:
+            if frame.shape == (int((~blank).sum()), n_fields):
+                return frame.to_numpy(dtype=np.float64)
+    return _parse_csv_slow(path, chunk, delimiter, n_fields, first_line)
+
+
+def _fast_path_safe(chunk, raw, delimiter, space):
+    """Whether pandas reads *chunk* by the CSV rule: only characters that can
+    spell numbers, no quotes, no CR but before LF, and no blank inside a
+    field (pandas reads ``1E 4`` as 1E4).  *space*: the blanks' byte table,
+    None if the chunk has none."""
+    if chunk.translate(None, _CSV_BYTES + delimiter.encode()):
+        return False
+    if chunk.count(b"\r") != chunk.count(b"\r\n") + chunk.endswith(b"\r"):
+        return False
+    if space is None:
+        return True
+    blanks = space[raw]
+    starts = np.flatnonzero(blanks[1:] & ~blanks[:-1]) + 1  # runs of blanks
+    ends = np.flatnonzero(blanks[:-1] & ~blanks[1:])
+    if blanks[0]:
+        ends = ends[1:]
+    if blanks[-1]:
+        starts = starts[:-1]
+    before, after = raw[starts - 1], raw[ends + 1]
+    edge = [ord(delimiter), ord("\n")]
+    return not (~np.isin(before, edge) & ~np.isin(after, edge)).any()
+
+
+def _parse_csv_slow(path, chunk, delimiter, n_fields, first_line):
+    """The CSV rule field by field: the rows of *chunk*, or an InputError at
+    the first field that is neither empty nor a number."""
+    rows = []
+    for i, line in enumerate(chunk.decode("utf-8", "replace").split("\n")):
+        if delimiter not in line and not line.strip(_SPACE):
+            continue  # blank line
+        row = []
+        for j, raw in enumerate(line.split(delimiter)):
+            field = _csv_field(raw)
+            if field and not _is_number(field):
+                raise InputError(f"{path}: non-numeric value {raw.strip(_SPACE)!r} at line "
+                                 f"{first_line + i}, column {j + 1}")
+            row.append(float(field) if field else np.nan)
+        if len(row) != n_fields:  # _parse_csv_chunk checked this; kept for direct use
+            raise InputError(f"{path}: ragged CSV: line {first_line + i} has {len(row)} "
+                             f"fields, expected {n_fields}")
+        rows.append(row)
+    array = np.array(rows, dtype=np.float64).reshape(len(rows), n_fields)
+    array[np.isnan(array)] = np.nan  # one NaN, as pandas gives (float("-nan") has a sign)
+    return array
 
 
 def _open_parquet(path, columns):
@@ -202,6 +299,7 @@ def _numeric_dtype(dtype):
 def export(matrix, path, row_ids=True, overwrite=False):
     """Write a :class:`jobs.store.Matrix` (or composed view) as rows."""
     fmt = file_format(path)
+    _refuse_store_target(matrix, path)
     targets = [path]
     ids_path = os.path.splitext(path)[0] + ".row_ids.npy"
     if fmt == ".npy" and row_ids:
@@ -230,6 +328,31 @@ def export(matrix, path, row_ids=True, overwrite=False):
             if os.path.exists(t):
                 os.remove(t)
     return targets
+
+
+def _refuse_store_target(matrix, path):
+    """OutputError if *path* would land in the matrix being exported or in
+    any samplegen matrix or run directory (one with ``_matrix.json`` or
+    ``_manifest.json``, at any depth above *path*): a stray file there can
+    make the matrix unreadable."""
+    directory = os.path.dirname(os.path.abspath(path))
+    places = {directory, os.path.realpath(directory)}
+    uri = getattr(matrix, "uri", None)
+    if uri and fsmod.is_local(uri):
+        source = os.path.realpath(fsmod.local_path(uri))
+        if any(p == source or p.startswith(source.rstrip(os.sep) + os.sep) for p in places):
+            raise OutputError(f"cannot write {path}: it is inside the samplegen matrix "
+                              f"directory {uri} being exported; write it elsewhere")
+    for place in sorted(places):
+        while True:
+            for marker, kind in ((META, "matrix"), (MANIFEST, "run")):
+                if os.path.exists(os.path.join(place, marker)):
+                    raise OutputError(f"cannot write {path}: it is inside the samplegen {kind} "
+                                      f"directory {place}; write it elsewhere")
+            parent = os.path.dirname(place)
+            if parent == place:
+                break
+            place = parent
 
 
 def _write_npy(matrix, path, ids_path):

@@ -10,6 +10,8 @@ from jobs.formats import export
 from jobs.store import Matrix
 from udfs.errors import InputError, OutputError, ParameterError
 
+from .conftest import make, run_cli, tree_digest
+
 DATA = np.array([[1.0, np.nan, -np.inf], [np.inf, -0.0, 2.5], [3.0, 4.0, 5e-300]] * 7)
 
 
@@ -136,3 +138,89 @@ def test_export_refuses_to_overwrite(tmp_path):
         export(matrix, str(tmp_path / "out.csv"))
     export(matrix, str(tmp_path / "out.csv"), overwrite=True, row_ids=False)
     assert pd.read_csv(tmp_path / "out.csv").shape == DATA.shape
+
+
+@pytest.mark.parametrize("content,match", [
+    ("a,b\n1,2\n3,NULL\n", "'NULL' at line 3, column 2"),
+    ("1,None\n", "'None' at line 1, column 2"),
+    ("1,2\n#N/A,4\n", "'#N/A' at line 2, column 1"),
+    ("1,2\nNA,4\n", "'NA' at line 2, column 1"),
+    ("1,2\n3,<NA>\n", "'<NA>' at line 2, column 2"),
+    ("1,2\n3,n/a\n", "'n/a' at line 2, column 2"),
+    ("1,2\n3,null\n", "'null' at line 2, column 2"),
+    ("1,2\n3,-NaN(1)\n", "'-NaN\\(1\\)' at line 2, column 2"),
+    ("1,2\n3,1_000\n", "'1_000' at line 2, column 2"),
+    ("\n\na,b\n1,2\n\n3,N/A\n", "'N/A' at line 6, column 2"),  # lines counted in the file
+])
+def test_csv_na_words_are_refused_not_nan(tmp_path, content, match):
+    (tmp_path / "x.csv").write_text(content)
+    with pytest.raises(InputError, match=match):
+        imported(tmp_path, tmp_path / "x.csv")
+    assert not os.path.exists(tmp_path / "imp")
+
+
+def test_csv_nan_and_inf_in_any_case_parse_as_numbers_everywhere(tmp_path, monkeypatch):
+    (tmp_path / "x.csv").write_text("1,2\n3,4\n5,6\nnAn,7\n+NAN,-Infinity\n-nan,+inF\n 8 ,\n")
+    ids, data = imported(tmp_path, tmp_path / "x.csv").to_numpy()
+    expect = [[1, 2], [3, 4], [5, 6], [np.nan, 7], [np.nan, -np.inf], [np.nan, np.inf],
+              [8, np.nan]]
+    assert same_values(data, expect)
+    # a bad field after them is located on its own line (not "near line 1")
+    (tmp_path / "y.csv").write_text("1,2\n3,4\n5,6\nnAn,7\n8,9\n8,x9\n")
+    with pytest.raises(InputError, match="'x9' at line 6, column 2"):
+        imported(tmp_path, tmp_path / "y.csv", overwrite=True)
+    # ... also when it lies in a later chunk than the first line of the file
+    from jobs import formats
+    monkeypatch.setattr(formats, "CSV_CHUNK_BYTES", 64)
+    (tmp_path / "z.csv").write_text("a,b\n" + "nAn,1.5\n" * 40 + "2,NULL\n")
+    with pytest.raises(InputError, match="'NULL' at line 42, column 2"):
+        imported(tmp_path, tmp_path / "z.csv", overwrite=True)
+
+
+@pytest.mark.parametrize("content,match", [
+    ("0x10,2\n3,4\n", "'0x10' at line 1, column 1"),
+    ("True,2\n3,4\n", "'True' at line 1, column 1"),
+    ("1,false\n3,4\n", "'false' at line 1, column 2"),
+    ("a,1\n3,4\n", "'a' at line 1, column 1"),
+    ("\n0x10,2\n3,4\n", "'0x10' at line 2, column 1"),
+])
+def test_csv_bad_first_row_is_an_error_not_a_header(tmp_path, content, match):
+    (tmp_path / "x.csv").write_text(content)
+    with pytest.raises(InputError, match=match):
+        imported(tmp_path, tmp_path / "x.csv")
+    # a line of words only is still a header, whatever the words
+    (tmp_path / "h.csv").write_text("NULL,\"b\"\n1,2\n")
+    matrix = imported(tmp_path, tmp_path / "h.csv")
+    assert matrix.meta["columns"] == ["NULL", "b"] and same_values(matrix.to_numpy()[1], [[1, 2]])
+
+
+def test_export_into_a_matrix_or_run_directory_is_refused(tmp_path, capsys):
+    src = make(tmp_path, "m", rows=50, cols=3, block_size=16)
+    code, _, err = run_cli(capsys, "holdout", src, tmp_path / "run", "--ratio", 0.5, "--seed", 1,
+                           "--runner", "inline", "--mrjob-conf", "")
+    assert code == 0, err
+    os.mkdir(tmp_path / "m" / "sub")
+    matrix = Matrix.open(src)
+    for target, kind in [("m/x.csv", "matrix"), ("m/part-x.csv", "matrix"),
+                         ("m/sub/x.npy", "matrix"), ("run/x.parquet", "run"),
+                         ("run/train-0/part-x.csv", "matrix")]:
+        with pytest.raises(OutputError, match=f"inside the samplegen {kind} directory"):
+            export(matrix, str(tmp_path / target))
+    before = tree_digest(tmp_path)
+    for argv in [("m", "--to", "m/x.csv"), ("run", "train-0", "--to", "run/train-0/part-x.csv"),
+                 ("run", "test-0", "--to", "run/x.npy"), ("m", "--to", "m/sub/x.npy")]:
+        code, out, err = run_cli(capsys, "export", tmp_path / argv[0], *argv[1:-1],
+                                 tmp_path / argv[-1])
+        assert code == 2 and "inside the samplegen" in err and "Traceback" not in err, err
+        assert len(err.strip().splitlines()) == 1
+    assert tree_digest(tmp_path) == before  # nothing written
+    assert Matrix.open(src).to_numpy()[1].shape == (50, 3)
+    export(matrix, str(tmp_path / "elsewhere.csv"))  # next to them is fine
+
+
+def test_npy_without_numpy_header_is_refused_by_name(tmp_path):
+    (tmp_path / "x.npy").write_text("1,2\n3,4\n")
+    src = str(tmp_path / "x.npy")
+    with pytest.raises(InputError) as info:
+        imported(tmp_path, src)
+    assert str(info.value) == f"{src} is not a .npy file (no NumPy header)"
