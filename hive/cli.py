@@ -9,7 +9,11 @@
     samplegen hive script NAME        print hive/NAME.hql (for beeline -f)
 
 Same conventions as the rest of samplegen: an error is one line on stderr and
-exit status 2, and nothing is written.
+exit status 2, and nothing is written.  Every value given -- table names,
+``--output``, the URL and its ``files=`` / ``python=`` -- is checked before
+the connection to HiveServer2 and before anything is written
+(:func:`hive.tables.sample_table`, :func:`hive.engine.settings`); ``--print``
+ships the zip its query names only once the whole query has rendered.
 """
 import os
 import sys

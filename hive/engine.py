@@ -60,16 +60,67 @@ def script_for(plan):
 
 
 def settings(options):
-    """Engine settings from options, the URL's query, the environment."""
-    config = parse_url(options.get("hive_url") or os.environ.get("SAMPLEGEN_HIVE_URL"))
-    files = (options.get("hive_files") or config.get("files")
-             or os.environ.get("SAMPLEGEN_HIVE_FILES") or os.path.expanduser(DEFAULT_FILES))
-    if fsmod.is_local(files):
-        files = os.path.abspath(os.path.expanduser(fsmod.local_path(files)))
-    return {"url": options.get("hive_url") or os.environ.get("SAMPLEGEN_HIVE_URL"),
-            "files": files,
-            "python": options.get("hive_python") or config.get("python") or "python3",
-            "records": options.get("hive_records") or config.get("records") or "chunks"}
+    """Engine settings from options, the URL's query, the environment.
+
+    Every value is checked here, before any connection and before anything
+    is written: ``files`` is where :func:`ship_zip` writes the zip (and what
+    ``ADD FILE`` names), ``python`` starts every TRANSFORM script.  This is
+    the one place that reads them, so a command that gets its settings from
+    here cannot write or connect with an unchecked value."""
+    url = options.get("hive_url") or os.environ.get("SAMPLEGEN_HIVE_URL")
+    config = parse_url(url)
+    for value, what in ((options.get("hive_files"), "hive_files"),
+                        (config.get("files"), "files= in --hive-url"),
+                        (os.environ.get("SAMPLEGEN_HIVE_FILES"), "$SAMPLEGEN_HIVE_FILES")):
+        if value:
+            files = check_files(value, what)
+            break
+    else:  # samplegen's own cache directory: created with its parents
+        files = check_files(os.path.expanduser(DEFAULT_FILES), "the default files directory",
+                            default=True)
+    python, what = next(((v, w) for v, w in ((options.get("hive_python"), "hive_python"),
+                                             (config.get("python"), "python= in --hive-url"))
+                         if v), ("python3", "python"))
+    records = options.get("hive_records") or config.get("records") or "chunks"
+    if records not in ("chunks", "rows"):
+        raise ParameterError(f"records must be chunks or rows, got {records!r}")
+    return {"url": url, "files": files, "python": check_python(python, what),
+            "records": records}
+
+
+def check_python(value, what="python= in --hive-url"):
+    """The interpreter of the TRANSFORM scripts: the first word of their
+    command line (``USING '<python> samplegen-<hash>.zip ...'``), so one
+    program name or path -- no quotes, spaces, ``=``, ``;``, ``$``, control
+    characters, no leading ``-``."""
+    return sql.program(value, what)
+
+
+def check_files(value, what="files= in --hive-url", default=False):
+    """The directory the zip is written to, as the scripts name it.
+
+    A local value (``~``, ``..`` and relative paths are resolved here, on
+    the client) must be what :func:`hive.sql.path` accepts (quotes, spaces, ``;``, ``$``, control
+    characters); an existing directory, or a new one in an existing
+    directory (only samplegen's own default is created with its parents).
+    A Hadoop URI is checked as text only (and may not hold ``..``).
+    Nothing is created here."""
+    if not isinstance(value, str) or not value:
+        raise ParameterError(f"{what} must be a directory, got {value!r}")
+    if not fsmod.is_local(value):
+        if ".." in value.split("/"):
+            raise ParameterError(f"{what} {value!r} must be a plain path, without '..'")
+        return sql.path(value, what)
+    files = sql.path(os.path.abspath(os.path.expanduser(fsmod.local_path(value))), what)
+    if os.path.lexists(files):
+        if not os.path.isdir(files):
+            raise ParameterError(f"{what} {files} exists and is not a directory")
+    elif not default:
+        parent = os.path.dirname(files)
+        if not os.path.isdir(parent):
+            raise ParameterError(f"{what} {files}: parent directory {parent} does not exist "
+                                 "(create it, or name an existing directory)")
+    return files
 
 
 def ship_zip(files, udf_spec):
@@ -111,6 +162,17 @@ def render_query(plan, table, output, engine_settings, zip_name):
               "seed": plan.seed, "bin_bits": format_bin_bits(plan),
               "records": engine_settings["records"], **method_vars}
     return sql.render(sql.load_script(name), values, KINDS)
+
+
+#: the zip's name while a query is only being checked: the real name is the
+#: hash of the zip's content, known once the zip is built (and shipped)
+PENDING_ZIP = "samplegen-0000000000000000.zip"
+
+
+def check_query(plan, table, output, engine_settings):
+    """Render the method's script with every value but the zip's name, to
+    refuse a bad value before the zip is built or shipped."""
+    render_query(plan, table, output, engine_settings, PENDING_ZIP)
 
 
 class ScriptError(RuntimeError):
@@ -180,15 +242,19 @@ def run_hive(plan, inputs, runner, options):
     """Engine entry point (see :func:`jobs.driver._engine`)."""
     conf = settings(options)
     table = options.get("hive_table")
-    with Client(conf["url"]) as client:  # connect first: a dead server writes nothing
+    temp = temp_table_name() if table is None else None
+    ddl = None
+    if temp is not None:
+        meta = {"rows": plan.rows, "cols": plan.cols, "block_size": plan.block_size,
+                "kind": plan.kind}
+        ddl = block_table_ddl(temp, matrix_dir(inputs), meta)
+    check_query(plan, table or temp, plan.output, conf)
+    # every value is checked; connect before shipping: a dead server writes nothing
+    with Client(conf["url"]) as client:
         zip_name = ship_zip(conf["files"], plan.udf)
-        temp = None
         try:
-            if table is None:
-                temp = temp_table_name()
-                meta = {"rows": plan.rows, "cols": plan.cols, "block_size": plan.block_size,
-                        "kind": plan.kind}
-                client.run_script(block_table_ddl(temp, matrix_dir(inputs), meta))
+            if ddl is not None:
+                client.run_script(ddl)
             query = render_query(plan, table or temp, plan.output, conf, zip_name)
             rows = client.run_script(query)
         finally:

@@ -28,7 +28,8 @@ from udfs.errors import OutputError, ParameterError
 
 from . import sql
 from .client import Client
-from .engine import block_table_ddl, render_query, server_path, settings, ship_zip
+from .engine import (block_table_ddl, check_query, render_query, server_path, settings,
+                     ship_zip)
 
 RESULT_DDL = """CREATE EXTERNAL TABLE {result} (
   h_index INT,
@@ -124,13 +125,49 @@ def _drop_result(client, result):
     client.execute(f"DROP TABLE IF EXISTS {result}", fetch=False)
 
 
+def check_output(output, overwrite=False):
+    """``--output``, checked before any connection and any write.
+
+    The run directory's path is the result table's quoted ``LOCATION`` and
+    an argument of the TRANSFORM scripts (``--output <dir>``), so it must be
+    what :func:`hive.sql.path` accepts once made absolute (no quotes, spaces,
+    ``;``, ``$``, control characters) and end in a name; a Hadoop URI may not
+    hold ``..`` (a local path is resolved here).  A local one must be a new or empty directory (any with
+    *overwrite*) whose parent directory exists.  Returns the path as the
+    server gets it."""
+    if not isinstance(output, str) or not output:
+        raise OutputError(f"--output must name a directory, got {output!r}")
+    if not fsmod.is_local(output) and ".." in output.split("/"):
+        raise OutputError(f"--output {output!r} must be a plain path, without '..'")
+    where = sql.path(server_path(output), "--output")
+    name = where.rstrip("/").rsplit("/", 1)[-1]
+    if not name:
+        raise OutputError(f"--output {output!r} must name a directory to create, not a root")
+    if not fsmod.is_local(output):
+        return where  # a Hadoop URI: the run itself checks it (jobs.store.StagedOutput)
+    if os.path.lexists(where):
+        if not os.path.isdir(where):
+            raise OutputError(f"--output {where} exists and is not a directory")
+        if os.listdir(where) and not overwrite:
+            raise OutputError(f"--output {where} is not empty (use --overwrite to replace it)")
+    parent = os.path.dirname(where.rstrip("/"))
+    if not os.path.isdir(parent):
+        raise OutputError(f"--output {where}: parent directory {parent} does not exist")
+    return where
+
+
 def sample_table(url, table, result, output, udf, params, seed, overwrite=False,
                  print_only=False, options=None, log=None):
     """Sample block table *table* into result table *result* (files in
-    *output*); with *print_only*, return the HiveQL instead of running it."""
+    *output*); with *print_only*, return the HiveQL instead of running it.
+
+    Everything the command line gives is checked before the connection and
+    before anything is written: the table names, ``--output``, the URL and
+    its ``files=`` / ``python=`` (:func:`hive.engine.settings`)."""
     log = log or (lambda message, progress=False: None)
     sql.identifier(table)
     sql.identifier(result, "result table name")
+    check_output(output, overwrite)
     options = dict(options or {}, hive_url=url, hive_table=table)
     conf = settings(options)
     with Client(conf["url"]) as client:
@@ -145,8 +182,10 @@ def sample_table(url, table, result, output, udf, params, seed, overwrite=False,
             view_name(result, name)
         if print_only:
             plan = make_plan(udf_obj, seed, matrix.meta, output)
-            query = render_query(plan, table, output, conf, ship_zip(conf["files"], plan.udf))
+            check_query(plan, table, output, conf)
             ddl = result_ddl(result, output, [{"name": n} for n in names])
+            # all checked: now the zip the printed query adds (nothing before)
+            query = render_query(plan, table, output, conf, ship_zip(conf["files"], plan.udf))
             return (query + "\n-- then, over the run directory:\n" + ";\n".join(ddl) + ";\n"
                     + ("-- and one view per composed training set (needs the fold sizes)\n"
                        if composed else ""))
