@@ -338,7 +338,8 @@ def _add_stream_commands(sub):
     p.add_argument("--shift", type=float, help="poly: shift d (default 10)")
     p.add_argument("--size", type=int, help="sample size N (R-TBS: maximum; T-TBS: target)")
     p.add_argument("--seed", type=int, help="seed of all randomness (same seed, same sample on every runner)")
-    p.add_argument("--partitions", type=int, help="partitions P, fixed when STATE is created (default 4)")
+    p.add_argument("--partitions", type=int, help="partitions P, 1 to 1024, fixed when STATE is created "
+                   "(default 4)")
     p.add_argument("--mean-batch-size", type=float,
                    help="T-TBS: mean batch size b (default: mean of the batches present at creation)")
     p.add_argument("--max-weight", type=float,

@@ -8,7 +8,11 @@ import numpy as np
 import pytest
 
 from tbs.cli import main
+from tbs.errors import TBSError
 from tbs.experiments import batch_sizes, expected_shortfall, mode_pattern
+from tbs.stream import job
+from tests.conftest import tree_digest
+from tests.tbs_jobs_util import write_batches
 
 
 def test_simulate_writes_csv_and_png(tmp_path, capsys):
@@ -97,3 +101,77 @@ def test_knn_reproduces_the_papers_finding():
     for name in ("R-TBS exp: lambda = 0.07", "R-TBS poly: s = 2.0"):
         assert res[name][1] <= best_miss + 1.0
         assert res[name][2] < 0.85 * res["SW"][2]
+
+
+# ----------------------------------------------------------------------------- run: bounds checked up front
+
+CREATE = ["--algorithm", "rtbs", "--decay", "exp", "--lambda", "0.1", "--size", "30", "--seed", "2"]
+
+
+def _refused(capsys, argv, message):
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith("samplegen tbs: error: ") and message in err, err
+    assert "Traceback" not in err
+
+
+@pytest.mark.parametrize("per_job", ["0", "-1"])
+def test_run_batches_per_job_below_one_is_refused_before_state_exists(tmp_path, capsys, per_job):
+    """--batches-per-job 0 used to run with the default (16): now refused,
+    one line, exit 2, and STATE is not created."""
+    batches, state = str(tmp_path / "b"), str(tmp_path / "s")
+    write_batches(batches, [20, 20])
+    _refused(capsys, ["run", batches, state, "--batches-per-job", per_job] + CREATE,
+             f"--batches-per-job must be an integer >= 1, got {per_job}")
+    assert not os.path.exists(state)
+
+
+@pytest.mark.parametrize("partitions, message", [
+    ("100000", "--partitions must be an integer >= 1 and at most 1024 (a fixed limit), got 100000"),
+    ("1025", "at most 1024 (a fixed limit), got 1025"),
+    ("0", "--partitions must be an integer >= 1 and at most 1024 (a fixed limit), got 0"),
+    ("-3", "got -3"),
+])
+def test_run_partitions_out_of_bounds_is_refused_before_state_exists(tmp_path, capsys, partitions,
+                                                                      message):
+    batches, state = str(tmp_path / "b"), str(tmp_path / "s")
+    write_batches(batches, [20, 20])
+    _refused(capsys, ["run", batches, state, "--partitions", partitions] + CREATE, message)
+    assert not os.path.exists(state)
+
+
+def test_run_bounds_are_checked_before_an_existing_state_is_read(tmp_path, capsys):
+    """On an existing STATE the bound is the error (not "STATE was created
+    with --partitions 4"), and STATE is left as it was: not locked, not
+    read, not changed."""
+    batches, state = str(tmp_path / "b"), str(tmp_path / "s")
+    write_batches(batches, [20, 20])
+    assert main(["run", batches, state, "-q"] + CREATE) == 0
+    write_batches(batches, [20], start=3)
+    names, digest = sorted(os.listdir(state)), tree_digest(state)
+    capsys.readouterr()
+    for argv, message in [(["--partitions", "100000"], "at most 1024"),
+                          (["--batches-per-job", "0"], "--batches-per-job must be an integer >= 1")]:
+        _refused(capsys, ["run", batches, state] + argv, message)
+        assert sorted(os.listdir(state)) == names and tree_digest(state) == digest
+
+
+def test_run_bounds_have_one_home():
+    """The API refuses what the command line refuses, before STATE is
+    touched (run() calls check_options first), and the limit is the named
+    constant."""
+    assert job.MAX_PARTITIONS == 1024
+    assert job.check_bounded("partitions", job.MAX_PARTITIONS) == job.MAX_PARTITIONS
+    assert job.check_options("inline", {"partitions": None}, {"batches_per_job": None}) \
+        == job.DEFAULT_BATCHES_PER_JOB
+    for given, options, message in [
+            ({}, {"batches_per_job": 0}, "--batches-per-job must be an integer >= 1, got 0"),
+            ({}, {"batches_per_job": True}, "--batches-per-job must be an integer >= 1, got True"),
+            ({"partitions": job.MAX_PARTITIONS + 1}, {}, "at most 1024"),
+            ({"partitions": 2.0}, {}, "--partitions must be an integer"),
+            ({"compact_every": 0}, {}, "--compact-every must be an integer >= 1"),
+            ({}, {"num_cores": 0}, "--num-cores must be an integer >= 1")]:
+        with pytest.raises(TBSError, match=message.replace("(", r"\(").replace(")", r"\)")):
+            job.check_options("inline", given, options)
+        with pytest.raises(TBSError, match="must be an integer"):
+            job.run("/nonexistent/batches", "/nonexistent/state", dict(given), options=options)

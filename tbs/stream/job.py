@@ -36,6 +36,16 @@ from .task import ROW_GROUP, delta_in, delta_out, run_partition
 
 RUNNERS = ("inline", "local", "hadoop", "spark")
 DEFAULTS = {"partitions": 4, "compact_every": 16, "keep_deltas": 32}
+#: the most partitions a STATE may have.  P is fixed when a STATE is created
+#: and every batch then writes P delta files (2 P with its removals) and P
+#: task summaries; each commit lists P partitions; the runners start P tasks
+#: per job.  Far beyond what the runners can use at once, a large P only
+#: multiplies small files and commit size for good.  Not configurable.
+MAX_PARTITIONS = 1024
+#: ``--batches-per-job`` when not given
+DEFAULT_BATCHES_PER_JOB = 16
+#: bounds of the integer parameters fixed at creation: (lowest, highest or None)
+BOUNDS = {"partitions": (1, MAX_PARTITIONS), "compact_every": (1, None), "keep_deltas": (0, None)}
 #: parameters fixed when a STATE is created (given again, they must match)
 FIXED = ("algorithm", "decay", "lambda", "power", "shift", "size", "seed", "partitions",
          "compact_every", "keep_deltas", "mean_batch_size", "max_weight", "consolidation_rate",
@@ -67,11 +77,8 @@ def new_params(given: dict, batches) -> dict:
     if isinstance(g["seed"], bool) or not isinstance(g["seed"], int) or g["seed"] < 0:
         raise TBSError(f"--seed must be a non-negative integer, got {g['seed']!r}")
     p = {"algorithm": g["algorithm"], "decay": g["decay"], "size": g["size"], "seed": g["seed"]}
-    for name, low in (("partitions", 1), ("compact_every", 1), ("keep_deltas", 0)):
-        value = g.get(name, DEFAULTS[name])
-        if isinstance(value, bool) or not isinstance(value, int) or value < low:
-            raise TBSError(f"{_opt(name)} must be an integer >= {low}, got {value!r}")
-        p[name] = value
+    for name in BOUNDS:
+        p[name] = check_bounded(name, g.get(name, DEFAULTS[name]))
     if g["decay"] == "exp":
         if "lambda" not in g:
             raise TBSError("--lambda is required with --decay exp (the decay rate)")
@@ -212,12 +219,55 @@ def next_commit(commit: dict, batch, step: dict, state_after, summaries) -> dict
 THREAD_ROWS = 1 << 17   # rows per partition and batch from which the in-process runner uses threads
 
 
+def _is_int(value) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def check_bounded(name: str, value) -> int:
+    """A parameter of :data:`BOUNDS`, checked (the message names the option
+    and says the range)."""
+    low, high = BOUNDS[name]
+    if not _is_int(value) or value < low or (high is not None and value > high):
+        if high is None:
+            raise TBSError(f"{_opt(name)} must be an integer >= {low}, got {value!r}")
+        raise TBSError(f"{_opt(name)} must be an integer >= {low} and at most {high} (a fixed "
+                       f"limit), got {value!r}")
+    return value
+
+
 def num_cores(options: dict):
     """``--num-cores`` (None when not given), checked."""
     cores = options.get("num_cores")
-    if cores is not None and (not isinstance(cores, int) or isinstance(cores, bool) or cores < 1):
+    if cores is not None and (not _is_int(cores) or cores < 1):
         raise TBSError(f"--num-cores must be an integer >= 1, got {cores!r}")
     return cores
+
+
+def batches_per_job(options: dict) -> int:
+    """``--batches-per-job`` (:data:`DEFAULT_BATCHES_PER_JOB` when not
+    given), checked: 0 is an error, not the default."""
+    per_job = options.get("batches_per_job")
+    if per_job is None:
+        return DEFAULT_BATCHES_PER_JOB
+    if not _is_int(per_job) or per_job < 1:
+        raise TBSError(f"--batches-per-job must be an integer >= 1, got {per_job!r}")
+    return per_job
+
+
+def check_options(runner: str, given: dict, options: dict) -> int:
+    """Every check that needs neither STATE nor the batches, in one place:
+    :func:`run` calls it before it creates, locks or even reads STATE.  The
+    runner, ``--batches-per-job``, ``--num-cores``, and the bounds of the
+    creation parameters that were given (:data:`BOUNDS`: ``--partitions``
+    at most :data:`MAX_PARTITIONS`).  Returns the batches per job."""
+    if runner not in RUNNERS:
+        raise TBSError(f"--runner must be one of {', '.join(RUNNERS)}, got {runner!r}")
+    per_job = batches_per_job(options)
+    num_cores(options)
+    for name in BOUNDS:
+        if given.get(name) is not None:
+            check_bounded(name, given[name])
+    return per_job
 
 
 def inline_workers(options: dict, partitions: int, rows_per_task: float = math.inf) -> int:
@@ -269,12 +319,7 @@ def run(batches_url: str, state_url: str, given: dict, runner: str = "inline", o
     newest commit."""
     options = dict(options or {})
     log = log or (lambda message: None)
-    if runner not in RUNNERS:
-        raise TBSError(f"--runner must be one of {', '.join(RUNNERS)}, got {runner!r}")
-    per_job = options.get("batches_per_job") or 16
-    if not isinstance(per_job, int) or per_job < 1:
-        raise TBSError(f"--batches-per-job must be an integer >= 1, got {per_job!r}")
-    num_cores(options)                # a bad --num-cores fails before STATE is touched
+    per_job = check_options(runner, given, options)   # before STATE is touched
     store = Store(state_url, fsync=options.get("fsync"))
     lock = None
     writing = False
