@@ -1,0 +1,387 @@
+"""Hostile use of the command line: damaged stores, unsafe sample names, glob
+characters in paths, concurrent and killed runs, tasks that exit early, absurd
+sizes, bad metadata.  Each test is named after what it protects; every one of
+them failed before the behaviour it checks was built."""
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+
+import numpy as np
+import pytest
+
+from jobs import driver, phases
+from jobs.store import META, Matrix, StagedOutput
+from udfs import load_udf
+from udfs.errors import EngineError, InputError, OutputError, ParameterError, SamplegenError
+
+from .conftest import make, run_cli
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+INLINE = ["--runner", "inline", "--mrjob-conf", ""]
+LOCAL = ["--runner", "local", "--mrjob-conf", ""]
+
+UDF_MODULE = '''
+import os, sys
+import numpy as np
+
+def _all(start, stop):
+    off = np.arange(stop - start)
+    return off, np.zeros(off.size, np.int64), off.astype(np.uint64)
+
+def named(names):
+    def f(start, stop, rng, params):
+        return _all(start, stop)
+    f.sample_names = names
+    return f
+
+up = named(["../victim"])
+twice = named(["a", "a"])
+dot = named(["."])
+empty = named([""])
+newline = named(["a\\nb"])
+absolute = named(["/tmp/x"])
+hidden = named([".x"])
+
+def exits(start, stop, rng, params):
+    if start >= 200:
+        if params["how"] == "os":
+            os._exit(0)
+        sys.exit(0)
+    return _all(start, stop)
+
+def prints(start, stop, rng, params):
+    print("rows", start, stop)
+    return _all(start, stop)
+'''
+
+
+@pytest.fixture
+def udf_module(tmp_path, monkeypatch):
+    """A user module on sys.path (and on the tasks' PYTHONPATH)."""
+    (tmp_path / "hostile_udfs.py").write_text(UDF_MODULE)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    sys.modules.pop("hostile_udfs", None)
+    yield "hostile_udfs"
+    sys.modules.pop("hostile_udfs", None)
+
+
+def _cli(*argv, env=None, cwd=None):
+    """samplegen in a fresh process: (exit status, stderr)."""
+    proc = subprocess.run([sys.executable, "-m", "jobs.cli", *map(str, argv)],
+                          capture_output=True, text=True, cwd=cwd,
+                          env={**os.environ, "PYTHONPATH": ROOT, **(env or {})})
+    return proc.returncode, proc.stderr
+
+
+def _one_line_error(err):
+    lines = err.strip().splitlines()
+    return len(lines) == 1 and lines[0].startswith("samplegen: error: ")
+
+
+# ---------------------------------------------------------------------------
+# damaged stores
+# ---------------------------------------------------------------------------
+def _damaged(tmp_path, how):
+    src = make(tmp_path, f"m-{how}", rows=2000, cols=8, block_size=100)
+    part = os.path.join(src, "part-00000")
+    lines = open(part, "rb").read().splitlines(keepends=True)
+    if how == "last-line-cut":
+        lines = lines[:-1]
+    elif how == "line-repeated":
+        lines = lines + [lines[3]]
+    elif how == "part-copied":
+        shutil.copy(part, os.path.join(src, "part-00001"))
+    elif how == "h-swapped":  # two blocks exchange their labels: every block still there once
+        a, b = lines[3].split(b"\t", 1), lines[4].split(b"\t", 1)
+        lines[3], lines[4] = b[0] + b"\t" + a[1], a[0] + b"\t" + b[1]
+    elif how == "h-out-of-range":
+        lines[5] = b"99\t" + lines[5].split(b"\t", 1)[1]
+    elif how == "block-replaced":  # a valid block of another matrix in its place
+        other = make(tmp_path, "other", rows=2000, cols=8, block_size=100, seed=9)
+        lines[2] = open(os.path.join(other, "part-00000"), "rb").read().splitlines(True)[2]
+    open(part, "wb").write(b"".join(lines))
+    return src
+
+
+DAMAGE = ["last-line-cut", "line-repeated", "part-copied", "h-swapped", "h-out-of-range",
+          "block-replaced"]
+
+
+@pytest.mark.parametrize("how", DAMAGE)
+def test_damaged_store_is_never_sampled(tmp_path, capsys, how):
+    src = _damaged(tmp_path, how)
+    for command in (["holdout", "--ratio", 0.8], ["kfold", "--k", 3],
+                    ["bootstrap", "--samples", 2]):
+        dest = tmp_path / f"out-{command[0]}"
+        code, _, err = run_cli(capsys, command[0], src, dest, *command[1:], "--seed", 1, *INLINE)
+        assert code == 2 and _one_line_error(err) and src in err, (how, err)
+        assert not dest.exists()
+    with pytest.raises(InputError):
+        Matrix.open(src).index()
+
+
+@pytest.mark.mrjob
+def test_damaged_store_is_never_sampled_by_the_local_runner(tmp_path):
+    src = _damaged(tmp_path, "h-swapped")
+    code, err = _cli("holdout", src, tmp_path / "out", "--ratio", 0.8, "--seed", 1, *LOCAL)
+    assert code == 2 and "fingerprint" in err and _one_line_error(err)
+    assert not (tmp_path / "out").exists()
+
+
+# ---------------------------------------------------------------------------
+# sample names
+# ---------------------------------------------------------------------------
+@pytest.mark.parametrize("udf", ["up", "twice", "dot", "empty", "newline", "absolute", "hidden"])
+def test_udf_sample_names_cannot_escape_or_collide(tmp_path, capsys, udf_module, udf):
+    src = make(tmp_path, rows=300)
+    runs = tmp_path / "runs"
+    runs.mkdir()
+    code, _, err = run_cli(capsys, "sample", src, runs / "out", "--udf", f"{udf_module}:{udf}",
+                           "--seed", 1, *INLINE)
+    assert code == 2 and _one_line_error(err) and "sample name" in err
+    assert os.listdir(runs) == [] and not (tmp_path / "victim").exists()
+
+
+def test_sample_names_are_checked_where_a_udf_declares_them(udf_module):
+    import hostile_udfs
+    with pytest.raises(SamplegenError, match="sample name"):
+        load_udf(f"{udf_module}:up", 10)
+    assert load_udf("kfold", 10, {"k": 3}).composed_names() == ["train-0", "train-1", "train-2"]
+    assert hostile_udfs  # imported from the test's own directory
+
+
+# ---------------------------------------------------------------------------
+# glob characters in paths
+# ---------------------------------------------------------------------------
+@pytest.mark.mrjob
+@pytest.mark.parametrize("runner", [INLINE, LOCAL])
+def test_input_paths_are_read_literally_never_as_globs(tmp_path, capsys, runner):
+    literal = make(tmp_path, "m[x]", rows=300, seed=1)
+    make(tmp_path, "mx", rows=200, seed=2)          # what 'm[x]' matches as a glob
+    star = make(tmp_path, "n*", rows=300, seed=3)
+    make(tmp_path, "nb", rows=250, seed=4)          # what 'n*' matches besides itself
+    odd = make(tmp_path, "a*b?[c]", rows=300, seed=5)
+    for src in (literal, star, odd):
+        dest = tmp_path / ("out-" + str(abs(hash(src))))
+        code, _, err = run_cli(capsys, "holdout", src, dest, "--ratio", 0.5, "--seed", 1,
+                               *runner)
+        assert code == 0, err
+        manifest = json.load(open(dest / "_manifest.json"))
+        assert manifest["input"]["fingerprint"] == Matrix.open(src).meta["fingerprint"]
+        rows = sum(s["rows"] for s in manifest["samples"])
+        assert rows == 300  # the literal matrix's rows, no other matrix's
+
+
+# ---------------------------------------------------------------------------
+# concurrent runs into one destination
+# ---------------------------------------------------------------------------
+def test_concurrent_runs_never_replace_each_other(tmp_path):
+    dest = str(tmp_path / "out")
+    first, second = StagedOutput(dest), StagedOutput(dest)   # both found DEST absent
+    a, b = first.__enter__(), second.__enter__()
+    open(os.path.join(a, "who"), "w").write("first")
+    open(os.path.join(b, "who"), "w").write("second")
+    first.__exit__(None, None, None)                          # the first to finish wins
+    with pytest.raises(OutputError, match="filled by another run"):
+        second.__exit__(None, None, None)
+    assert open(os.path.join(dest, "who")).read() == "first"
+    assert sorted(os.listdir(tmp_path)) == ["out"]           # the loser's staging is gone
+
+
+def test_an_empty_destination_directory_may_still_be_taken(tmp_path):
+    dest = tmp_path / "out"
+    dest.mkdir()
+    with StagedOutput(str(dest)) as staging:
+        open(os.path.join(staging, "x"), "w").write("1")
+    assert sorted(os.listdir(dest)) == ["_SUCCESS", "x"]
+
+
+# ---------------------------------------------------------------------------
+# tasks that end early with exit status 0
+# ---------------------------------------------------------------------------
+@pytest.mark.mrjob
+@pytest.mark.parametrize("runner,how", [("inline", "sys"), ("local", "sys"), ("local", "os")])
+def test_a_task_that_exits_zero_is_a_failure(tmp_path, udf_module, runner, how):
+    src = make(tmp_path, rows=1017, block_size=64)
+    code, err = _cli("sample", src, tmp_path / "out", "--udf", f"{udf_module}:exits",
+                     "--param", f"how={how}", "--seed", 1, "--runner", runner, "--mrjob-conf", "",
+                     env={"PYTHONPATH": os.pathsep.join([ROOT, str(tmp_path)])}, cwd=tmp_path)
+    assert code == 1 and _one_line_error(err), err
+    assert "ended early" in err or "sys.exit" in err
+    assert not (tmp_path / "out").exists()
+
+
+def _plan(udf="holdout", params=None, rows=250, block_size=100):
+    meta = {"rows": rows, "cols": 3, "block_size": block_size, "kind": "dense"}
+    return phases.make_plan(load_udf(udf, rows, params or {"ratio": 0.6}), 1, meta, "/nowhere")
+
+
+def test_coverage_needs_every_block_once_and_every_row_written():
+    plan = _plan()
+    reports = [{"blocks": [[0, 0], [1, 0]], "rows": {"0.0": 120, "1.0": 80}},
+               {"blocks": [[2, 0]], "rows": {"0.0": 30, "1.0": 20}}]
+    summaries = [{"sample": "train-0", "v": 0, "blocks": [[0, 100, 3, 0, 0], [1, 50, 3, 0, 0]]},
+                 {"sample": "test-0", "v": 0, "blocks": [[0, 100, 3, 0, 0]]}]
+    phases.check_coverage(plan, reports, summaries)
+    with pytest.raises(EngineError, match=r"block \(2, 0\) was not sampled"):
+        phases.check_coverage(plan, reports[:1], summaries)
+    with pytest.raises(EngineError, match="sampled 2 times"):
+        phases.check_coverage(plan, reports + reports[1:], summaries)
+    with pytest.raises(EngineError, match="written twice"):
+        phases.check_coverage(plan, reports, summaries + summaries[:1])
+    with pytest.raises(EngineError, match="test-0 .* 0 rows written where the map tasks sent 100"):
+        phases.check_coverage(plan, reports, summaries[:1])
+
+
+def test_coverage_of_composed_training_sets():
+    plan = _plan("kfold", {"k": 3}, rows=250)
+    folds = {"test-0": 90, "test-1": 85, "test-2": 75}
+    reports = [{"blocks": [[0, 0], [1, 0], [2, 0]],
+                "rows": {f"{i}.0": folds[f"test-{i}"] for i in range(3)}}]
+    summaries = [{"sample": n, "v": 0, "blocks": [[0, r, 3, 0, 0]]} for n, r in folds.items()]
+    extras = {"train-0": 85 + 75, "train-1": 90 + 75, "train-2": 90 + 85}  # partial tails
+    summaries += [{"sample": n, "v": 0, "blocks": [[0, 100, 3, 0, 0], [1, r - 100, 3, 0, 0]]}
+                  for n, r in extras.items()]
+    phases.check_coverage(plan, reports, summaries)
+    summaries[-1]["blocks"].pop()
+    with pytest.raises(EngineError, match="train-2"):
+        phases.check_coverage(plan, reports, summaries)
+
+
+# ---------------------------------------------------------------------------
+# kills and leftovers
+# ---------------------------------------------------------------------------
+def _staging_dirs(path):
+    return [n for n in os.listdir(path) if ".tmp-" in n]
+
+
+@pytest.mark.mrjob
+@pytest.mark.slow
+def test_killed_runs_leave_nothing_a_rerun_keeps(tmp_path):
+    src = make(tmp_path, rows=300_000, cols=20, block_size=1000)
+    temp = tmp_path / "tmp"
+    temp.mkdir()
+    env = {"TMPDIR": str(temp)}
+    argv = [sys.executable, "-m", "jobs.cli", "kfold", src, str(tmp_path / "out"), "--k", "5",
+            "--seed", "1", *LOCAL]
+    for sig in (signal.SIGKILL, signal.SIGTERM):
+        proc = subprocess.Popen(argv, env={**os.environ, "PYTHONPATH": ROOT, **env},
+                                stderr=subprocess.PIPE, text=True)
+        deadline = time.time() + 60
+        while not _staging_dirs(tmp_path) and time.time() < deadline:
+            time.sleep(0.05)
+        time.sleep(1.0)
+        proc.send_signal(sig)
+        err = proc.communicate(timeout=120)[1]
+        if sig == signal.SIGTERM:
+            assert proc.returncode == 128 + signal.SIGTERM and "terminated" in err
+            assert _staging_dirs(tmp_path) == []
+        else:
+            assert _staging_dirs(tmp_path)  # what a SIGKILL leaves ...
+        assert not (tmp_path / "out").exists()
+    small = make(tmp_path, "small", rows=300)
+    code, err = _cli("holdout", small, tmp_path / "out", "--ratio", 0.5, "--seed", 1, *LOCAL,
+                     env=env)
+    assert code == 0, err
+    assert _staging_dirs(tmp_path) == []    # ... the next run into DEST removes
+    time.sleep(0.5)
+    assert os.listdir(temp) == []            # no mrjob directories, no lock files
+
+
+def test_a_live_runs_staging_is_left_alone(tmp_path):
+    dest = str(tmp_path / "out")
+    live = StagedOutput(dest)
+    staging = live.__enter__()
+    with pytest.raises(RuntimeError):
+        with StagedOutput(dest):               # starting, it removes killed runs' staging ...
+            assert os.path.isdir(staging)      # ... but not a live run's
+            raise RuntimeError("abandon the second run")
+    live.__exit__(None, None, None)
+    assert os.path.isdir(dest) and _staging_dirs(tmp_path) == []
+
+
+# ---------------------------------------------------------------------------
+# limits and metadata
+# ---------------------------------------------------------------------------
+def test_what_cannot_fit_is_refused_before_any_work(tmp_path, capsys):
+    code, _, err = run_cli(capsys, "make-matrix", tmp_path / "huge", "--rows", 20000, "--cols",
+                           100_000_000, "--block-size", 100)
+    assert code == 2 and "free on the file system" in err and _one_line_error(err)
+    src = make(tmp_path, rows=2000, cols=8, block_size=100)
+    code, _, err = run_cli(capsys, "bootstrap", src, tmp_path / "bs", "--samples", 2, "--size",
+                           10 ** 11, "--seed", 1, *INLINE)
+    assert code == 2 and "GiB" in err and _one_line_error(err)
+    assert sorted(os.listdir(tmp_path)) == ["m"]
+
+
+def test_a_task_that_would_exhaust_memory_is_refused(tmp_path, monkeypatch):
+    from jobs import limits
+    monkeypatch.setattr(limits, "available_memory", lambda: 64 << 20)
+    src = make(tmp_path, rows=2000, cols=8, block_size=100)
+    with pytest.raises(ParameterError, match="memory"):
+        driver.generate(src, str(tmp_path / "bs"), "bootstrap", {"samples": 2, "size": 10 ** 8},
+                        1, runner="inline", options={"mrjob_conf": ""})
+    assert not (tmp_path / "bs").exists()
+
+
+@pytest.mark.parametrize("field,value", [("block_size", 0), ("block_size", -3),
+                                         ("block_size", "100"), ("block_size", True),
+                                         ("rows", 2.5), ("cols", 0), ("kind", "dense2"),
+                                         ("composed_of", [{"path": 3}])])
+def test_matrix_metadata_is_validated_by_every_command(tmp_path, capsys, field, value):
+    src = make(tmp_path, rows=200)
+    meta = json.load(open(os.path.join(src, META)))
+    meta[field] = value
+    json.dump(meta, open(os.path.join(src, META), "w"))
+    for argv in (["info", src], ["export", src, "--to", tmp_path / "x.csv"],
+                 ["holdout", src, tmp_path / "ho", "--ratio", 0.5, "--seed", 1, *INLINE]):
+        code, _, err = run_cli(capsys, *argv)
+        assert code == 2 and _one_line_error(err) and "metadata" in err, (argv, err)
+    assert sorted(os.listdir(tmp_path)) == ["m"]
+
+
+def test_a_non_finite_parameter_never_reaches_a_manifest(tmp_path, capsys):
+    src = make(tmp_path, rows=200)
+    code, _, err = run_cli(capsys, "sample", src, tmp_path / "out", "--udf",
+                           "udfs.examples:bernoulli", "--param", "p=nan", "--seed", 1, *INLINE)
+    assert code == 2 and "finite" in err
+    with pytest.raises(ParameterError, match="NaN"):
+        driver.generate(src, str(tmp_path / "out"), "udfs.examples:bernoulli",
+                        {"p": float("inf")}, 1, runner="inline", options={"mrjob_conf": ""})
+    assert not (tmp_path / "out").exists()
+
+
+# ---------------------------------------------------------------------------
+# messages
+# ---------------------------------------------------------------------------
+@pytest.mark.mrjob
+@pytest.mark.parametrize("runner", ["inline", "local"])
+def test_a_udf_may_print(tmp_path, udf_module, runner):
+    src = make(tmp_path, rows=300)
+    code, err = _cli("sample", src, tmp_path / "out", "--udf", f"{udf_module}:prints", "--seed",
+                     1, "--runner", runner, "--mrjob-conf", "",
+                     env={"PYTHONPATH": os.pathsep.join([ROOT, str(tmp_path)])}, cwd=tmp_path)
+    assert code == 0, err
+    manifest = json.load(open(tmp_path / "out" / "_manifest.json"))
+    assert manifest["samples"][0]["rows"] == 300
+
+
+def test_a_file_in_the_destination_path_is_named_as_a_file(tmp_path, capsys):
+    src = make(tmp_path, rows=100)
+    (tmp_path / "afile").write_text("x")
+    code, _, err = run_cli(capsys, "holdout", src, tmp_path / "afile" / "x", "--ratio", 0.5,
+                           "--seed", 1, *INLINE)
+    assert code == 2 and "afile is a file, not a directory" in err
+
+
+def test_permission_errors_are_one_sentence_and_status_2(tmp_path, capsys, monkeypatch):
+    def refuse(*args, **kwargs):
+        raise PermissionError(13, "Permission denied", "/data/out")
+    monkeypatch.setattr(driver, "generate", refuse)
+    src = make(tmp_path, rows=100)
+    code, _, err = run_cli(capsys, "holdout", src, tmp_path / "o", "--ratio", 0.5, "--seed", 1)
+    assert code == 2 and err == "samplegen: error: permission denied: /data/out\n"
