@@ -78,7 +78,7 @@ bootstrap: setup
 # The project's packages as one zip for cluster nodes (mrjob py_files, Spark
 # --py-files, Hive ADD FILE).  `--runner hadoop` builds and ships it by itself.
 dist: setup
-	$(PY) -m jobs.package dist/samplegen.zip
+	$(PY) -m samplegen.jobs.package dist/samplegen.zip
 
 # numpy for nodes that lack it, as an archive mrjob can unpack on the nodes
 # (see README, "Running on a Hadoop cluster").  Built for this machine's
@@ -101,7 +101,7 @@ clean:
 
 # --- time-biased sampling (tbs/) ---
 TBS_OUT := docs/tbs
-TBS_CLI := $(PY) -m tbs.cli
+TBS_CLI := $(PY) -m samplegen.tbs.cli
 TBS_SIM := $(TBS_CLI) simulate --n 1000 --batch-size 100 --batches 1000
 
 .PHONY: tbs-test tbs-sizes tbs-knn tbs-regression tbs-experiments bench-tbs
@@ -152,10 +152,10 @@ HIVE_WORK ?= $(WORK)/hive
 
 # Says so (and how to get it) when Java 17+ is missing; `make java` installs it.
 hive-up: setup
-	$(PY) -m hive.server up --port $(HIVE_PORT) --workdir $(HIVE_WORK)
+	$(PY) -m samplegen.hive.server up --port $(HIVE_PORT) --workdir $(HIVE_WORK)
 
 hive-down:
-	@if [ -x $(PY) ]; then $(PY) -m hive.server down --workdir $(HIVE_WORK); \
+	@if [ -x $(PY) ]; then $(PY) -m samplegen.hive.server down --workdir $(HIVE_WORK); \
 	else echo "hive-server: not running (no $(VENV))"; fi
 
 # dist/samplegen-<hash>.zip: what the HiveQL scripts ADD FILE (docs/HIVE.md)
@@ -195,12 +195,12 @@ tbs-run: setup
 # batches arrive and the same STATEs continue from where they were.
 tbs-demo: setup
 	rm -rf $(TBS_DEMO) && mkdir -p $(TBS_DEMO)
-	$(PY) -m tbs.stream.demo $(TBS_DEMO)/batches --batches 24 --size 20000 --seed 1
+	$(PY) -m samplegen.tbs.stream.demo $(TBS_DEMO)/batches --batches 24 --size 20000 --seed 1
 	$(SAMPLEGEN) tbs run $(TBS_DEMO)/batches $(TBS_DEMO)/rtbs-exp --algorithm rtbs --decay exp --lambda 0.1 --size 30000 --seed 7
 	$(SAMPLEGEN) tbs run $(TBS_DEMO)/batches $(TBS_DEMO)/rtbs-poly --algorithm rtbs --decay poly --power 2 --shift 10 --size 30000 --seed 7
 	$(SAMPLEGEN) tbs run $(TBS_DEMO)/batches $(TBS_DEMO)/ttbs-exp --algorithm ttbs --decay exp --lambda 0.1 --size 30000 --seed 7
 	$(SAMPLEGEN) tbs run $(TBS_DEMO)/batches $(TBS_DEMO)/ttbs-poly --algorithm ttbs --decay poly --power 2 --shift 10 --size 30000 --seed 7
-	$(PY) -m tbs.stream.demo $(TBS_DEMO)/batches --batches 8 --size 20000 --seed 2 --start 25
+	$(PY) -m samplegen.tbs.stream.demo $(TBS_DEMO)/batches --batches 8 --size 20000 --seed 2 --start 25
 	for s in rtbs-exp rtbs-poly ttbs-exp ttbs-poly; do $(SAMPLEGEN) tbs run $(TBS_DEMO)/batches $(TBS_DEMO)/$$s -q || exit 1; done
 	for s in rtbs-exp rtbs-poly ttbs-exp ttbs-poly; do echo "== $$s"; $(SAMPLEGEN) tbs status $(TBS_DEMO)/$$s || exit 1; done
 	$(SAMPLEGEN) tbs sample $(TBS_DEMO)/rtbs-exp --to $(TBS_DEMO)/rtbs-exp-sample.parquet

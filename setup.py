@@ -1,6 +1,14 @@
 """samplegen: single-pass sample generation and time-biased sampling on
 Hadoop (mrjob), Spark and Hive."""
+import re
+
 from setuptools import find_packages, setup
+
+#: the source folders, installed as subpackages of samplegen
+PACKAGES = find_packages(include=["udfs", "udfs.*", "jobs", "jobs.*", "hive", "hive.*",
+                                  "tbs", "tbs.*"])
+with open("samplegen/__init__.py") as f:
+    VERSION = re.search(r'^__version__ = "([^"]+)"', f.read(), re.M).group(1)
 
 CORE = [
     "numpy>=1.26",
@@ -19,13 +27,15 @@ EXTRAS["all"] = sorted({dep for deps in EXTRAS.values() for dep in deps})
 
 setup(
     name="samplegen",
-    version="0.1.0",
+    version=VERSION,
     description=__doc__,
     python_requires=">=3.9",
-    packages=find_packages(include=["udfs", "udfs.*", "jobs", "jobs.*",
-                                    "hive", "hive.*", "tbs", "tbs.*"]),
-    package_data={"hive": ["*.hql"]},
+    # One top-level name, samplegen; the source folders are its subpackages.
+    packages=["samplegen"] + [f"samplegen.{name}" for name in PACKAGES],
+    package_dir={"samplegen": "samplegen",
+                 **{f"samplegen.{name}": name.replace(".", "/") for name in PACKAGES}},
+    package_data={"samplegen.hive": ["*.hql"]},
     install_requires=CORE,
     extras_require=EXTRAS,
-    entry_points={"console_scripts": ["samplegen = jobs.cli:main"]},
+    entry_points={"console_scripts": ["samplegen = samplegen.jobs.cli:main"]},
 )

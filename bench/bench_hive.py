@@ -18,7 +18,7 @@ For every N it times, in interleaved order and ``--repeats`` times:
 
 checks that all three queries wrote byte-identical sample blocks, and prints
 medians as Markdown (saved as JSON with ``--json``).  Without ``--hive-url``
-it starts its own local server (python -m hive.server) and stops it after;
+it starts its own local server (python -m samplegen.hive.server) and stops it after;
 then it also records the server's CPU time per script (user + system of the
 JVM and of the TRANSFORM processes it ran, from /proc): on a machine shared
 with other work, wall-clock times vary by tens of percent from run to run,
@@ -37,12 +37,12 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from hive import engine, server  # noqa: E402
-from hive.client import Client  # noqa: E402
-from jobs import driver  # noqa: E402
-from jobs.phases import make_plan  # noqa: E402
-from jobs.store import Matrix  # noqa: E402
-from udfs.custom import load_udf  # noqa: E402
+from samplegen.hive import engine, server  # noqa: E402
+from samplegen.hive.client import Client  # noqa: E402
+from samplegen.jobs import driver  # noqa: E402
+from samplegen.jobs.phases import make_plan  # noqa: E402
+from samplegen.jobs.store import Matrix  # noqa: E402
+from samplegen.udfs.custom import load_udf  # noqa: E402
 
 
 def parts_digest(path):

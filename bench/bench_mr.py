@@ -22,11 +22,11 @@ import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from jobs import driver  # noqa: E402
-from jobs import fs as fsmod  # noqa: E402
-from jobs.phases import local_sampling, make_plan  # noqa: E402
-from jobs.store import Matrix  # noqa: E402
-from udfs import Bootstrap, HoldOut, KFold, PositionRNG  # noqa: E402
+from samplegen.jobs import driver  # noqa: E402
+from samplegen.jobs import fs as fsmod  # noqa: E402
+from samplegen.jobs.phases import local_sampling, make_plan  # noqa: E402
+from samplegen.jobs.store import Matrix  # noqa: E402
+from samplegen.udfs import Bootstrap, HoldOut, KFold, PositionRNG  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
@@ -76,8 +76,8 @@ def phase_throughput(matrix_path, repeats):
     reduce function (parse chunks, merge bins, re-block, encode with CRC),
     in process, without the engine around them."""
     import itertools
-    from jobs.blocks import EncodedBlock, parse_encoded
-    from jobs.phases import group_key, parse_sort_key, reblock, sort_key
+    from samplegen.jobs.blocks import EncodedBlock, parse_encoded
+    from samplegen.jobs.phases import group_key, parse_sort_key, reblock, sort_key
     matrix = Matrix.open(matrix_path)
     lines = []
     for part in matrix.part_uris():

@@ -48,8 +48,8 @@ sys.path.insert(0, os.path.dirname(HERE))
 sys.path.insert(0, HERE)
 
 from bench_mr import du, io_floor  # noqa: E402
-from jobs import driver, spark_engine  # noqa: E402
-from jobs.store import Matrix  # noqa: E402
+from samplegen.jobs import driver, spark_engine  # noqa: E402
+from samplegen.jobs.store import Matrix  # noqa: E402
 
 SEED = 7
 #: per task: hold-out pairs (20 samples), folds, bootstrap samples
@@ -75,7 +75,7 @@ def matrix_for(workdir, rows, cols, block_size):
 
 def parquet_for(src):
     """The same matrix as a Parquet file of rows (what DataFrame users have)."""
-    from jobs.formats import export
+    from samplegen.jobs.formats import export
     path = src + ".parquet"
     if not os.path.exists(path):
         export(Matrix.open(src), path, row_ids=False)
@@ -134,8 +134,8 @@ def identity(sc, src, out, copies):
     re-blocking.  Returns seconds."""
     from itertools import groupby
 
-    from jobs.blocks import parse_encoded
-    from jobs.store import write_group
+    from samplegen.jobs.blocks import parse_encoded
+    from samplegen.jobs.store import write_group
 
     nv = -(-Matrix.open(src).cols // Matrix.open(src).block_size)
     budget = 512 << 20
@@ -438,7 +438,7 @@ def blockmatrix_worker(src, master, driver_memory):
     from pyspark.mllib.linalg import Matrices
     from pyspark.mllib.linalg.distributed import BlockMatrix
 
-    from jobs.blocks import parse_line
+    from samplegen.jobs.blocks import parse_line
 
     from pyspark.sql import SparkSession
 

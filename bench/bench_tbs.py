@@ -25,8 +25,8 @@ import numpy as np
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
-from tbs import RTBS, TTBS, Exponential, Polynomial  # noqa: E402
-from tbs.randomness import batch_generator  # noqa: E402
+from samplegen.tbs import RTBS, TTBS, Exponential, Polynomial  # noqa: E402
+from samplegen.tbs.randomness import batch_generator  # noqa: E402
 
 HEADING = "## Time-biased sampling (tbs/)"
 

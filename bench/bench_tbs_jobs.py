@@ -32,11 +32,11 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 from bench_tbs import machine, update_doc  # noqa: E402
 
-from tbs.stream import run  # noqa: E402
-from tbs.stream.batches import partition_bounds, read_rows  # noqa: E402
-from tbs.stream.job import THREAD_ROWS, inline_workers  # noqa: E402
-from tbs.stream.storage import Store  # noqa: E402
-from tbs.stream.task import ROW_GROUP  # noqa: E402
+from samplegen.tbs.stream import run  # noqa: E402
+from samplegen.tbs.stream.batches import partition_bounds, read_rows  # noqa: E402
+from samplegen.tbs.stream.job import THREAD_ROWS, inline_workers  # noqa: E402
+from samplegen.tbs.stream.storage import Store  # noqa: E402
+from samplegen.tbs.stream.task import ROW_GROUP  # noqa: E402
 
 HEADING = "## Micro-batch TBS jobs"
 P = 4

@@ -13,9 +13,9 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from jobs import fs as fsmod  # noqa: E402
-from jobs.mr_sample import BlockRecordJob  # noqa: E402
-from jobs.phases import group_key, parse_group_key, sort_key  # noqa: E402
+from samplegen.jobs import fs as fsmod  # noqa: E402
+from samplegen.jobs.mr_sample import BlockRecordJob  # noqa: E402
+from samplegen.jobs.phases import group_key, parse_group_key, sort_key  # noqa: E402
 
 
 class MRIdentity(BlockRecordJob):

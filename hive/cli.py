@@ -18,8 +18,8 @@ ships the zip its query names only once the whole query has rendered.
 import os
 import sys
 
-from jobs.cli import PROG, _Parser, _seed, run_command
-from udfs.custom import parse_param
+from samplegen.jobs.cli import PROG, _Parser, _seed, run_command
+from samplegen.udfs.custom import parse_param
 
 from . import tables
 

@@ -23,7 +23,7 @@ import os
 import re
 import urllib.parse
 
-from udfs.errors import InputError, ParameterError, SamplegenError
+from samplegen.udfs.errors import InputError, ParameterError, SamplegenError
 
 from . import sql
 

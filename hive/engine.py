@@ -25,8 +25,8 @@ import json
 import os
 import uuid
 
-from jobs import fs as fsmod
-from udfs.errors import InputError, ParameterError
+from samplegen.jobs import fs as fsmod
+from samplegen.udfs.errors import InputError, ParameterError
 
 from . import sql
 from .client import Client, HiveError, parse_url
@@ -185,7 +185,7 @@ def raise_error_row(message):
     if kind == "ParameterError":
         raise ParameterError(text)
     if kind == "UDFError":
-        from udfs.base import UDFError
+        from samplegen.udfs.base import UDFError
         raise UDFError(text)
     if kind in ("InputError", "OrderError", "OutputError", "ServerError"):
         raise InputError(text)

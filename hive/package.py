@@ -22,8 +22,8 @@ import shutil
 import tempfile
 import zipfile
 
-from jobs.package import build_zip
-from udfs.errors import ParameterError
+from samplegen.jobs.package import build_zip
+from samplegen.udfs.errors import ParameterError
 
 MAIN = '''\
 """Entry point of the samplegen zip on Hive / Spark Thrift Server nodes."""
@@ -34,12 +34,12 @@ for _name in sorted(os.listdir(".")):
     if _name.startswith("samplegen-deps") and os.path.isdir(_name):
         sys.path.insert(1, os.path.abspath(_name))
 
-from hive.transform import main  # noqa: E402
+from samplegen.hive.transform import main  # noqa: E402
 
 sys.exit(main())
 '''
 _DATE = (2020, 1, 1, 0, 0, 0)
-_OWN = ("udfs", "jobs", "hive", "tbs")
+_OWN = ("samplegen",)
 
 
 def _add(zf, arcname, data):

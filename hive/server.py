@@ -1,9 +1,9 @@
 """A local HiveServer2 for development and tests: the Spark Thrift Server that
 ships in the pyspark distribution.
 
-    python -m hive.server up   [--port 10000] [--workdir work/hive]
-    python -m hive.server down [--workdir work/hive]
-    python -m hive.server status [--workdir work/hive]
+    python -m samplegen.hive.server up   [--port 10000] [--workdir work/hive]
+    python -m samplegen.hive.server down [--workdir work/hive]
+    python -m samplegen.hive.server status [--workdir work/hive]
 
 ``up`` starts ``spark-submit --class
 org.apache.spark.sql.hive.thriftserver.HiveThriftServer2`` bound to 127.0.0.1
@@ -26,7 +26,7 @@ import subprocess
 import sys
 import time
 
-from udfs.errors import SamplegenError
+from samplegen.udfs.errors import SamplegenError
 
 CLASS = "org.apache.spark.sql.hive.thriftserver.HiveThriftServer2"
 DEFAULT_PORT = 10000
@@ -238,7 +238,7 @@ def down(workdir, log=print):
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(prog="python -m hive.server", description=__doc__.split(
+    parser = argparse.ArgumentParser(prog="python -m samplegen.hive.server", description=__doc__.split(
         "\n\n")[0])
     parser.add_argument("action", choices=("up", "down", "status"))
     parser.add_argument("--workdir", default=os.path.join("work", "hive"))

@@ -26,7 +26,7 @@ import math
 import os
 import re
 
-from udfs.errors import ParameterError
+from samplegen.udfs.errors import ParameterError
 
 IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,127}")
 _QUALIFIED = re.compile(r"(?:[A-Za-z_][A-Za-z0-9_]{0,127}\.)?[A-Za-z_][A-Za-z0-9_]{0,127}")

@@ -19,12 +19,12 @@ not at all (:func:`jobs.driver.generate`).
 """
 import os
 
-from jobs import driver
-from jobs import fs as fsmod
-from jobs.phases import make_plan
-from jobs.store import Matrix
-from udfs.custom import load_udf
-from udfs.errors import OutputError, ParameterError
+from samplegen.jobs import driver
+from samplegen.jobs import fs as fsmod
+from samplegen.jobs.phases import make_plan
+from samplegen.jobs.store import Matrix
+from samplegen.udfs.custom import load_udf
+from samplegen.udfs.errors import OutputError, ParameterError
 
 from . import sql
 from .client import Client

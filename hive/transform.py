@@ -8,7 +8,7 @@ decimal, fixed-width hex or base64 text, so no tab or newline can appear
 inside a field.
 
 Subcommands (``python samplegen-<hash>.zip SUBCOMMAND ...`` on the nodes,
-``python -m hive.transform SUBCOMMAND ...`` here):
+``python -m samplegen.hive.transform SUBCOMMAND ...`` here):
 
 ``sample`` (map side; the sampling UDTF)
     in:  ``h_index, v_index, block``                 (rows of a block table)
@@ -65,13 +65,13 @@ import sys
 
 import numpy as np
 
-from jobs.blocks import DENSE, ENTRY_CHARS, EncodedBlock, parse_encoded, row_chars
-from jobs.phases import (MAX_BIN_BITS, ReBlocker, local_sampling, make_plan,
+from samplegen.jobs.blocks import DENSE, ENTRY_CHARS, EncodedBlock, parse_encoded, row_chars
+from samplegen.jobs.phases import (MAX_BIN_BITS, ReBlocker, local_sampling, make_plan,
                          merge_order, reblock)
-from jobs.store import write_group
-from udfs.base import Occurrences
-from udfs.custom import load_udf, parse_param
-from udfs.errors import InputError, ParameterError, SamplegenError
+from samplegen.jobs.store import write_group
+from samplegen.udfs.base import Occurrences
+from samplegen.udfs.custom import load_udf, parse_param
+from samplegen.udfs.errors import InputError, ParameterError, SamplegenError
 
 BATCH_ROWS = 4096
 RANGE_ROWS = 1 << 16

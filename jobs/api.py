@@ -7,7 +7,7 @@ of the other folds followed by its extra matrix, so it also depends on the
 block size)::
 
     import numpy as np
-    from jobs import api
+    from samplegen.jobs import api
     X = np.load("features.npy")
     s = api.holdout(X, ratio=0.8, repeats=3, seed=7)
     s.names                      # ['train-0', 'test-0', ...]
@@ -19,9 +19,9 @@ block size)::
 """
 import numpy as np
 
-from udfs.builtin import Bootstrap, HoldOut, KFold
-from udfs.custom import load_udf
-from udfs.rng import PositionRNG
+from samplegen.udfs.builtin import Bootstrap, HoldOut, KFold
+from samplegen.udfs.custom import load_udf
+from samplegen.udfs.rng import PositionRNG
 
 from .driver import info, open_sample
 

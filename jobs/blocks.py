@@ -40,7 +40,7 @@ import zlib
 
 import numpy as np
 
-from udfs.errors import InputError
+from samplegen.udfs.errors import InputError
 
 MAGIC = b"SGB2"
 HEADER = struct.Struct("<4sBBHIIQI8x")

@@ -14,8 +14,8 @@ import re
 import signal
 import sys
 
-from udfs.custom import parse_param
-from udfs.errors import ParameterError, SamplegenError
+from samplegen.udfs.custom import parse_param
+from samplegen.udfs.errors import ParameterError, SamplegenError
 
 from . import driver
 from .formats import export as export_file
@@ -33,7 +33,7 @@ class _Parser(argparse.ArgumentParser):
 
 
 def _seed(text):
-    from udfs.rng import check_seed
+    from samplegen.udfs.rng import check_seed
     try:
         return check_seed(int(text))
     except (ValueError, ParameterError):
@@ -239,10 +239,10 @@ def main(argv=None):
     if "" not in sys.path and os.getcwd() not in sys.path:
         sys.path.insert(0, os.getcwd())  # --udf mymodule:f, as with `python -m`
     if argv and argv[0] == "tbs":
-        from tbs.cli import main as tbs_main
+        from samplegen.tbs.cli import main as tbs_main
         return stoppable(lambda: tbs_main(argv[1:]))
     if argv and argv[0] == "hive":
-        from hive.cli import main as hive_main
+        from samplegen.hive.cli import main as hive_main
         return hive_main(argv[1:])
     parser = build_parser()
     args = parser.parse_args(argv)

@@ -21,9 +21,9 @@ import time
 
 import numpy as np
 
-from udfs.custom import load_udf, udf_source
-from udfs.errors import EngineError, InputError, ParameterError
-from udfs.rng import PositionRNG, Purpose, check_seed, stream
+from samplegen.udfs.custom import load_udf, udf_source
+from samplegen.udfs.errors import EngineError, InputError, ParameterError
+from samplegen.udfs.rng import PositionRNG, Purpose, check_seed, stream
 
 from . import fs as fsmod
 from .blocks import KINDS, Block, row_chars
@@ -138,7 +138,7 @@ def _engine(runner):
         return run_spark
     if runner == "hive":
         try:
-            from hive.engine import run_hive
+            from samplegen.hive.engine import run_hive
         except ImportError as exc:
             raise ParameterError(f"runner 'hive' is not available: {exc}") from None
         return run_hive
@@ -304,7 +304,7 @@ def _sample_entry(name, meta, nbytes):
 # matrices in and out
 # ---------------------------------------------------------------------------
 def check_block_size(block_size):
-    from udfs.errors import check_int
+    from samplegen.udfs.errors import check_int
     return check_int("block size", block_size, lo=1, hi=MAX_BLOCK_SIZE)
 
 
@@ -334,7 +334,7 @@ def import_file(src, dest, block_size, kind="dense", columns=None, overwrite=Fal
 def make_matrix(dest, rows, cols, block_size, density=None, seed=0, overwrite=False, log=None):
     """Synthetic matrix: standard normal values; with *density*, a sparse
     matrix whose cells are non-zero with that probability."""
-    from udfs.errors import check_fraction, check_int
+    from samplegen.udfs.errors import check_fraction, check_int
     log = log or (lambda message, progress=False: None)
     rows = check_int("rows", rows, lo=1)
     cols = check_int("cols", cols, lo=1)

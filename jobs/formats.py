@@ -13,7 +13,7 @@ import uuid
 
 import numpy as np
 
-from udfs.errors import InputError, OutputError, ParameterError
+from samplegen.udfs.errors import InputError, OutputError, ParameterError
 
 from . import fs as fsmod
 from .store import MANIFEST, META

@@ -16,7 +16,7 @@ import shutil
 import subprocess
 import uuid
 
-from udfs.errors import InputError, OutputError
+from samplegen.udfs.errors import InputError, OutputError
 
 
 def is_local(uri):

@@ -10,7 +10,7 @@ per value); the checks leave a margin rather than cut it fine.
 import os
 import shutil
 
-from udfs.errors import OutputError, ParameterError
+from samplegen.udfs.errors import OutputError, ParameterError
 
 from . import fs as fsmod
 

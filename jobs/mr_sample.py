@@ -27,12 +27,12 @@ from mrjob.job import MRJob
 from mrjob.protocol import BytesProtocol, BytesValueProtocol
 from mrjob.step import MRStep
 
-from jobs.blocks import EncodedBlock, parse_encoded
-from jobs.phases import (Plan, ReBlocker, counted, group_key, keep_tail, local_sampling,
+from samplegen.jobs.blocks import EncodedBlock, parse_encoded
+from samplegen.jobs.phases import (Plan, ReBlocker, counted, group_key, keep_tail, local_sampling,
                          merge_order, new_map_report, parse_group_key, parse_sort_key, reblock,
                          sort_key)
-from jobs.store import write_group
-from udfs.errors import InputError
+from samplegen.jobs.store import write_group
+from samplegen.udfs.errors import InputError
 
 SUMMARY = b"S"   # value: JSON summary of one written column of blocks
 TAIL = b"T"      # value: "<fold>.<v>" TAB payload of a fold's partial bottom block

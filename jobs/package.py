@@ -1,42 +1,67 @@
 """Zip the project's packages for cluster nodes (mrjob py_files, Spark
---py-files, Hive ADD FILE).  ``python -m jobs.package dist/samplegen.zip``
-is what ``make dist`` runs.  The nodes still need numpy (and mrjob for the
+--py-files, Hive ADD FILE).  ``python -m samplegen.jobs.package
+dist/samplegen.zip`` is what ``make dist`` runs.  The nodes still need numpy (and mrjob for the
 MapReduce jobs): see README, "Running on a Hadoop cluster"."""
+import importlib.util
 import os
 import sys
 import zipfile
 
+#: the subpackages of samplegen shipped to nodes
 PACKAGES = ("udfs", "jobs", "hive", "tbs")
+_DATE = (2020, 1, 1, 0, 0, 0)
 
 
-def build_zip(path, packages=PACKAGES, root=None):
-    """Write a zip of the packages' .py files (importable via zipimport).
-    *packages* are directories (packages) or module names under *root*
-    (default: the project)."""
-    root = root or os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+def _add(zf, arcname, full):
+    info = zipfile.ZipInfo(arcname, date_time=_DATE)
+    info.compress_type = zipfile.ZIP_DEFLATED
+    with open(full, "rb") as f:
+        zf.writestr(info, f.read())
+
+
+def _tree(zf, base, arcbase):
+    """Add the .py and .hql files below directory *base* as *arcbase*/..."""
+    for dirpath, dirnames, filenames in os.walk(base):
+        dirnames[:] = sorted(d for d in dirnames if d != "__pycache__")
+        for name in sorted(filenames):
+            if name.endswith((".py", ".hql")):
+                full = os.path.join(dirpath, name)
+                _add(zf, "/".join(filter(None, [arcbase, os.path.relpath(full, base)
+                                                .replace(os.sep, "/")])), full)
+
+
+def _own_files():
+    """``[(directory, arcname)]`` of samplegen as installed here (an editable
+    checkout or a wheel): its ``__init__`` and every subpackage."""
+    spec = importlib.util.find_spec("samplegen")
+    places = [(os.path.dirname(spec.origin), None)]
+    for name in PACKAGES:
+        sub = importlib.util.find_spec(f"samplegen.{name}")
+        places.append((list(sub.submodule_search_locations)[0], f"samplegen/{name}"))
+    return places
+
+
+def build_zip(path, packages=None, root=None):
+    """Write a zip importable via zipimport: by default samplegen itself
+    (``samplegen/__init__.py`` and its subpackages, wherever they are
+    installed); else the modules or packages *packages* found under *root*
+    (a user's sampling-UDF), at the top of the zip."""
     os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
     tmp = path + ".tmp"
     with zipfile.ZipFile(tmp, "w", zipfile.ZIP_DEFLATED) as zf:
-        for package in packages:
-            base = os.path.join(root, package)
-            if os.path.isfile(base + ".py"):
-                with open(base + ".py", "rb") as f:
-                    info = zipfile.ZipInfo(package + ".py", date_time=(2020, 1, 1, 0, 0, 0))
-                    info.compress_type = zipfile.ZIP_DEFLATED
-                    zf.writestr(info, f.read())
-                continue
-            if not os.path.isdir(base):
-                continue
-            for dirpath, dirnames, filenames in os.walk(base):
-                dirnames[:] = sorted(d for d in dirnames if d != "__pycache__")
-                for name in sorted(filenames):
-                    if name.endswith((".py", ".hql")):
-                        full = os.path.join(dirpath, name)
-                        info = zipfile.ZipInfo(os.path.relpath(full, root),
-                                               date_time=(2020, 1, 1, 0, 0, 0))
-                        info.compress_type = zipfile.ZIP_DEFLATED
-                        with open(full, "rb") as f:
-                            zf.writestr(info, f.read())
+        if packages is None:
+            for directory, arcbase in _own_files():
+                if arcbase is None:
+                    _add(zf, "samplegen/__init__.py", os.path.join(directory, "__init__.py"))
+                else:
+                    _tree(zf, directory, arcbase)
+        else:
+            for package in packages:
+                base = os.path.join(root, package)
+                if os.path.isfile(base + ".py"):
+                    _add(zf, package + ".py", base + ".py")
+                elif os.path.isdir(base):
+                    _tree(zf, base, package)
     os.replace(tmp, path)
     return path
 

@@ -31,9 +31,9 @@ from dataclasses import asdict, dataclass, field
 
 import numpy as np
 
-from udfs.custom import load_udf
-from udfs.errors import EngineError
-from udfs.rng import PositionRNG
+from samplegen.udfs.custom import load_udf
+from samplegen.udfs.errors import EngineError
+from samplegen.udfs.rng import PositionRNG
 
 from .blocks import DENSE, KINDS
 from .store import block_list

@@ -31,7 +31,7 @@ import tempfile
 
 import numpy as np
 
-from udfs.errors import InputError
+from samplegen.udfs.errors import InputError
 
 from . import fs as fsmod
 from .blocks import DENSE, row_chars

@@ -61,7 +61,7 @@ import warnings
 
 import numpy as np
 
-from udfs.errors import InputError, ParameterError, SamplegenError
+from samplegen.udfs.errors import InputError, ParameterError, SamplegenError
 
 from . import fs as fsmod
 from .blocks import ENTRY_CHARS, SPARSE, EncodedBlock, parse_encoded, row_chars

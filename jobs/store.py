@@ -30,7 +30,7 @@ import uuid
 
 import numpy as np
 
-from udfs.errors import InputError, OutputError, ParameterError
+from samplegen.udfs.errors import InputError, OutputError, ParameterError
 
 from . import fs as fsmod
 from .blocks import DENSE, HEADER_CHARS, KIND_NAMES, KINDS, Block, line_key, parse_line, payload_layout

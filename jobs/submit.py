@@ -13,5 +13,5 @@ import sys
 if __name__ == "__main__":
     # run as a script: import the packages, not this directory's modules
     sys.path[0] = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    from jobs.cli import main
+    from samplegen.jobs.cli import main
     sys.exit(main())

@@ -1,5 +1,5 @@
 """Command line for the tbs experiments: ``samplegen tbs <command> ...``
-(or ``python -m tbs.cli <command> ...``).
+(or ``python -m samplegen.tbs.cli <command> ...``).
 
 Commands
   simulate    sample-size behaviour of T-TBS and R-TBS (section 6.2)

@@ -4,7 +4,7 @@ import os
 import numpy as np
 import pytest
 
-from jobs import cli, driver
+from samplegen.jobs import cli, driver
 
 # Never read the developer's own ~/.mrjob.conf in tests.
 NO_CONF = {"mrjob_conf": ""}
@@ -21,7 +21,7 @@ def spark():
     """One local SparkContext for every test that needs Spark (tests marked
     ``spark``); the engines use the running context instead of starting their
     own, and leave it running."""
-    from jobs import spark_engine
+    from samplegen.jobs import spark_engine
     sc = spark_engine.start_context("local[2]", {"spark.ui.enabled": "false"}, quiet=True)
     yield sc
     sc.stop()

@@ -10,7 +10,7 @@ import subprocess
 
 import pytest
 
-from hive import server
+from samplegen.hive import server
 
 
 @pytest.fixture(scope="session")

@@ -2,7 +2,7 @@
 import numpy as np
 import pytest
 
-from jobs import api, driver
+from samplegen.jobs import api, driver
 
 from .conftest import NO_CONF, make
 
@@ -12,7 +12,7 @@ def source(tmp_path_factory):
     base = tmp_path_factory.mktemp("api")
     path = make(base, "m", rows=777, cols=9, block_size=50, seed=4)
     ids, data = driver.Matrix.open(path).to_numpy() if hasattr(driver, "Matrix") else (None, None)
-    from jobs.store import Matrix
+    from samplegen.jobs.store import Matrix
     return path, Matrix.open(path).to_numpy()[1]
 
 

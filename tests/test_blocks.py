@@ -2,8 +2,8 @@
 import numpy as np
 import pytest
 
-from jobs.blocks import DENSE, SPARSE, Block, format_line, parse_line
-from udfs.errors import InputError
+from samplegen.jobs.blocks import DENSE, SPARSE, Block, format_line, parse_line
+from samplegen.udfs.errors import InputError
 
 SPECIAL = np.array([[np.nan, np.inf, -np.inf, 0.0, -0.0, 1e-310, 1.5]])
 
@@ -78,7 +78,7 @@ def test_inconsistent_sparse_payload_is_rejected(indptr):
 
 def test_encoded_rows_are_fixed_runs_of_text():
     """Gathering encoded rows (as text) equals gathering decoded rows."""
-    from jobs.blocks import EncodedBlock, row_chars
+    from samplegen.jobs.blocks import EncodedBlock, row_chars
     for kind in (DENSE, SPARSE):
         block = Block.from_dense(dense_block(40, 7, seed=5).data, kind)
         enc = EncodedBlock.parse(block.encode())

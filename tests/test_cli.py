@@ -71,7 +71,7 @@ def test_relative_paths_on_the_local_runner(tmp_path, capsys, monkeypatch):
 def test_sample_with_user_udf_and_params(tmp_path, capsys):
     src = make(tmp_path, rows=200)
     code, _, _ = run_cli(capsys, "sample", src, tmp_path / "run", "--udf",
-                         "udfs.examples:paper_holdout_series", "--param", "ratio=0.5",
+                         "samplegen.udfs.examples:paper_holdout_series", "--param", "ratio=0.5",
                          "--param", "repeats=2", "--seed", 5, *R)
     assert code == 0
     assert sorted(os.listdir(tmp_path / "run"))[:2] == ["_SUCCESS", "_manifest.json"]
@@ -172,7 +172,7 @@ BAD = [
 
 
 def _run(tmp_path):
-    from jobs import driver
+    from samplegen.jobs import driver
     src = make(tmp_path, "src", rows=50)
     driver.generate(src, str(tmp_path / "run"), "holdout", {"ratio": 0.5}, 1, runner="inline",
                     options={"mrjob_conf": ""})
@@ -213,7 +213,7 @@ def test_user_udf_module_in_the_working_directory(tmp_path):
                            "--runner", "local", "--mrjob-conf", ""], cwd=tmp_path, env=env,
                           capture_output=True, text=True)
     assert proc.returncode == 0, proc.stderr
-    from jobs.store import Matrix
+    from samplegen.jobs.store import Matrix
     ids, _ = Matrix.open(str(tmp_path / "out" / "evens")).to_numpy()
     assert np.array_equal(ids, np.arange(0, 120, 2))
 

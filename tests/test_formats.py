@@ -5,10 +5,10 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from jobs import driver
-from jobs.formats import export
-from jobs.store import Matrix
-from udfs.errors import InputError, OutputError, ParameterError
+from samplegen.jobs import driver
+from samplegen.jobs.formats import export
+from samplegen.jobs.store import Matrix
+from samplegen.udfs.errors import InputError, OutputError, ParameterError
 
 from .conftest import make, run_cli, tree_digest
 
@@ -111,7 +111,7 @@ def test_csv_empty_fields_are_nan_and_blank_lines_are_skipped(tmp_path):
 
 
 def test_csv_spanning_several_chunks(tmp_path, monkeypatch):
-    from jobs import formats
+    from samplegen.jobs import formats
     monkeypatch.setattr(formats, "CSV_CHUNK_BYTES", 1000)
     data = np.random.default_rng(0).standard_normal((700, 4))
     np.savetxt(tmp_path / "x.csv", data, delimiter=",", fmt="%.17g")
@@ -170,7 +170,7 @@ def test_csv_nan_and_inf_in_any_case_parse_as_numbers_everywhere(tmp_path, monke
     with pytest.raises(InputError, match="'x9' at line 6, column 2"):
         imported(tmp_path, tmp_path / "y.csv", overwrite=True)
     # ... also when it lies in a later chunk than the first line of the file
-    from jobs import formats
+    from samplegen.jobs import formats
     monkeypatch.setattr(formats, "CSV_CHUNK_BYTES", 64)
     (tmp_path / "z.csv").write_text("a,b\n" + "nAn,1.5\n" * 40 + "2,NULL\n")
     with pytest.raises(InputError, match="'NULL' at line 42, column 2"):

@@ -11,13 +11,13 @@ import uuid
 import numpy as np
 import pytest
 
-from hive import client as hive_client
-from hive import engine, server, sql, transform
-from jobs import driver
-from jobs.phases import DEFAULT_BIN_BUDGET, make_plan
-from jobs.store import Matrix, StagedOutput
-from udfs.custom import load_udf
-from udfs.errors import InputError, ParameterError
+from samplegen.hive import client as hive_client
+from samplegen.hive import engine, server, sql, transform
+from samplegen.jobs import driver
+from samplegen.jobs.phases import DEFAULT_BIN_BUDGET, make_plan
+from samplegen.jobs.store import Matrix, StagedOutput
+from samplegen.udfs.custom import load_udf
+from samplegen.udfs.errors import InputError, ParameterError
 
 from .conftest import NO_CONF, runner_inputs, run_cli, sample_digests, tree_digest
 from .hive_fixtures import beeline, hive_server  # noqa: F401  (session fixture)
@@ -56,8 +56,8 @@ CASES = [
     ("kfold fold mode", "wide", "kfold", {"k": 5}, {}),
     ("kfold naive", "dense", "kfold", {"k": 4, "naive": True}, {}),
     ("bootstrap sparse", "sparse", "bootstrap", {"samples": 3, "size": 1000}, {}),
-    ("user UDF", "dense", "udfs.examples:bernoulli", {"p": 0.3}, {}),
-    ("scalar UDF", "dense", "udfs.examples:paper_holdout_series", {"ratio": 0.5, "repeats": 2},
+    ("user UDF", "dense", "samplegen.udfs.examples:bernoulli", {"p": 0.3}, {}),
+    ("scalar UDF", "dense", "samplegen.udfs.examples:paper_holdout_series", {"ratio": 0.5, "repeats": 2},
      {}),
     ("kfold fold mode, rows form", "sparse", "kfold", {"k": 3}, {"records": "rows"}),
     ("bootstrap, rows form, many bins", "wide", "bootstrap", {"samples": 2},
@@ -101,7 +101,7 @@ def test_user_module_ships_in_the_zip(tmp_path, inputs, hive_server, monkeypatch
     server: the module travels inside samplegen-<hash>.zip."""
     name = _user_module(tmp_path, monkeypatch, "mysampler",
         "import numpy as np\n"
-        "from udfs import Purpose, stream\n"
+        "from samplegen.udfs import Purpose, stream\n"
         "def every_third(start, stop, rng, params):\n"
         "    ids = np.arange(start, stop)\n"
         "    keep = ids % 3 == int(params['r'])\n"
@@ -310,7 +310,7 @@ def test_block_table_to_result_table(tmp_path, tmp_path_factory, inputs, hive_se
     assert code == 0, err
     ref = reference(tmp_path_factory, inputs["wide"], "kfold", {"k": 4})
     assert sample_digests(str(out)) == sample_digests(ref)
-    from jobs.blocks import parse_line
+    from samplegen.jobs.blocks import parse_line
     with hive_client.Client(url) as c:
         counts = dict(c.execute("SELECT sample, count(*) FROM res GROUP BY sample"))
         assert sorted(counts) == sorted([f"test-{i}" for i in range(4)]
@@ -465,7 +465,7 @@ def test_server_up_is_idempotent_and_explains_a_missing_java(hive_server, monkey
 @pytest.mark.parametrize("udf,params", [("bootstrap", {"samples": 4, "size": 900}),
                                         ("holdout", {"ratio": 0.3, "repeats": 2, "fraction": 0.7}),
                                         ("kfold", {"k": 3, "naive": True}),
-                                        ("udfs.examples:paper_holdout_series", {"ratio": 0.5})])
+                                        ("samplegen.udfs.examples:paper_holdout_series", {"ratio": 0.5})])
 def test_range_cache_changes_nothing(inputs, monkeypatch, udf, params):
     """The sampling script asks the UDF for many rows at once; its output is
     the same as with one UDF call per block, whatever the block order."""

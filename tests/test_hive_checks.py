@@ -9,8 +9,8 @@ import urllib.parse
 
 import pytest
 
-from hive import engine, tables
-from udfs.errors import OutputError, ParameterError
+from samplegen.hive import engine, tables
+from samplegen.udfs.errors import OutputError, ParameterError
 
 from .conftest import make, run_cli
 
@@ -247,7 +247,7 @@ def test_print_ships_the_zip_only_after_the_whole_query_is_checked(tmp_path, cap
     files = tmp_path / "files"
     url = _url(files=str(files))
     base = ["hive", "sample", "blocks", "res", "--output", tmp_path / "out", "--seed", 1,
-            "--hive-url", url, "--udf", "udfs.examples:bernoulli", "--print"]
+            "--hive-url", url, "--udf", "samplegen.udfs.examples:bernoulli", "--print"]
     before = _paths(tmp_path)
     code, out, err = run_cli(capsys, *base, "--param", "p=0.5", "--param", "note=a b")
     line = _one_line_error(code, err)
@@ -265,8 +265,8 @@ def test_print_ships_the_zip_only_after_the_whole_query_is_checked(tmp_path, cap
 def test_dot_dot_is_resolved_locally_and_refused_in_hadoop_uris(tmp_path):
     """A local ``a/../b`` is the directory it resolves to; in a Hadoop URI,
     which the server resolves, ``..`` is refused."""
-    from hive.engine import check_files
-    from hive.tables import check_output
+    from samplegen.hive.engine import check_files
+    from samplegen.hive.tables import check_output
     (tmp_path / "a").mkdir()
     assert check_output(str(tmp_path / "a" / ".." / "out")) == str(tmp_path / "out")
     assert check_files(str(tmp_path / "a" / ".." / "files")) == str(tmp_path / "files")

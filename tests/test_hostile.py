@@ -13,10 +13,10 @@ import time
 import numpy as np
 import pytest
 
-from jobs import driver, phases
-from jobs.store import META, Matrix, StagedOutput
-from udfs import load_udf
-from udfs.errors import EngineError, InputError, OutputError, ParameterError, SamplegenError
+from samplegen.jobs import driver, phases
+from samplegen.jobs.store import META, Matrix, StagedOutput
+from samplegen.udfs import load_udf
+from samplegen.udfs.errors import EngineError, InputError, OutputError, ParameterError, SamplegenError
 
 from .conftest import make, run_cli
 
@@ -71,7 +71,7 @@ def udf_module(tmp_path, monkeypatch):
 
 def _cli(*argv, env=None, cwd=None):
     """samplegen in a fresh process: (exit status, stderr)."""
-    proc = subprocess.run([sys.executable, "-m", "jobs.cli", *map(str, argv)],
+    proc = subprocess.run([sys.executable, "-m", "samplegen.jobs.cli", *map(str, argv)],
                           capture_output=True, text=True, cwd=cwd,
                           env={**os.environ, "PYTHONPATH": ROOT, **(env or {})})
     return proc.returncode, proc.stderr
@@ -266,13 +266,14 @@ def test_killed_runs_leave_nothing_a_rerun_keeps(tmp_path):
     temp = tmp_path / "tmp"
     temp.mkdir()
     env = {"TMPDIR": str(temp)}
-    argv = [sys.executable, "-m", "jobs.cli", "kfold", src, str(tmp_path / "out"), "--k", "5",
-            "--seed", "1", *LOCAL]
+    argv = [sys.executable, "-m", "samplegen.jobs.cli", "kfold", src, str(tmp_path / "out"),
+            "--k", "5", "--seed", "1", *LOCAL]
     for sig in (signal.SIGKILL, signal.SIGTERM):
-        proc = subprocess.Popen(argv, env={**os.environ, "PYTHONPATH": ROOT, **env},
-                                stderr=subprocess.PIPE, text=True)
-        deadline = time.time() + 60
-        while not _staging_dirs(tmp_path) and time.time() < deadline:
+        before = set(_staging_dirs(tmp_path))  # what the SIGKILLed run left
+        proc = subprocess.Popen(argv, env={**os.environ, **env}, stderr=subprocess.PIPE,
+                                text=True)
+        deadline = time.time() + 60            # this run's staging: it is under way
+        while not set(_staging_dirs(tmp_path)) - before and time.time() < deadline:
             time.sleep(0.05)
         time.sleep(1.0)
         proc.send_signal(sig)
@@ -319,7 +320,7 @@ def test_what_cannot_fit_is_refused_before_any_work(tmp_path, capsys):
 
 
 def test_a_task_that_would_exhaust_memory_is_refused(tmp_path, monkeypatch):
-    from jobs import limits
+    from samplegen.jobs import limits
     monkeypatch.setattr(limits, "available_memory", lambda: 64 << 20)
     src = make(tmp_path, rows=2000, cols=8, block_size=100)
     with pytest.raises(ParameterError, match="memory"):
@@ -347,10 +348,10 @@ def test_matrix_metadata_is_validated_by_every_command(tmp_path, capsys, field, 
 def test_a_non_finite_parameter_never_reaches_a_manifest(tmp_path, capsys):
     src = make(tmp_path, rows=200)
     code, _, err = run_cli(capsys, "sample", src, tmp_path / "out", "--udf",
-                           "udfs.examples:bernoulli", "--param", "p=nan", "--seed", 1, *INLINE)
+                           "samplegen.udfs.examples:bernoulli", "--param", "p=nan", "--seed", 1, *INLINE)
     assert code == 2 and "finite" in err
     with pytest.raises(ParameterError, match="NaN"):
-        driver.generate(src, str(tmp_path / "out"), "udfs.examples:bernoulli",
+        driver.generate(src, str(tmp_path / "out"), "samplegen.udfs.examples:bernoulli",
                         {"p": float("inf")}, 1, runner="inline", options={"mrjob_conf": ""})
     assert not (tmp_path / "out").exists()
 

@@ -5,9 +5,9 @@ import os
 import numpy as np
 import pytest
 
-from jobs import api, driver
-from jobs.store import Matrix
-from udfs import SamplingUDF
+from samplegen.jobs import api, driver
+from samplegen.jobs.store import Matrix
+from samplegen.udfs import SamplingUDF
 
 from .conftest import NO_CONF, runner_inputs, sample_digests
 from .stats import ALPHA, binomial_p
@@ -100,9 +100,9 @@ class RunnerSuite:
         assert np.array_equal(ids, np.arange(700)[1::3][::-1])
 
     def test_user_udf(self, tmp_path, inputs):
-        run = self.run(tmp_path, inputs["dense"], "udfs.examples:bernoulli", {"p": 0.3})
+        run = self.run(tmp_path, inputs["dense"], "samplegen.udfs.examples:bernoulli", {"p": 0.3})
         ids, _ = read(run, "subsample")
-        assert np.array_equal(ids, api.sample(700, "udfs.examples:bernoulli", seed=7,
+        assert np.array_equal(ids, api.sample(700, "samplegen.udfs.examples:bernoulli", seed=7,
                                               p=0.3).indices("subsample"))
 
 
@@ -157,7 +157,7 @@ def test_failed_run_leaves_nothing_and_input_untouched(tmp_path, inputs):
     data[len(data) // 2] ^= 0x01
     open(part, "wb").write(bytes(data))
     before = tree_digest(src)
-    from udfs.errors import InputError
+    from samplegen.udfs.errors import InputError
     for runner in ("inline", "local"):
         with pytest.raises(InputError, match="corrupt"):
             driver.generate(src, str(tmp_path / "out"), "holdout", {"ratio": 0.5}, 1,

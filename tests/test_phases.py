@@ -6,10 +6,10 @@ import random
 import numpy as np
 import pytest
 
-from jobs.blocks import DENSE, SPARSE, Block
-from jobs.phases import (KEY_ROW_BYTES, ReBlocker, bin_bits, group_key, local_sampling, make_plan,
+from samplegen.jobs.blocks import DENSE, SPARSE, Block
+from samplegen.jobs.phases import (KEY_ROW_BYTES, ReBlocker, bin_bits, group_key, local_sampling, make_plan,
                          parse_group_key, parse_sort_key, reblock, set_bins, sort_key)
-from udfs import Bootstrap, HoldOut, KFold
+from samplegen.udfs import Bootstrap, HoldOut, KFold
 
 
 def input_blocks(rows, cols, B, kind=DENSE, seed=0):
@@ -125,32 +125,37 @@ def test_plan_round_trips_through_json():
 
 def test_plans_of_loaded_builtins_carry_every_parameter():
     """Engines that render their own scripts (Hive) read the plan's params."""
-    from udfs import load_udf
+    from samplegen.udfs import load_udf
     plan = make_plan(load_udf("holdout", 10, {"ratio": 0.5}), 1, meta(10, 2, 5), "/out")
     assert plan.udf == "holdout"
     assert plan.params == {"ratio": 0.5, "repeats": 1, "fraction": 1.0}
-    plan = make_plan(load_udf("udfs.examples:bernoulli", 10, {"p": 0.2}), 1, meta(10, 2, 5), "/o")
-    assert plan.udf == "udfs.examples:bernoulli" and plan.params == {"p": 0.2}
+    plan = make_plan(load_udf("samplegen.udfs.examples:bernoulli", 10, {"p": 0.2}), 1,
+                     meta(10, 2, 5), "/o")
+    assert plan.udf == "samplegen.udfs.examples:bernoulli" and plan.params == {"p": 0.2}
 
 
-def test_hadoop_streaming_command_partitions_and_sorts_like_the_sim_runners(tmp_path):
+def test_hadoop_streaming_command_partitions_and_sorts_like_the_sim_runners(tmp_path,
+                                                                            monkeypatch):
     """What `samplegen ... --runner hadoop` would submit (built offline by
     mrjob from the driver's arguments, not run: there is no cluster here)."""
     import zipfile
-    from jobs.driver import mrjob_args
-    from jobs.mr_sample import MRSample
-    from udfs import load_udf
+    from samplegen.jobs.driver import mrjob_args
+    from samplegen.jobs.mr_sample import MRSample
+    from samplegen.udfs import load_udf
     jar = tmp_path / "streaming.jar"
     jar.write_bytes(b"")
-    plan = make_plan(load_udf("udfs.examples:bernoulli", 10, {"p": 0.5}), 1, meta(10, 2, 5),
-                     "hdfs:///out")
+    (tmp_path / "myudfs.py").write_text(
+        "from samplegen.udfs.examples import bernoulli as keep\n")  # a user's module
+    monkeypatch.syspath_prepend(str(tmp_path))
+    plan = make_plan(load_udf("myudfs:keep", 10, {"p": 0.5}), 1, meta(10, 2, 5), "hdfs:///out")
     options = {"mrjob_conf": "", "mrjob_args": ["--hadoop-bin", "/bin/true",
                                                 "--hadoop-streaming-jar", str(jar)]}
     argv = mrjob_args(plan, ["hdfs:///data/m[1]/part-00000"], "hadoop", options, str(tmp_path))
     shipped = [argv[i + 1] for i, a in enumerate(argv) if a == "--py-files"]
     assert [os.path.basename(p) for p in shipped] == ["samplegen.zip", "udf.zip"]
-    assert {"udfs/rng.py", "jobs/phases.py"} <= set(zipfile.ZipFile(shipped[0]).namelist())
-    assert "udfs/examples.py" in zipfile.ZipFile(shipped[1]).namelist()
+    assert {"samplegen/__init__.py", "samplegen/udfs/rng.py", "samplegen/jobs/phases.py"} \
+        <= set(zipfile.ZipFile(shipped[0]).namelist())
+    assert zipfile.ZipFile(shipped[1]).namelist() == ["myudfs.py"]
     job = MRSample(args=argv)
     with job.make_runner() as runner:
         runner._create_setup_wrapper_scripts()  # what runner.run() does before uploading

@@ -2,8 +2,8 @@
 import numpy as np
 import pytest
 
-from udfs.errors import ParameterError
-from udfs.rng import (LANES, PositionRNG, Purpose, SkipAheadRNG, check_seed, seed_key,
+from samplegen.udfs.errors import ParameterError
+from samplegen.udfs.rng import (LANES, PositionRNG, Purpose, SkipAheadRNG, check_seed, seed_key,
                       stream, to_unit)
 
 MASK = (1 << 64) - 1

@@ -10,9 +10,9 @@ import sys
 import numpy as np
 import pytest
 
-from jobs import driver, spark_engine
-from jobs.store import Matrix
-from udfs.errors import InputError, ParameterError
+from samplegen.jobs import driver, spark_engine
+from samplegen.jobs.store import Matrix
+from samplegen.udfs.errors import InputError, ParameterError
 
 from .conftest import NO_CONF, make, run_cli, sample_digests, tree_digest
 from .test_mrjob import RunnerSuite, inputs  # noqa: F401  (module fixture)
@@ -48,8 +48,8 @@ LAYOUTS = [(1, 1, 16 << 20, "ids", "512m"), (3, 2, 4096, "rows", "512m"),
     ("kfold", {"k": 5}, "sparse"),
     ("kfold", {"k": 3, "naive": True}, "dense"),
     ("bootstrap", {"samples": 4, "size": 900}, "wide"),
-    ("udfs.examples:bernoulli", {"p": 0.3}, "dense"),
-    ("udfs.examples:paper_holdout_series", {"ratio": 0.5, "repeats": 2}, "sparse")])
+    ("samplegen.udfs.examples:bernoulli", {"p": 0.3}, "dense"),
+    ("samplegen.udfs.examples:paper_holdout_series", {"ratio": 0.5, "repeats": 2}, "sparse")])
 def test_same_bytes_as_inline_whatever_the_partitions(spark, tmp_path, inputs, udf, params, src):
     inline = _generate(inputs[src], str(tmp_path / "inline"), udf, params, "inline")
     expected = sample_digests(inline)
@@ -105,7 +105,7 @@ def test_task_memory_is_bounded_when_a_task_gets_more_than_its_share(spark, tmp_
 
 
 def test_spool_orders_records_and_spills_past_its_budget():
-    from jobs.blocks import Block
+    from samplegen.jobs.blocks import Block
     rng = np.random.default_rng(0)
     keys = [(s, 0, b, h) for s in range(3) for b in range(4) for h in range(5)]
     chunks = {k: Block.dense(rng.standard_normal((3, 7)), row_ids=np.arange(3),
@@ -122,7 +122,7 @@ def test_spool_orders_records_and_spills_past_its_budget():
 
 
 def test_shuffle_frames_round_trip_dense_sparse_and_empty_chunks():
-    from jobs.blocks import SPARSE, Block
+    from samplegen.jobs.blocks import SPARSE, Block
     rng = np.random.default_rng(1)
     dense = Block.dense(rng.standard_normal((5, 7)), row_ids=np.arange(5),
                         relpos=np.arange(5, dtype=np.uint64)).encoded()
@@ -143,14 +143,14 @@ def test_shuffle_frames_round_trip_dense_sparse_and_empty_chunks():
 
 
 def _row_source(path, token="t"):
-    from jobs.rowcache import RowSource
+    from samplegen.jobs.rowcache import RowSource
     m = Matrix.open(path)
     return RowSource(m.part_uris(), m.rows, m.cols, m.block_size, token)
 
 
 def _input_text(path):
     """Each column block's rows as base64 text, in row order (the expected fetch)."""
-    from jobs.blocks import parse_encoded
+    from samplegen.jobs.blocks import parse_encoded
     m, tables = Matrix.open(path), {}
     for part in m.part_uris():
         for line in open(part, "rb"):
@@ -160,7 +160,7 @@ def _input_text(path):
 
 
 def _fetch_all(source, budget, ids):
-    from jobs.blocks import DENSE, EncodedBlock
+    from samplegen.jobs.blocks import DENSE, EncodedBlock
     out = {}
     for v in range(source.n_vblocks()):
         pieces = [EncodedBlock(DENSE, len(chunk), 1, np.empty((len(chunk), 0), np.uint8),
@@ -187,7 +187,7 @@ def test_row_source_fetches_the_inputs_rows_mapped_or_read(tmp_path, inputs, bud
     """Rows come back byte for byte, repeats and any order, from several part
     files and column blocks of different widths: memory-mapped when the parts
     fit half the budget, else read one by one."""
-    from jobs import rowcache
+    from samplegen.jobs import rowcache
     path = _split_parts(inputs["wide"], str(tmp_path / "wide"), 2)
     source = _row_source(path)
     assert len(source.parts) == 2 and source.n_vblocks() == 3
@@ -205,7 +205,7 @@ def test_row_source_copies_parts_that_are_not_local_files(tmp_path, inputs, monk
     """Part files on a Hadoop filesystem are copied once per executor (here a
     stand-in ``hdfs dfs -cat`` serves local files as hdfs:// URIs) and removed
     by drop()."""
-    from jobs import rowcache
+    from samplegen.jobs import rowcache
     fake = tmp_path / "hdfs"
     fake.write_text('#!/bin/sh\n[ "$1" = -cat ] || exit 1\ncat "${2#hdfs://}"\n')
     fake.chmod(0o755)
@@ -227,7 +227,7 @@ def test_row_source_copies_parts_that_are_not_local_files(tmp_path, inputs, monk
 
 def test_row_source_refuses_truncated_or_repeated_blocks(tmp_path, inputs):
     """Damaged part files are one InputError naming the problem."""
-    from jobs import rowcache
+    from samplegen.jobs import rowcache
     for damage, message in [("truncate", "truncated"), ("repeat", "appears twice"),
                             ("last newline", None)]:
         dest = str(tmp_path / damage)
@@ -323,7 +323,7 @@ def test_command_line_one_line_errors_in_a_fresh_process(tmp_path, inputs):
     out of the way; a corrupt block (failing inside a task) and a bad master
     (failing in spark-submit) each come back as one line, exit status 2."""
     src = _corrupt_copy(inputs["dense"], str(tmp_path / "copy"))
-    proc = subprocess.run([sys.executable, "-m", "jobs.cli", "holdout", src, str(tmp_path / "out"),
+    proc = subprocess.run([sys.executable, "-m", "samplegen.jobs.cli", "holdout", src, str(tmp_path / "out"),
                            "--ratio", "0.5", "--seed", "1", "--runner", "spark",
                            "--spark-master", "local[1]"],
                           cwd=ROOT, capture_output=True, text=True, timeout=300)
@@ -331,7 +331,7 @@ def test_command_line_one_line_errors_in_a_fresh_process(tmp_path, inputs):
     assert proc.stderr.count("\n") == 1 and proc.stdout == ""
     assert proc.stderr.startswith("samplegen: error: corrupt") and "Traceback" not in proc.stderr
     assert sorted(os.listdir(tmp_path)) == ["copy"]
-    proc = subprocess.run([sys.executable, "-m", "jobs.cli", "bootstrap", inputs["dense"],
+    proc = subprocess.run([sys.executable, "-m", "samplegen.jobs.cli", "bootstrap", inputs["dense"],
                            str(tmp_path / "out"), "--samples", "2", "--seed", "1", "--runner",
                            "spark", "--spark-master", "nowhere://x"],
                           cwd=ROOT, capture_output=True, text=True, timeout=300)
@@ -363,7 +363,7 @@ def test_spark_submit_runs_the_command_line_with_its_own_master(tmp_path, inputs
     takes spark-submit's context (master, settings) and writes the same bytes."""
     import pyspark
 
-    from jobs.package import build_zip
+    from samplegen.jobs.package import build_zip
     inline = _generate(inputs["sparse"], str(tmp_path / "inline"), "kfold", {"k": 3}, "inline")
     home = os.path.dirname(pyspark.__file__)
     env = dict(os.environ, SPARK_HOME=home, PYSPARK_PYTHON=sys.executable,

@@ -5,9 +5,9 @@ import os
 import numpy as np
 import pytest
 
-from jobs import driver
-from jobs.store import Matrix, MatrixWriter, StagedOutput, block_list, scan_part
-from udfs.errors import InputError, OutputError
+from samplegen.jobs import driver
+from samplegen.jobs.store import Matrix, MatrixWriter, StagedOutput, block_list, scan_part
+from samplegen.udfs.errors import InputError, OutputError
 
 
 @pytest.mark.parametrize("kind", ["dense", "sparse"])
@@ -88,7 +88,7 @@ def test_direct_writer_writes_exactly_the_bytes(tmp_path, monkeypatch, direct):
     """Part files bypass the page cache (O_DIRECT, aligned pieces, buffered
     tail) unless SAMPLEGEN_DIRECT_IO=0; either way the file holds exactly the
     bytes written, whatever the sizes of the pieces, and appears only on close."""
-    from jobs import fs
+    from samplegen.jobs import fs
     monkeypatch.setenv("SAMPLEGEN_DIRECT_IO", direct)
     rng = np.random.default_rng(5)
     sizes = [[], [0], [1], [4095], [4096], [4097], [fs._DirectLocalWriter.CHUNK - 1, 2, 3],
@@ -113,7 +113,7 @@ def test_direct_writer_writes_exactly_the_bytes(tmp_path, monkeypatch, direct):
 def test_direct_writer_falls_back_where_refused(tmp_path, monkeypatch):
     """A filesystem that refuses O_DIRECT writes (EINVAL) gets ordinary writes."""
     import errno
-    from jobs import fs
+    from samplegen.jobs import fs
     if not hasattr(os, "O_DIRECT"):
         pytest.skip("no O_DIRECT on this platform")
     real_write = os.write

@@ -9,7 +9,7 @@ import math
 import numpy as np
 import pytest
 
-from tbs import RTBS, BatchedReservoir, BChao, Exponential, Polynomial, SlidingWindow, TBSError
+from samplegen.tbs import RTBS, BatchedReservoir, BChao, Exponential, Polynomial, SlidingWindow, TBSError
 from tests.tbs_stats import ALPHA, assert_means, chi2_gof, feed
 
 

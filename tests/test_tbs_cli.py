@@ -1,4 +1,4 @@
-"""Command line: ``python -m tbs.cli`` / ``samplegen tbs``."""
+"""Command line: ``python -m samplegen.tbs.cli`` / ``samplegen tbs``."""
 import csv
 import os
 import subprocess
@@ -7,10 +7,10 @@ import sys
 import numpy as np
 import pytest
 
-from tbs.cli import main
-from tbs.errors import TBSError
-from tbs.experiments import batch_sizes, expected_shortfall, mode_pattern
-from tbs.stream import job
+from samplegen.tbs.cli import main
+from samplegen.tbs.errors import TBSError
+from samplegen.tbs.experiments import batch_sizes, expected_shortfall, mode_pattern
+from samplegen.tbs.stream import job
 from tests.conftest import tree_digest
 from tests.tbs_jobs_util import write_batches
 
@@ -55,7 +55,7 @@ def test_bad_input_one_line_exit_2_nothing_written(tmp_path, capsys, argv, messa
 
 
 def test_module_entry_point(tmp_path):
-    proc = subprocess.run([sys.executable, "-m", "tbs.cli", "simulate", "--n", "-5"],
+    proc = subprocess.run([sys.executable, "-m", "samplegen.tbs.cli", "simulate", "--n", "-5"],
                           capture_output=True, text=True)
     assert proc.returncode == 2 and proc.stderr.strip() == "samplegen tbs: error: n must be an integer >= 1, got -5"
 
@@ -88,7 +88,7 @@ def test_patterns_and_expected_shortfall():
 def test_knn_reproduces_the_papers_finding():
     # Section 6.4: on periodic patterns R-TBS is (near-)best in accuracy and
     # clearly more robust (10% expected shortfall) than the sliding window.
-    from tbs import experiments as ex
+    from samplegen.tbs import experiments as ex
     schemes = {k: v for k, v in ex.default_schemes(1000).items()
                if k in ("R-TBS exp: lambda = 0.07", "R-TBS poly: s = 2.0", "SW", "Unif")}
     flags = mode_pattern("P(10,10)", 60)

@@ -4,8 +4,8 @@ import math
 import numpy as np
 import pytest
 
-from tbs import CustomDecay, Exponential, Polynomial, TBSError, gamma
-from tbs.decay import decay_from_json, hurwitz_zeta
+from samplegen.tbs import CustomDecay, Exponential, Polynomial, TBSError, gamma
+from samplegen.tbs.decay import decay_from_json, hurwitz_zeta
 
 
 def test_values_and_normalisation():

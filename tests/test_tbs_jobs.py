@@ -12,9 +12,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from tbs import RTBS, TTBS, Exponential, Polynomial
-from tbs.cli import main
-from tbs.stream import current_sample, run, status
+from samplegen.tbs import RTBS, TTBS, Exponential, Polynomial
+from samplegen.tbs.cli import main
+from samplegen.tbs.stream import current_sample, run, status
 from tests.conftest import tree_digest
 from tests.tbs_jobs_util import (KEYS, apply_delta, batch_frame, delta, key_set, sort_by_key, write_batch,
                                  write_batches)
@@ -68,7 +68,7 @@ def test_batch_by_batch_matches_the_in_memory_sampler(tmp_path, monkeypatch, nam
     batch's data unchanged; and the delta turns S_{k-1} into S_k.  Rows that
     re-enter the sample, and the compactions, read the sources by offset when
     every column is numeric (``text`` False), by decoding otherwise."""
-    import tbs.stream.task as task_module
+    import samplegen.tbs.stream.task as task_module
     by_offset = []
     read_points = task_module.read_points
     monkeypatch.setattr(task_module, "read_points", lambda *a: by_offset.append(a[2].size) or read_points(*a))
@@ -241,7 +241,7 @@ def test_fsspec_urls(tmp_path):
 
 HOLD = """
 import sys, time
-from tbs.stream.storage import Lock, Store
+from samplegen.tbs.stream.storage import Lock, Store
 Lock(Store(sys.argv[1])).acquire()
 print("locked", flush=True)
 time.sleep(60)
@@ -439,7 +439,7 @@ def test_not_a_state(tmp_path, capsys):
 
 
 def test_partition_bounds_follow_row_groups():
-    from tbs.stream.batches import partition_bounds
+    from samplegen.tbs.stream.batches import partition_bounds
     # enough row groups: every boundary is a row-group start, nearest to p * size / P
     assert partition_bounds([[10, 10, 10], [10, 10, 10]], 3) == [(0, 20), (20, 40), (40, 60)]
     assert partition_bounds([[25, 5, 30, 10, 30]], 4) == [(0, 25), (25, 60), (60, 70), (70, 100)]
@@ -477,9 +477,9 @@ def test_rows_read_by_offset_equal_the_decoded_rows(tmp_path, name):
     equal the rows of the decoded file, dtypes included; the snapshot's
     _sg_in_sample column is left out."""
     import fastparquet
-    from tbs.stream.points import layout
-    from tbs.stream.storage import Store
-    from tbs.stream.task import IN_SAMPLE, POINT_ROWS, _source_parts, stack
+    from samplegen.tbs.stream.points import layout
+    from samplegen.tbs.stream.storage import Store
+    from samplegen.tbs.stream.task import IN_SAMPLE, POINT_ROWS, _source_parts, stack
     df, by_offset = _point_frames()[name]
     store = Store(str(tmp_path))
     store.write_parquet("src.parquet", df, object_encoding={"tag": "utf8"} if "tag" in df else {},

@@ -17,7 +17,7 @@ import time
 import numpy as np
 import pytest
 
-from tbs.stream import current_sample, run, status
+from samplegen.tbs.stream import current_sample, run, status
 from tests.conftest import tree_digest
 from tests.tbs_jobs_util import write_batches
 
@@ -33,7 +33,7 @@ ALGORITHMS = {
 
 
 def _cli(batches, state, name, per_job=2):
-    return [sys.executable, "-m", "tbs.cli", "run", batches, state, "-q", "--batches-per-job", str(per_job)] \
+    return [sys.executable, "-m", "samplegen.tbs.cli", "run", batches, state, "-q", "--batches-per-job", str(per_job)] \
         + PARAMS + ALGORITHMS[name]
 
 

@@ -6,7 +6,7 @@ import zipfile
 
 import pytest
 
-from tbs.stream import current_sample, run
+from samplegen.tbs.stream import current_sample, run
 from tests.conftest import tree_digest
 from tests.tbs_jobs_util import KEYS, read_dir, sort_by_key, write_batch, write_batches
 
@@ -66,7 +66,7 @@ def test_inline_runner_on_threads_a_failing_task_is_one_error_and_no_commit(tmp_
     the task that reads it fails; the run raises that task's error after the
     other tasks ended, commits nothing and leaves no file behind."""
     import fastparquet
-    from tbs.errors import TBSError
+    from samplegen.tbs.errors import TBSError
     batches, state = str(tmp_path / "b"), str(tmp_path / "s")
     write_batches(batches, [400, 400])
     write_batch(batches, 3, 400, row_group=100)
@@ -101,7 +101,7 @@ def test_mrjob_task_error_is_one_line(tmp_path, batches, capsys):
     a map task; the driver reports the task's error and commits nothing of
     that job."""
     import shutil
-    from tbs.cli import main
+    from samplegen.tbs.cli import main
     bad = str(tmp_path / "bad")
     shutil.copytree(batches, bad)
     path = os.path.join(bad, "batch-5.parquet")
@@ -124,7 +124,7 @@ def test_hadoop_runner_arguments(tmp_path):
     offline; there is no cluster here): a map-only step, one map task per
     partition file, the plan and the project's zip shipped, no speculative
     attempts."""
-    from tbs.stream.mr_tbs import MRTBS, mrjob_args, write_inputs
+    from samplegen.tbs.stream.mr_tbs import MRTBS, mrjob_args, write_inputs
     jar = tmp_path / "streaming.jar"
     jar.write_bytes(b"")
     hadoop = tmp_path / "hadoop"          # stands in for the Hadoop client: mrjob asks for its version
@@ -139,7 +139,8 @@ def test_hadoop_runner_arguments(tmp_path):
     shipped = [argv[i + 1] for i, a in enumerate(argv) if a == "--py-files"]
     assert [os.path.basename(p) for p in shipped] == ["samplegen.zip"]
     names = set(zipfile.ZipFile(shipped[0]).namelist())
-    assert {"tbs/stream/task.py", "tbs/stream/mr_tbs.py", "tbs/latent.py", "jobs/driver.py"} <= names
+    assert {"samplegen/__init__.py", "samplegen/tbs/stream/task.py", "samplegen/tbs/stream/mr_tbs.py",
+            "samplegen/tbs/latent.py", "samplegen/jobs/driver.py"} <= names
     job = MRTBS(args=argv)
     assert len(job.steps()) == 1 and job.steps()[0].description()["type"] == "streaming"
     assert "reducer" not in job.steps()[0].description()

@@ -29,9 +29,9 @@ import shutil
 import numpy as np
 import pytest
 
-from tbs import RTBS, TTBS, Polynomial, Exponential
-from tbs.stream import current_sample, run, status
-from tbs.stream.batches import describe, list_batches, partition_bounds
+from samplegen.tbs import RTBS, TTBS, Polynomial, Exponential
+from samplegen.tbs.stream import current_sample, run, status
+from samplegen.tbs.stream.batches import describe, list_batches, partition_bounds
 from tests.tbs_jobs_util import write_batches
 from tests.tbs_stats import ALPHA, assert_means
 

@@ -16,9 +16,9 @@ import math
 import numpy as np
 import pytest
 
-from tbs.latent import (PARTIAL_FULL, PARTIAL_KEEP, PARTIAL_NONE, LatentSample, apply_downsample,
+from samplegen.tbs.latent import (PARTIAL_FULL, PARTIAL_KEEP, PARTIAL_NONE, LatentSample, apply_downsample,
                         apply_union, get_sample, plan_downsample, plan_downsample_many, plan_union, snap)
-from tbs.randomness import batch_generator, derive_key
+from samplegen.tbs.randomness import batch_generator, derive_key
 from tests.tbs_stats import assert_means
 
 GRID = 1 << 17
@@ -232,7 +232,7 @@ def test_buffer_operations_keep_the_multiset():
 
 
 def test_union_many_equals_folded_union():
-    from tbs.latent import plan_union_many
+    from samplegen.tbs.latent import plan_union_many
     rng = np.random.default_rng(8)
     for trial in range(300):
         m = int(rng.integers(1, 12))
@@ -261,7 +261,7 @@ def test_split_plan_equals_a_global_uniform_choice(to_partial):
     replicates, level ALPHA."""
     from itertools import combinations
 
-    from tbs.latent import partition_plan, select_for_downsample, split_plan
+    from samplegen.tbs.latent import partition_plan, select_for_downsample, split_plan
     from tests.tbs_stats import ALPHA, chi2_gof
     sizes = np.array([3, 0, 5, 2])
     offsets = np.concatenate([[0], np.cumsum(sizes)])

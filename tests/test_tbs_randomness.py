@@ -5,8 +5,8 @@ import math
 import numpy as np
 import pytest
 
-from tbs.errors import TBSError
-from tbs.randomness import (Scratch, _hypergeometric_by_inversion, _sorted_positions, batch_generator,
+from samplegen.tbs.errors import TBSError
+from samplegen.tbs.randomness import (Scratch, _hypergeometric_by_inversion, _sorted_positions, batch_generator,
                             choose, derive_key, hypergeometric, split_count)
 from tests.tbs_stats import ALPHA, assert_means, chi2_gof, chi2_sf
 

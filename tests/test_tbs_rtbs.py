@@ -12,7 +12,7 @@ import math
 import numpy as np
 import pytest
 
-from tbs import RTBS, Exponential, Polynomial, TBSError
+from samplegen.tbs import RTBS, Exponential, Polynomial, TBSError
 from tests.tbs_stats import assert_means, feed
 
 

@@ -11,7 +11,7 @@ import json
 import numpy as np
 import pytest
 
-from tbs import (BTBS, RTBS, TTBS, BatchedReservoir, BChao, CustomDecay, Exponential, Polynomial,
+from samplegen.tbs import (BTBS, RTBS, TTBS, BatchedReservoir, BChao, CustomDecay, Exponential, Polynomial,
                  SlidingWindow, TBSError)
 
 RECORD = np.dtype([("id", np.int64), ("x", np.float32), ("tag", "S2")])

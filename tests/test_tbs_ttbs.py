@@ -8,7 +8,7 @@ import math
 import numpy as np
 import pytest
 
-from tbs import BTBS, TTBS, Exponential, Polynomial, TBSError, gamma
+from samplegen.tbs import BTBS, TTBS, Exponential, Polynomial, TBSError, gamma
 from tests.tbs_stats import ALPHA, assert_means, feed, two_sided_p
 
 

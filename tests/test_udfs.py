@@ -6,9 +6,9 @@ from itertools import product
 import numpy as np
 import pytest
 
-from udfs import (Bootstrap, HoldOut, KFold, ParameterError, PositionRNG, UDFError,
+from samplegen.udfs import (Bootstrap, HoldOut, KFold, ParameterError, PositionRNG, UDFError,
                   load_udf, parse_param)
-from udfs.multinomial import CHUNK_ROWS, MultinomialTree, chunk_depth
+from samplegen.udfs.multinomial import CHUNK_ROWS, MultinomialTree, chunk_depth
 
 from .stats import ALPHA, binomial_p, chisq_gof, spearman
 
@@ -217,7 +217,7 @@ def test_bad_holdout_parameters(kwargs):
 
 # -- user UDFs ------------------------------------------------------------------------
 def test_scalar_paper_udf_through_the_adapter():
-    udf = load_udf("udfs.examples:paper_holdout_series", 2000, {"repeats": 2, "ratio": 0.75})
+    udf = load_udf("samplegen.udfs.examples:paper_holdout_series", 2000, {"repeats": 2, "ratio": 0.75})
     assert udf.sample_names() == ["train-0", "test-0", "train-1", "test-1"]
     rows, sample, relpos = all_occurrences(udf, PositionRNG(1), [500, 501])
     for w in range(2):
@@ -229,7 +229,7 @@ def test_scalar_paper_udf_through_the_adapter():
 
 
 def test_vectorized_user_udf_and_params():
-    udf = load_udf("udfs.examples:bernoulli", 10000, dict([parse_param("p=0.2")]))
+    udf = load_udf("samplegen.udfs.examples:bernoulli", 10000, dict([parse_param("p=0.2")]))
     rows, sample, _ = all_occurrences(udf, PositionRNG(1), [3333])
     assert udf.sample_names() == ["subsample"] and not sample.any()
     assert binomial_p(rows.size, 10000, 0.2) > ALPHA
@@ -253,7 +253,7 @@ def test_broken_user_udfs_are_reported(func, match, monkeypatch):
 
 
 @pytest.mark.parametrize("spec,match", [("nope", "unknown UDF"), ("no_such_module:f", "cannot import"),
-                                        ("udfs.examples:missing", "no attribute")])
+                                        ("samplegen.udfs.examples:missing", "no attribute")])
 def test_unknown_udfs_are_refused(spec, match):
     with pytest.raises(ParameterError, match=match):
         load_udf(spec, 10)

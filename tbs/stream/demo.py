@@ -1,6 +1,6 @@
 """A synthetic stream of micro-batches for ``make tbs-demo``.
 
-    python -m tbs.stream.demo DIR [--batches 24] [--size 20000] [--seed 0] [--start 1]
+    python -m samplegen.tbs.stream.demo DIR [--batches 24] [--size 20000] [--seed 0] [--start 1]
 
 Writes ``DIR/batch-<k>`` for k = start .. start + batches - 1, the way
 producers do: odd batches as one Parquet file (written under a temporary

@@ -19,8 +19,8 @@ import tempfile
 from mrjob.job import MRJob
 from mrjob.protocol import RawValueProtocol
 
-from tbs.errors import TBSError
-from tbs.stream.task import run_partition
+from samplegen.tbs.errors import TBSError
+from samplegen.tbs.stream.task import run_partition
 
 HADOOP_JOBCONF = {
     "mapreduce.map.speculative": "false",
@@ -62,7 +62,7 @@ def mrjob_args(plan_path, inputs, runner, options, tmp):
     for item in options.get("jobconf", ()):
         args += ["--jobconf", item]
     if runner == "hadoop":
-        from jobs.package import build_zip
+        from samplegen.jobs.package import build_zip
         args += ["--py-files", build_zip(os.path.join(tmp, "samplegen.zip"))]
     return args + list(options.get("mrjob_args", ())) + list(inputs)
 
@@ -81,7 +81,7 @@ def run_mrjob(plan, runner, options):
     """Run the plan as an MRTBS job; returns the summaries per partition."""
     from mrjob.step import StepFailedException
 
-    from jobs.driver import _task_failure
+    from samplegen.jobs.driver import _task_failure
 
     P = len(plan["structs"])
     with tempfile.TemporaryDirectory(prefix="samplegen-tbs-") as tmp:

@@ -30,10 +30,10 @@ def _task(plan_json, p):
 def run_spark(plan, options):
     """Run the plan's partitions as Spark tasks; their summaries by partition."""
     try:
-        from jobs import spark_engine
+        from samplegen.jobs import spark_engine
     except ImportError as exc:
         raise TBSError(f"runner 'spark' needs pyspark ({exc})") from None
-    from udfs.errors import ParameterError
+    from samplegen.udfs.errors import ParameterError
     try:
         return _run(spark_engine, plan, options)
     except ParameterError as exc:   # no pyspark, a bad --spark-conf or master

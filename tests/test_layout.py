@@ -1,0 +1,120 @@
+"""The installed shape of samplegen: one top-level name, its subpackages,
+and documentation examples that run as written."""
+import ast
+import os
+import re
+import subprocess
+import sys
+import zipfile
+
+import pytest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+SOURCES = ("samplegen", "udfs", "jobs", "hive", "tbs", "tests", "bench")
+OLD_NAMES = {"udfs", "jobs", "hive", "tbs"}
+
+
+def _python_files():
+    for top in SOURCES:
+        for dirpath, dirnames, filenames in os.walk(os.path.join(ROOT, top)):
+            dirnames[:] = [d for d in dirnames if d != "__pycache__"]
+            yield from (os.path.join(dirpath, f) for f in filenames if f.endswith(".py"))
+
+
+def test_code_imports_samplegen_never_the_folders_by_their_own_names():
+    """Every import of the project goes through ``samplegen.``: a bare
+    ``import jobs`` would load a second copy of a module under another name
+    (and is a name other distributions use)."""
+    bad = []
+    for path in _python_files():
+        with open(path) as f:
+            tree = ast.parse(f.read(), path)
+        for node in ast.walk(tree):
+            names = [a.name for a in node.names] if isinstance(node, ast.Import) else \
+                [node.module] if isinstance(node, ast.ImportFrom) and node.level == 0 else []
+            bad += [f"{os.path.relpath(path, ROOT)}:{node.lineno} {n}" for n in names
+                    if n and n.split(".")[0] in OLD_NAMES]
+    assert not bad, bad
+
+
+def test_import_samplegen_gives_the_public_api():
+    import numpy as np
+
+    import samplegen
+    X = np.arange(40.0).reshape(20, 2)
+    s = samplegen.holdout(X, ratio=0.5, seed=3)
+    assert s.names == ["train-0", "test-0"]
+    both = np.sort(np.concatenate([s.indices("train-0"), s.indices("test-0")]))
+    assert np.array_equal(both, np.arange(20))        # every row once: ratio + (1 - ratio) = 1
+    assert issubclass(samplegen.ParameterError, samplegen.SamplegenError)
+    assert samplegen.tbs.RTBS is not None and samplegen.__version__
+    with pytest.raises(AttributeError):
+        samplegen.no_such_name
+
+
+def _readme_blocks():
+    with open(os.path.join(ROOT, "README.md")) as f:
+        text = f.read()
+    return re.findall(r"```python\n(.*?)```", text, re.S)
+
+
+def test_readme_python_examples_run_as_written(tmp_path):
+    """Each ``python`` block of the README runs in a fresh interpreter, in an
+    empty directory (sklearn for the time-biased example is a test extra)."""
+    blocks = _readme_blocks()
+    assert len(blocks) >= 3
+    for i, code in enumerate(blocks):
+        script = tmp_path / f"block{i}.py"
+        script.write_text(code)
+        proc = subprocess.run([sys.executable, str(script)], cwd=tmp_path, capture_output=True,
+                              text=True, timeout=300)
+        assert proc.returncode == 0, f"README python block {i}:\n{code}\n{proc.stderr[-2000:]}"
+
+
+@pytest.mark.slow
+def test_the_wheel_installs_one_top_level_name_and_ships_whole(tmp_path):
+    """A wheel built from the checkout, installed into a fresh virtual
+    environment (its dependencies borrowed from this one, not samplegen):
+    ``import samplegen`` works outside the checkout, the folders are its
+    subpackages only, the Hive scripts are inside, and the node zip built
+    from the installed copy holds every subpackage."""
+    wheels = tmp_path / "wheels"
+    subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "--no-build-isolation",
+                    "-w", str(wheels), ROOT], check=True, capture_output=True, timeout=300)
+    wheel, = wheels.iterdir()
+    tops = {name.split("/")[0] for name in zipfile.ZipFile(wheel).namelist()}
+    assert {t for t in tops if not t.endswith(".dist-info")} == {"samplegen"}
+    env_dir = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(env_dir)], check=True,
+                   timeout=120)
+    python = str(env_dir / "bin" / "python")
+    subprocess.run([sys.executable, "-m", "pip", "--python", python, "install", "-q", "--no-deps",
+                    str(wheel)], check=True, capture_output=True, timeout=300)
+    site = subprocess.run([python, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+                          check=True, capture_output=True, text=True).stdout.strip()
+    import numpy
+    deps = os.path.dirname(os.path.dirname(numpy.__file__))
+    with open(os.path.join(site, "zz_deps.pth"), "w") as f:
+        f.write(deps + "\n")          # numpy, mrjob ...; this environment's .pth files stay out
+    check = (
+        "import os, zipfile, samplegen\n"
+        "from samplegen.jobs.package import build_zip\n"
+        "assert samplegen.__file__.startswith(%r), samplegen.__file__\n"
+        "s = samplegen.bootstrap(100, 2, seed=1, size=50)\n"
+        "assert [len(s.indices(n)) for n in s.names] == [50, 50]\n"
+        "import samplegen.hive\n"
+        "assert os.path.exists(os.path.join(os.path.dirname(samplegen.hive.__file__), 'holdout.hql'))\n"
+        "names = set(zipfile.ZipFile(build_zip('node.zip')).namelist())\n"
+        "assert {'samplegen/__init__.py', 'samplegen/udfs/rng.py', 'samplegen/jobs/phases.py',\n"
+        "        'samplegen/hive/holdout.hql', 'samplegen/tbs/stream/task.py'} <= names, names\n"
+        "for name in ('jobs', 'udfs', 'hive', 'tbs'):\n"
+        "    try:\n"
+        "        __import__(name)\n"
+        "    except ImportError:\n"
+        "        continue\n"
+        "    raise AssertionError(name + ' is importable at the top level')\n"
+    ) % site
+    proc = subprocess.run([python, "-c", check], cwd=tmp_path, capture_output=True, text=True,
+                          timeout=300, env={k: v for k, v in os.environ.items()
+                                            if k not in ("PYTHONPATH", "VIRTUAL_ENV")})
+    assert proc.returncode == 0, proc.stderr[-3000:]
