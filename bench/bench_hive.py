@@ -37,7 +37,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from samplegen.hive import engine, server  # noqa: E402
+from samplegen.hive import engine, server, sql  # noqa: E402
 from samplegen.hive.client import Client  # noqa: E402
 from samplegen.jobs import driver  # noqa: E402
 from samplegen.jobs.phases import make_plan  # noqa: E402
@@ -90,6 +90,22 @@ def cpu_seconds(pid):
     return ticks / os.sysconf("SC_CLK_TCK")
 
 
+def render_baseline(plan, table, assignments, output, engine_settings, zip_name):
+    """``(assignments script, join query script)`` of the join-based baseline
+    for a bootstrap plan (rendered with the engine's validated kinds)."""
+    if plan.udf != "bootstrap":
+        raise ValueError("the join-based baseline generates bootstrap samples only")
+    values = {"table": table, "assignments": assignments, "files": engine_settings["files"],
+              "zip": zip_name, "python": engine_settings["python"], "rows": plan.rows,
+              "cols": plan.cols, "block_size": plan.block_size, "kind": plan.kind,
+              "seed": plan.seed, "samples": int(plan.params["samples"]),
+              "size": int(plan.params["size"])}
+    assign = sql.render(sql.load_script("baseline_assignments"), values, engine.KINDS)
+    values["output"] = engine.server_path(output)
+    join = sql.render(sql.load_script("baseline_bootstrap"), values, engine.KINDS)
+    return assign, join
+
+
 class Bench:
     def __init__(self, client, conf, zip_name, table, matrix, workdir, server_pid=None):
         self.client, self.conf, self.zip = client, conf, zip_name
@@ -131,8 +147,8 @@ class Bench:
 
     def baseline(self, n, size):
         out = self._out()
-        assign, join = engine.render_baseline(self._plan(n, size, out), self.table,
-                                              "bench_assignments", out, self.conf, self.zip)
+        assign, join = render_baseline(self._plan(n, size, out), self.table,
+                                       "bench_assignments", out, self.conf, self.zip)
         assign_s, _ = self._timed_script(assign)
         join_s, rows = self._timed_script(join)
         engine.summaries_of(rows)

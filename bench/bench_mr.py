@@ -60,7 +60,7 @@ def udf_throughput(rows, block_size, repeats):
              ("bootstrap, 1 sample", Bootstrap(rows, 1), 1)]
     out = []
     for label, udf, per_row in cases:
-        def run():
+        def run(udf=udf):
             for a in range(0, rows, block_size):
                 udf(a, min(rows, a + block_size), rng)
         run()  # warm up (caches, page faults)
@@ -76,6 +76,7 @@ def phase_throughput(matrix_path, repeats):
     reduce function (parse chunks, merge bins, re-block, encode with CRC),
     in process, without the engine around them."""
     import itertools
+
     from samplegen.jobs.blocks import EncodedBlock, parse_encoded
     from samplegen.jobs.phases import group_key, parse_sort_key, reblock, sort_key
     matrix = Matrix.open(matrix_path)
@@ -89,7 +90,7 @@ def phase_throughput(matrix_path, repeats):
                        ("bootstrap, 20 samples", Bootstrap(matrix.rows, 20))]:
         plan = make_plan(udf, 1, matrix.meta, "unused")
 
-        def run_map(sink):
+        def run_map(sink, plan=plan):
             for line in lines:
                 h, v, block = parse_encoded(line)
                 for s, v2, bin_, h2, chunk in local_sampling(plan, h, v, block):
@@ -101,11 +102,11 @@ def phase_throughput(matrix_path, repeats):
         run_map(records.append)
         records.sort()
 
-        def run_reduce():
+        def run_reduce(records=records, plan=plan):
             for _, group in itertools.groupby(records, key=lambda r: r[:17]):
                 chunks = ((parse_sort_key(r[18:41])[0], EncodedBlock.parse(r[42:], verify=False))
                           for r in group)
-                for h, block in reblock(plan.block_size, chunks):
+                for _h, block in reblock(plan.block_size, chunks):
                     block.parts(crc=True)
         reduce_s, _ = timed(run_reduce, repeats)
         out.append({"udf": label, "map_rows_per_s": matrix.rows / map_s,
@@ -214,7 +215,8 @@ def main():
           f"{input_bytes / 1e6:.0f} MB on disk; runner {args.runner}\n")
     print("| UDF (decision only, one core) | rows/s | row decisions/s |\n|---|---:|---:|")
     for r in results["udf_throughput"]:
-        print(f"| {r['udf']} | {r['rows_per_s'] / 1e6:.1f} M | {r['row_decisions_per_s'] / 1e6:.1f} M |")
+        print(f"| {r['udf']} | {r['rows_per_s'] / 1e6:.1f} M | "
+              f"{r['row_decisions_per_s'] / 1e6:.1f} M |")
     print("\n| phases in process, one core | map: input rows/s | reduce: input rows/s |"
           "\n|---|---:|---:|")
     for r in results["phase_throughput"]:

@@ -48,7 +48,9 @@ sys.path.insert(0, os.path.dirname(HERE))
 sys.path.insert(0, HERE)
 
 from bench_mr import du, io_floor  # noqa: E402
-from samplegen.jobs import driver, spark_engine  # noqa: E402
+
+from samplegen.jobs import driver  # noqa: E402
+from samplegen.jobs.engines.spark import context, job, shuffle, spool  # noqa: E402
 from samplegen.jobs.store import Matrix  # noqa: E402
 
 SEED = 7
@@ -147,20 +149,20 @@ def identity(sc, src, out, copies):
                 yield (c, v, 0, h), block
 
     def write(records):
-        with spark_engine.SortSpool(budget) as spool:
+        with spool.SortSpool(budget) as ordered:
             for key, block in records:
-                spool.add(key, block)
-            for (c, v), group in groupby(spool.sorted(), key=lambda r: r[0][:2]):
+                ordered.add(key, block)
+            for (c, v), group in groupby(ordered.sorted(), key=lambda r: r[0][:2]):
                 yield write_group(out, f"copy-{c}", v, ((key[3], b) for key, b in group))
 
     shutil.rmtree(out, ignore_errors=True)
     os.makedirs(out)
     partitions = min(copies * nv, max(2 * sc.defaultParallelism,
-                                      -(-du(src) * copies // spark_engine.REDUCE_BYTES)))
-    lines = spark_engine.read_lines(sc, Matrix.open(src).part_uris())
-    seconds, _ = timed(lambda: spark_engine.shuffle(
-        lines.mapPartitions(emit), partitions, functools.partial(spark_engine._group_index, nv),
-        spark_engine.MAP_BUFFER).mapPartitions(write).collect())
+                                      -(-du(src) * copies // job.REDUCE_BYTES)))
+    lines = job.read_lines(sc, Matrix.open(src).part_uris())
+    seconds, _ = timed(lambda: shuffle.shuffle(
+        lines.mapPartitions(emit), partitions, functools.partial(job.group_index, nv),
+        shuffle.MAP_BUFFER).mapPartitions(write).collect())
     shutil.rmtree(out, ignore_errors=True)
     _collect_garbage(sc)
     return seconds
@@ -194,7 +196,8 @@ def df_kfold(spark, parquet, sink, out, k):
     df = load_df(spark, parquet)
     folds = df.randomSplit([1.0] * k, seed=SEED)
     for i in range(k):
-        train = functools.reduce(lambda a, b: a.union(b), [f for j, f in enumerate(folds) if j != i])
+        train = functools.reduce(lambda a, b: a.union(b),
+                                 [f for j, f in enumerate(folds) if j != i])
         write_df(folds[i], sink, os.path.join(out, f"test-{i}"))
         write_df(train, sink, os.path.join(out, f"train-{i}"))
     df.unpersist()
@@ -295,19 +298,21 @@ def exp_peers(sc, spark, args, rows):
                 t.add(f"{label}/spark-identity", identity(sc, src, out, COUNTS[label]))
         for label, fn in (("holdout", numpy_holdout), ("kfold", numpy_kfold),
                           ("bootstrap", numpy_bootstrap)):
-            t.add(f"{label}/numpy", timed(lambda: fn(X, COUNTS[label]))[0])
+            t.add(f"{label}/numpy", timed(lambda fn=fn, label=label: fn(X, COUNTS[label]))[0])
         for label, fn in (("holdout", sklearn_holdout), ("kfold", sklearn_kfold),
                           ("bootstrap", sklearn_bootstrap)):
-            t.add(f"{label}/sklearn", timed(lambda: fn(X, COUNTS[label]))[0])
+            t.add(f"{label}/sklearn", timed(lambda fn=fn, label=label: fn(X, COUNTS[label]))[0])
         if rep >= args.peer_repeats:
             continue  # the DataFrame peers take most of the time at 1M rows
         for sink in args.sinks:
-            for label, fn in (("holdout", df_holdout), ("kfold", df_kfold), ("bootstrap", df_bootstrap)):
+            for label, fn in (("holdout", df_holdout), ("kfold", df_kfold),
+                              ("bootstrap", df_bootstrap)):
                 seconds, written = run_peer(fn, spark, parquet, sink, out, COUNTS[label])
                 extra = {} if written is None else {"output_bytes": written}
                 t.add(f"{label}/spark-df-{sink}", seconds, **extra)
                 _collect_garbage(sc)
-    df_bootstrap(spark, parquet, "noop", out, COUNTS["bootstrap"], sizes=poisson_sizes)  # sizes, untimed
+    # sizes, untimed
+    df_bootstrap(spark, parquet, "noop", out, COUNTS["bootstrap"], sizes=poisson_sizes)
     deviation = np.abs(np.array(poisson_sizes) - rows) / rows
     return {"rows": rows, "cols": args.cols, "input_bytes": input_bytes, "cases": t.rows(),
             "poisson_sizes": poisson_sizes,
@@ -318,7 +323,7 @@ def exp_fig8(sc, args):
     """Input size: 10 hold-out pairs and 20 bootstrap samples summing to the input."""
     t = Timer()
     out = os.path.join(args.workdir, "out")
-    for rep in range(args.repeats):
+    for _rep in range(args.repeats):
         for rows in args.fig8_sizes:
             src = matrix_for(args.workdir, rows, args.cols, args.block_size)
             for label, udf, params in (
@@ -336,7 +341,7 @@ def exp_fig10(sc, args):
     src = matrix_for(args.workdir, rows, args.cols, args.block_size)
     out = os.path.join(args.workdir, "out")
     t = Timer()
-    for rep in range(args.repeats):
+    for _rep in range(args.repeats):
         for n in args.fig10_samples:
             for label, udf, params in (
                     ("holdout", "holdout", {"ratio": 0.5, "repeats": n // 2, "fraction": 0.1}),
@@ -353,7 +358,7 @@ def exp_fig11(sc, args):
     out = os.path.join(args.workdir, "out")
     input_bytes = du(src)
     t = Timer()
-    for rep in range(args.repeats):
+    for _rep in range(args.repeats):
         for k in args.fig11_k:
             for label, naive in (("fold", False), ("naive", True)):
                 seconds, nbytes, _ = ours(sc, src, out, "kfold", {"k": k, "naive": naive})
@@ -383,14 +388,17 @@ def exp_alternating(sc, args):
         for label, udf, params, fn, floor in (
                 ("holdout", "holdout", {"ratio": 0.8, "repeats": 10}, df_holdout, numpy_holdout),
                 ("bootstrap", "bootstrap", {"samples": 20}, df_bootstrap, numpy_bootstrap)):
-            contenders = [(f"{label}/samplegen", lambda: ours(sc, src, out, udf, params)[0])]
-            contenders += [(f"{label}/spark-df-{sink}", functools.partial(peer, fn, sink, COUNTS[label]))
+            contenders = [(f"{label}/samplegen",
+                           lambda udf=udf, params=params: ours(sc, src, out, udf, params)[0])]
+            contenders += [(f"{label}/spark-df-{sink}",
+                            functools.partial(peer, fn, sink, COUNTS[label]))
                            for sink in args.alt_sinks]
             turn = rep % len(contenders)                       # who goes first rotates
             for name, run in contenders[turn:] + contenders[:turn]:
                 t.add(name, run())
                 _collect_garbage(sc)
-            t.add(f"{label}/numpy", timed(lambda: floor(X, COUNTS[label]))[0])
+            t.add(f"{label}/numpy",
+                  timed(lambda floor=floor, label=label: floor(X, COUNTS[label]))[0])
     return {"rows": rows, "sinks": args.alt_sinks, "cases": t.rows()}
 
 
@@ -398,7 +406,7 @@ def exp_fig12(sc, args):
     """BlockMatrix selection multiply (own process per size, time limit) vs ours."""
     out = os.path.join(args.workdir, "out")
     t = Timer()
-    for rep in range(args.repeats):
+    for _rep in range(args.repeats):
         for rows in args.fig12_sizes:
             src = matrix_for(args.workdir, rows, args.cols, args.block_size)
             seconds, nbytes, _ = ours(sc, src, out, "holdout", {"ratio": 0.8, "repeats": 10})
@@ -437,12 +445,11 @@ def blockmatrix_worker(src, master, driver_memory):
     paper's matrix-based baseline.  Prints one JSON line."""
     from pyspark.mllib.linalg import Matrices
     from pyspark.mllib.linalg.distributed import BlockMatrix
+    from pyspark.sql import SparkSession
 
     from samplegen.jobs.blocks import parse_line
 
-    from pyspark.sql import SparkSession
-
-    sc = spark_engine.start_context(master, {"spark.driver.memory": driver_memory}, quiet=True)
+    sc = context.start_context(master, {"spark.driver.memory": driver_memory}, quiet=True)
     SparkSession(sc)  # BlockMatrix converts through DataFrames
     matrix = Matrix.open(src)
     m, n, B = matrix.rows, matrix.cols, matrix.block_size
@@ -452,7 +459,7 @@ def blockmatrix_worker(src, master, driver_memory):
         h, v, block = parse_line(line)
         dense = block.to_dense()
         return (h, v), Matrices.dense(dense.shape[0], dense.shape[1], dense.T.ravel())
-    M = BlockMatrix(spark_engine.read_lines(sc, matrix.part_uris()).map(to_block), B, B, m, n)
+    M = BlockMatrix(job.read_lines(sc, matrix.part_uris()).map(to_block), B, B, m, n)
     rng = np.random.default_rng(SEED)
     cut = int(0.8 * m)
     source = np.concatenate([rng.permutation(m) for _ in range(10)])   # row i of A <- source[i]
@@ -499,7 +506,8 @@ def report_peers(res):
     labels = {"holdout": "20 hold-out samples (10 pairs)", "bootstrap": "20 bootstrap samples",
               "kfold": "10-fold (20 sets)", "kfold-naive": "10-fold (20 sets)"}
     names = [("samplegen", "samplegen --runner spark"),
-             ("spark-df-parquet", "DataFrame → Parquet"), ("spark-df-noop", "DataFrame → no-op sink"),
+             ("spark-df-parquet", "DataFrame → Parquet"),
+             ("spark-df-noop", "DataFrame → no-op sink"),
              ("sklearn", "scikit-learn, in memory"), ("numpy", "numpy gathers, in memory"),
              ("spark-identity", "Spark identity job, same volume (engine's own data movement)"),
              ("io-floor", "I/O floor (read input, write our bytes)")]
@@ -547,10 +555,12 @@ def report(results):
         lines += report_peers(res)
     if "fig8" in results:
         lines += ["\n### Input size (figure 8): samples summing to the input size\n",
-                  "| rows | hold-out, 10 pairs (s) | bootstrap, 20 samples (s) |", "|---:|---:|---:|"]
+                  "| rows | hold-out, 10 pairs (s) | bootstrap, 20 samples (s) |",
+                  "|---:|---:|---:|"]
         sizes = sorted({v["rows"] for v in results["fig8"].values()})
         for r in sizes:
-            lines.append(f"| {r:,} | {fmt_s(results['fig8'].get(f'holdout/{r}', {}).get('seconds'))}"
+            lines.append(f"| {r:,} | "
+                         f"{fmt_s(results['fig8'].get(f'holdout/{r}', {}).get('seconds'))}"
                          f" | {fmt_s(results['fig8'].get(f'bootstrap/{r}', {}).get('seconds'))} |")
     if "fig10" in results:
         f10 = results["fig10"]
@@ -572,7 +582,8 @@ def report(results):
     if "fig12" in results:
         f12 = results["fig12"]
         lines += ["\n### vs BlockMatrix selection multiply (figure 12), 20 hold-out samples\n",
-                  "| rows | samplegen (s) | BlockMatrix S·M (s) | speed-up |", "|---:|---:|---:|---:|"]
+                  "| rows | samplegen (s) | BlockMatrix S·M (s) | speed-up |",
+                  "|---:|---:|---:|---:|"]
         for r in sorted({v["rows"] for v in f12.values()}):
             ours_s = f12[f"samplegen/{r}"]["seconds"]
             bm = f12.get(f"blockmatrix/{r}", {})
@@ -591,17 +602,19 @@ def report(results):
         for task, peer in (("holdout", "randomSplit"), ("bootstrap", "sample(True, 1.0)")):
             a = alt["cases"][f"{task}/samplegen"]
             floor = alt["cases"].get(f"{task}/numpy", {}).get("seconds")
-            mult = lambda c: f"{c['seconds'] / floor:.0f}×" if floor else "—"  # noqa: E731
+            mult = lambda c, floor=floor: f"{c['seconds'] / floor:.0f}×" if floor else "—"  # noqa: E731
             lines.append(f"| {task} | samplegen --runner spark | {a['seconds']:.1f} | {runs(a)} | "
                          f"{mult(a)} | |")
             for sink in sinks:
                 b = alt["cases"][f"{task}/spark-df-{sink}"]
-                lines.append(f"| {task} | {peer} → {'no-op sink' if sink == 'noop' else 'Parquet'} | "
+                lines.append(f"| {task} | {peer} → "
+                             f"{'no-op sink' if sink == 'noop' else 'Parquet'} | "
                              f"{b['seconds']:.1f} | {runs(b)} | {mult(b)} | "
                              f"{b['seconds'] / a['seconds']:.2f}× |")
             if floor:
                 c = alt["cases"][f"{task}/numpy"]
-                lines.append(f"| {task} | numpy gathers, in memory | {floor:.2f} | {runs(c)} | 1× | "
+                lines.append(f"| {task} | numpy gathers, in memory | {floor:.2f} | "
+                             f"{runs(c)} | 1× | "
                              f"{floor / a['seconds']:.2f}× |")
     return "\n".join(lines) + "\n"
 
@@ -743,8 +756,8 @@ def main(argv=None):
     os.makedirs(args.workdir, exist_ok=True)
     results = {"machine": machine(), "command": " ".join([sys.executable] + sys.argv),
                "started": time.strftime("%Y-%m-%d %H:%M:%S")}
-    settings = spark_engine.parse_settings(args.spark_conf)
-    sc = spark_engine.start_context(args.master, settings, quiet=True)
+    settings = context.parse_settings(args.spark_conf)
+    sc = context.start_context(args.master, settings, quiet=True)
     from pyspark.sql import SparkSession
     spark = SparkSession(sc)
     results["spark_conf"] = dict(sc.getConf().getAll())

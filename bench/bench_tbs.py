@@ -12,8 +12,6 @@ the per-update ratios against the floors measured around that update.
     .venv/bin/python bench/bench_tbs.py                       # full grid, prints Markdown
     .venv/bin/python bench/bench_tbs.py --update-doc docs/BENCHMARKS.md
 """
-from __future__ import annotations
-
 import argparse
 import json
 import os
@@ -31,7 +29,7 @@ from samplegen.tbs.randomness import batch_generator  # noqa: E402
 HEADING = "## Time-biased sampling (tbs/)"
 
 
-def make_sampler(algorithm: str, n: int, batch: int, lam: float):
+def make_sampler(algorithm, n, batch, lam):
     if algorithm == "rtbs-exp":
         return RTBS(n, Exponential(lam), seed=1), n
     if algorithm == "rtbs-poly":
@@ -92,7 +90,8 @@ def run_case(algorithm, n, batch, lam, warmup, measure):
     return {"algorithm": algorithm, "batch": batch, "n": n_eff, "update_ms": 1e3 * u,
             "floor_sfc64_ms": 1e3 * f, "floor_pcg64_ms": 1e3 * fp, "mitems_per_s": batch / u / 1e6,
             "moves_ms": 1e3 * mv,
-            "ratio_sfc64": float(np.median(ratios)), "ratio_pcg64": u / fp, "inserted_per_batch": inserted,
+            "ratio_sfc64": float(np.median(ratios)), "ratio_pcg64": u / fp,
+            "inserted_per_batch": inserted,
             "sample_weight": float(sampler.sample_weight)}
 
 
@@ -107,8 +106,8 @@ def machine():
     except OSError:
         pass
     load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
-    return (f"{cpu}, {os.cpu_count()} cores, Python {platform.python_version()}, numpy {np.__version__}, "
-            f"load average {load:.2f} at start")
+    return (f"{cpu}, {os.cpu_count()} cores, Python {platform.python_version()}, "
+            f"numpy {np.__version__}, load average {load:.2f} at start")
 
 
 def markdown(results, command, machine_text):
@@ -116,42 +115,49 @@ def markdown(results, command, machine_text):
              f"Command: `{command}`", "",
              f"Machine: {machine_text}.", "",
              "One core, int64 item ids, medians over the timed batches after warm-up.  *Floor* = "
-             "`Generator.random(B)`, one uniform per arriving item, measured right before and after "
-             "each update in the same process (SFC64 is the bit generator the samplers use; PCG64 is "
-             "numpy's default); the SFC64 ratio is the median of per-update ratios.  *Inserted* = "
-             "expected items inserted per batch in steady state (about as many are evicted); the "
-             "work follows these counts, not B or n.  *Moves* = the least work of those changes, "
-             "measured in the same place: one random slot of the sample per inserted item (repeats "
-             "allowed, cheaper than distinct evictions) and the item written there "
+             "`Generator.random(B)`, one uniform per arriving item, measured right before and "
+             "after each update in the same process (SFC64 is the bit generator the samplers use; "
+             "PCG64 is numpy's default); the SFC64 ratio is the median of per-update ratios.  "
+             "*Inserted* = expected items inserted per batch in steady state (about as many are "
+             "evicted); the work follows these counts, not B or n.  *Moves* = the least work of "
+             "those changes, measured in the same place: one random slot of the sample per "
+             "inserted item (repeats allowed, cheaper than distinct evictions) and the item "
+             "written there "
              "(`buf[rng.integers(0, C, I)] = items[:I]`).", "",
              "| algorithm | B (items/batch) | n | inserted/batch | update ms | M items/s | "
              "floor SFC64 ms | floor PCG64 ms | update / floor (SFC64) | update / floor (PCG64) | "
              "moves ms | moves / floor (SFC64) |",
              "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for r in results:
-        lines.append(f"| {r['algorithm']} | {r['batch']:,} | {r['n']:,} | {r['inserted_per_batch']:,.0f} | "
-                     f"{r['update_ms']:.1f} | {r['mitems_per_s']:.0f} | {r['floor_sfc64_ms']:.1f} | "
-                     f"{r['floor_pcg64_ms']:.1f} | {r['ratio_sfc64']:.2f} | {r['ratio_pcg64']:.2f} | "
-                     f"{r['moves_ms']:.2f} | {r['moves_ms'] / r['floor_sfc64_ms']:.2f} |")
-    lines += ["", "Target (R-TBS, exponential decay): at least 100 M arriving items/s and at most 2x the floor."]
+        lines.append(f"| {r['algorithm']} | {r['batch']:,} | {r['n']:,} | "
+                     f"{r['inserted_per_batch']:,.0f} | {r['update_ms']:.1f} | "
+                     f"{r['mitems_per_s']:.0f} | {r['floor_sfc64_ms']:.1f} | "
+                     f"{r['floor_pcg64_ms']:.1f} | {r['ratio_sfc64']:.2f} | "
+                     f"{r['ratio_pcg64']:.2f} | {r['moves_ms']:.2f} | "
+                     f"{r['moves_ms'] / r['floor_sfc64_ms']:.2f} |")
+    lines += ["", "Target (R-TBS, exponential decay): at least 100 M arriving items/s and at most "
+                  "2x the floor."]
     for r in results:
         if r["algorithm"] == "rtbs-exp":
             ok = r["mitems_per_s"] >= 100 and max(r["ratio_sfc64"], r["ratio_pcg64"]) <= 2.0
-            lines.append(f"- B = {r['batch']:,}, n = {r['n']:,}: {r['mitems_per_s']:.0f} M items/s, "
+            lines.append(f"- B = {r['batch']:,}, n = {r['n']:,}: "
+                         f"{r['mitems_per_s']:.0f} M items/s, "
                          f"{r['ratio_sfc64']:.2f}x / {r['ratio_pcg64']:.2f}x the floor -- "
-                         f"{'met' if ok else 'not met'} ({r['inserted_per_batch'] / r['batch']:.0%} of the "
+                         f"{'met' if ok else 'not met'} "
+                         f"({r['inserted_per_batch'] / r['batch']:.0%} of the "
                          "batch is inserted, about as many items evicted; the moves alone take "
                          f"{r['moves_ms'] / r['floor_sfc64_ms']:.2f}x the floor, the update "
                          f"{r['update_ms'] / r['moves_ms']:.1f}x the moves)")
-    lines += ["", "Where most of each batch is inserted (the reservoir is not saturated, or n is not much "
-              "larger than the steady-state weight), every arriving item costs an insertion plus about one "
-              "eviction at a random position, which is several times the cost of drawing one uniform: "
-              "there the moves column alone (a random slot and a write per inserted item, less than any "
-              "reservoir can do) exceeds twice the floor, so no implementation can meet the 2x target in "
-              "those rows; the update time is then compared with the moves.  Small batches also pay a "
-              "fixed cost per batch (a few generators, the decisions, a dozen numpy calls).  The update "
-              "time follows the number of items inserted and evicted, not B or n.  Timings vary with the "
-              "load of the (shared) machine.  Reproduce with `make bench-tbs`."]
+    lines += ["", "Where most of each batch is inserted (the reservoir is not saturated, or n is "
+              "not much larger than the steady-state weight), every arriving item costs an "
+              "insertion plus about one eviction at a random position, which is several times the "
+              "cost of drawing one uniform: there the moves column alone (a random slot and a "
+              "write per inserted item, less than any reservoir can do) exceeds twice the floor, "
+              "so no implementation can meet the 2x target in those rows; the update time is then "
+              "compared with the moves.  Small batches also pay a fixed cost per batch (a few "
+              "generators, the decisions, a dozen numpy calls).  The update time follows the "
+              "number of items inserted and evicted, not B or n.  Timings vary with the load of "
+              "the (shared) machine.  Reproduce with `make bench-tbs`."]
     return "\n".join(lines) + "\n"
 
 
@@ -172,7 +178,8 @@ def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--algorithms", default="rtbs-exp,ttbs-exp,rtbs-poly,ttbs-poly")
     p.add_argument("--batch-sizes", default="100000,1000000,10000000")
-    p.add_argument("--n", default="1e6,2e7", help="reservoir / target sizes (T-TBS: capped at B/gamma)")
+    p.add_argument("--n", default="1e6,2e7",
+                   help="reservoir / target sizes (T-TBS: capped at B/gamma)")
     p.add_argument("--lam", type=float, default=0.07)
     p.add_argument("--warmup", type=int, default=40)
     p.add_argument("--measure", type=int, default=12)
@@ -181,14 +188,16 @@ def main(argv=None):
     args = p.parse_args(argv)
     machine_text = machine()
     results = []
-    cases = [(a, n, b) for a in args.algorithms.split(",") for n in (int(float(x)) for x in args.n.split(","))
+    cases = [(a, n, b) for a in args.algorithms.split(",")
+             for n in (int(float(x)) for x in args.n.split(","))
              for b in (int(float(x)) for x in args.batch_sizes.split(","))]
     for algorithm, n, batch in cases:
         r = run_case(algorithm, n, batch, args.lam, args.warmup, args.measure)
         results.append(r)
         print(f"{algorithm:10s} B={batch:>10,} n={r['n']:>11,}  update {r['update_ms']:8.1f} ms  "
               f"{r['mitems_per_s']:7.0f} M items/s  floor {r['floor_sfc64_ms']:6.1f} ms (SFC64) "
-              f"{r['floor_pcg64_ms']:6.1f} ms (PCG64)  ratio {r['ratio_sfc64']:.2f} / {r['ratio_pcg64']:.2f}",
+              f"{r['floor_pcg64_ms']:6.1f} ms (PCG64)  "
+              f"ratio {r['ratio_sfc64']:.2f} / {r['ratio_pcg64']:.2f}",
               flush=True)
     command = "python bench/bench_tbs.py " + " ".join(argv if argv is not None else sys.argv[1:])
     section = markdown(results, command.strip(), machine_text)

@@ -8,7 +8,8 @@ paper's setting (n = 2e7 for B = 1e7).  Right before or after each batch (the
 order alternates; not during the warm-up) the *floor* does what no job can avoid: read every
 partition's slice of the batch and write a delta of the same size as the
 job's (the same number of rows in, the same number of keys out, through the
-same atomic writer, on as many threads as the job's default).  The two algorithms run in lockstep, batch by batch.
+same atomic writer, on as many threads as the job's default).  The two
+algorithms run in lockstep, batch by batch.
 Times are medians over the measured batches, after 30
 batches of warm-up (with lambda = 0.07, W_k is then within 12% of its limit,
 so the reservoir inserts and evicts about as many items per batch as in the
@@ -50,7 +51,8 @@ def make_batch(path, size, seed):
     rng = np.random.default_rng(seed)
     df = pd.DataFrame({"id": np.arange(size, dtype=np.int64), "f0": rng.standard_normal(size),
                        "f1": rng.random(size), "label": rng.integers(0, 10, size).astype(np.int32)})
-    fastparquet.write(path, df, write_index=False, row_group_offsets=PRODUCER_ROW_GROUP, stats=False)
+    fastparquet.write(path, df, write_index=False, row_group_offsets=PRODUCER_ROW_GROUP,
+                      stats=False)
 
 
 def delta_sizes(state, k):
@@ -58,7 +60,8 @@ def delta_sizes(state, k):
     out = []
     for side in ("in", "out"):
         folder = os.path.join(state, "deltas", f"{k:010d}", side)
-        out.append([fastparquet.ParquetFile(os.path.join(folder, f"part-{p:05d}.parquet")).info["rows"]
+        out.append([fastparquet.ParquetFile(os.path.join(folder, f"part-{p:05d}.parquet"))
+                    .info["rows"]
                     for p in range(P)])
     return out
 
@@ -66,8 +69,8 @@ def delta_sizes(state, k):
 def floor(store, path, size, k, ins, outs, writer, workers=1):
     """Read each partition's slice of the batch, write a delta of the job's size
     (the partitions on as many threads as the job's in-process runner uses)."""
-    import pandas as pd
     import fastparquet
+    import pandas as pd
     groups = [[rg.num_rows for rg in fastparquet.ParquetFile(path).row_groups]]
 
     def one(p, bounds):
@@ -97,8 +100,8 @@ class Case:
     def __init__(self, work, size, decay, algorithm, lam):
         self.size, self.decay, self.algorithm = size, decay, algorithm
         self.n = 2 * size
-        self.params = {"algorithm": algorithm, "decay": decay, "size": self.n, "seed": 1, "partitions": P,
-                       "compact_every": COMPACT, "keep_deltas": 2}
+        self.params = {"algorithm": algorithm, "decay": decay, "size": self.n, "seed": 1,
+                       "partitions": P, "compact_every": COMPACT, "keep_deltas": 2}
         if decay == "exp":
             self.params["lambda"] = lam
         if algorithm == "ttbs":
@@ -115,13 +118,16 @@ class Case:
         for what in order:
             if what == "job":
                 started, cpu = time.perf_counter(), time.process_time()
-                commit = run(batches, self.state, self.params if k == 1 else {}, options={"batches_per_job": 1})
+                commit = run(batches, self.state, self.params if k == 1 else {},
+                             options={"batches_per_job": 1})
                 t["job"] = time.perf_counter() - started
                 t["job_cpu"] = time.process_time() - cpu
                 ins, outs = delta_sizes(self.state, k)
             else:
-                if "job" not in t:      # the floor needs the job's delta sizes: before it, the previous batch's
-                    ins, outs = delta_sizes(self.state, k - 1) if k > 1 else ([self.size // P] * P, [0] * P)
+                # the floor needs the job's delta sizes: before it, the previous batch's
+                if "job" not in t:
+                    ins, outs = (delta_sizes(self.state, k - 1) if k > 1
+                                 else ([self.size // P] * P, [0] * P))
                 started, cpu = time.perf_counter(), time.process_time()
                 floor(self.floor_store, path, self.size, k, ins, outs, self.writer,
                       inline_workers({}, P, self.size / P))   # as many threads as the job
@@ -130,7 +136,8 @@ class Case:
                 shutil.rmtree(self.floor_store.path(str(k)))
         self.rows.append({"k": k, "job": t["job"], "floor": t.get("floor"), "job_cpu": t["job_cpu"],
                           "floor_cpu": t.get("floor_cpu"), "in": sum(ins), "out": sum(outs),
-                          "compaction": commit["snapshot"] == k, "sample": commit["driver"]["size"]})
+                          "compaction": commit["snapshot"] == k,
+                          "sample": commit["driver"]["size"]})
 
     def result(self, warmup):
         rows = self.rows
@@ -181,38 +188,45 @@ def run_pair(work, base_file, size, decay, warmup, measure, lam):
 def markdown(results, command, machine_text, warmup, measure, fsync=True):
     lines = [HEADING, "", f"Command: `{command}`", "", f"Machine: {machine_text}.", "",
              f"One `samplegen tbs run` per arriving batch (in-process runner, {P} partitions -- on "
-             f"{inline_workers({}, P)} threads from {P * THREAD_ROWS:,} rows per batch, the default --, fsync "
-             f"{'on' if fsync else 'off'}), n = 2B, lambda = 0.07 (exp) or s = 2, d = 10 (poly); medians over "
-             f"the {measure} batches after {warmup} of warm-up, except those with a compaction (every "
-             f"{COMPACT} batches), reported apart (the next batch deletes the files it superseded; it is in "
-             "the medians).  *Floor* = reading every partition's slice of the batch and writing a delta of "
-             "the job's size (same rows in, same keys out, same writer, as many threads), timed in the same "
-             "process next to each batch.  D-T-TBS and D-R-TBS process the same batches in lockstep (which goes first "
-             "alternates), so that both see the machine alike.  Ratios, R-TBS / T-TBS included, are "
-             "medians of per-batch ratios; *CPU* is the process's CPU time (the "
+             f"{inline_workers({}, P)} threads from {P * THREAD_ROWS:,} rows per batch, the "
+             f"default --, fsync {'on' if fsync else 'off'}), n = 2B, lambda = 0.07 (exp) or "
+             f"s = 2, d = 10 (poly); medians over the {measure} batches after {warmup} of warm-up, "
+             f"except those with a compaction (every {COMPACT} batches), reported apart (the next "
+             "batch deletes the files it superseded; it is in the medians).  *Floor* = reading "
+             "every partition's slice of the batch and writing a delta of the job's size (same "
+             "rows in, same keys out, same writer, as many threads), timed in the same process "
+             "next to each batch.  D-T-TBS and D-R-TBS process the same batches in lockstep (which "
+             "goes first alternates), so that both see the machine alike.  Ratios, R-TBS / T-TBS "
+             "included, are medians of per-batch ratios; *CPU* is the process's CPU time (the "
              "machine is shared: wall times include waiting for the CPU and the disk).", "",
-             "| decay | B (rows/batch) | algorithm | n | rows in/batch | keys out/batch | job ms | floor ms "
-             "| job / floor | job CPU ms | floor CPU ms | job / floor (CPU) | R-TBS / T-TBS | batch with "
-             "compaction, ms |",
+             "| decay | B (rows/batch) | algorithm | n | rows in/batch | keys out/batch | job ms "
+             "| floor ms | job / floor | job CPU ms | floor CPU ms | job / floor (CPU) "
+             "| R-TBS / T-TBS | batch with compaction, ms |",
              "|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
     verdicts = []
     for r in results:
         rt = r.get("rt") if r["algorithm"] == "rtbs" else None
         comp = "-" if r["compaction_ms"] is None else f"{r['compaction_ms']:.0f}"
-        lines.append(f"| {r['decay']} | {r['B']:,} | {'D-R-TBS' if r['algorithm'] == 'rtbs' else 'D-T-TBS'} | "
-                     f"{r['n']:,} | {r['in_per_batch']:,.0f} | {r['out_per_batch']:,.0f} | {r['job_ms']:.0f} | "
-                     f"{r['floor_ms']:.0f} | {r['ratio']:.2f} | {r['job_cpu_ms']:.0f} | {r['floor_cpu_ms']:.0f} | "
+        lines.append(f"| {r['decay']} | {r['B']:,} | "
+                     f"{'D-R-TBS' if r['algorithm'] == 'rtbs' else 'D-T-TBS'} | "
+                     f"{r['n']:,} | {r['in_per_batch']:,.0f} | {r['out_per_batch']:,.0f} | "
+                     f"{r['job_ms']:.0f} | {r['floor_ms']:.0f} | {r['ratio']:.2f} | "
+                     f"{r['job_cpu_ms']:.0f} | {r['floor_cpu_ms']:.0f} | "
                      f"{r['ratio_cpu']:.2f} | {'-' if rt is None else f'{rt:.2f}'} | {comp} |")
         if r["algorithm"] == "rtbs":
             rt_cpu = r.get("rt_cpu")
             verdicts.append(
-                f"- {r['decay']}, B = {r['B']:,}: D-R-TBS at {r['ratio']:.2f}x the floor (CPU {r['ratio_cpu']:.2f}x): "
-                f"{'met' if r['ratio'] <= 1.5 else 'not met'}; {'-' if rt is None else f'{rt:.2f}'}x D-T-TBS "
+                f"- {r['decay']}, B = {r['B']:,}: D-R-TBS at {r['ratio']:.2f}x the floor "
+                f"(CPU {r['ratio_cpu']:.2f}x): "
+                f"{'met' if r['ratio'] <= 1.5 else 'not met'}; "
+                f"{'-' if rt is None else f'{rt:.2f}'}x D-T-TBS "
                 f"(CPU {'-' if rt_cpu is None else f'{rt_cpu:.2f}'}x): "
                 f"{'met' if rt is not None and rt <= 1.3 else 'not met'}")
-    lines += ["", "Targets: D-R-TBS within 1.5x of the floor and within 1.3x of D-T-TBS.", ""] + verdicts
-    lines += ["", "Where the time goes, what fsync costs, and the compaction: docs/TBS_JOBS.md, section 5.  "
-              "Reproduce with `make bench-tbs-jobs` (`QUICK=1`: 10^5 and 10^6 rows per batch only)."]
+    lines += ["", "Targets: D-R-TBS within 1.5x of the floor and within 1.3x of D-T-TBS.",
+              ""] + verdicts
+    lines += ["", "Where the time goes, what fsync costs, and the compaction: docs/TBS_JOBS.md, "
+              "section 5.  Reproduce with `make bench-tbs-jobs` (`QUICK=1`: 10^5 and 10^6 rows "
+              "per batch only)."]
     return "\n".join(lines) + "\n"
 
 
@@ -224,8 +238,10 @@ def main(argv=None):
     p.add_argument("--lam", type=float, default=0.07)
     p.add_argument("--warmup", type=int, help="batches before measuring (default 30)")
     p.add_argument("--measure", type=int)
-    p.add_argument("--workdir", help="where the batches and states go (default: a temporary directory)")
-    p.add_argument("--no-fsync", action="store_true", help="run the jobs and the floor without fsync")
+    p.add_argument("--workdir",
+                   help="where the batches and states go (default: a temporary directory)")
+    p.add_argument("--no-fsync", action="store_true",
+                   help="run the jobs and the floor without fsync")
     p.add_argument("--json", help="also write the raw results here")
     p.add_argument("--update-doc", help="replace the micro-batch section of this Markdown file")
     args = p.parse_args(argv)
@@ -245,9 +261,9 @@ def main(argv=None):
             for decay in args.decays.split(","):
                 for r in run_pair(work, base, size, decay, warmup, measure, args.lam):
                     results.append(r)
-                    print(f"{decay:4s} B={size:>10,} {r['algorithm']}: job {r['job_ms']:8.1f} ms  floor "
-                          f"{r['floor_ms']:8.1f} ms  job/floor {r['ratio']:.2f}  in {r['in_per_batch']:,.0f} "
-                          f"out {r['out_per_batch']:,.0f}", flush=True)
+                    print(f"{decay:4s} B={size:>10,} {r['algorithm']}: job {r['job_ms']:8.1f} ms  "
+                          f"floor {r['floor_ms']:8.1f} ms  job/floor {r['ratio']:.2f}  "
+                          f"in {r['in_per_batch']:,.0f} out {r['out_per_batch']:,.0f}", flush=True)
             os.remove(base)
     finally:
         shutil.rmtree(work, ignore_errors=True)

@@ -14,7 +14,7 @@ import sys
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from samplegen.jobs import fs as fsmod  # noqa: E402
-from samplegen.jobs.mr_sample import BlockRecordJob  # noqa: E402
+from samplegen.jobs.engines.mapreduce import BlockRecordJob  # noqa: E402
 from samplegen.jobs.phases import group_key, parse_group_key, sort_key  # noqa: E402
 
 
@@ -32,7 +32,8 @@ class MRIdentity(BlockRecordJob):
     def reducer(self, key, values):
         copy, v = parse_group_key(key)
         fs = fsmod.get_fs(self.options.out)
-        writer = fs.open_atomic(fsmod.join(self.options.out, f"copy-{copy}", "part-v%05d" % v), direct=True)
+        writer = fs.open_atomic(fsmod.join(self.options.out, f"copy-{copy}", "part-v%05d" % v),
+                                direct=True)
         n = 0
         for value in values:
             sort, payload = value.split(b"\t", 1)

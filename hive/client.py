@@ -23,7 +23,8 @@ import os
 import re
 import urllib.parse
 
-from samplegen.udfs.errors import InputError, ParameterError, SamplegenError
+from samplegen.jobs.engines.task_errors import error_in
+from samplegen.udfs.errors import ParameterError, SamplegenError
 
 from . import sql
 
@@ -31,9 +32,6 @@ DEFAULT_PORT = 10000
 _HOST = re.compile(r"[A-Za-z0-9]([A-Za-z0-9.-]{0,253})?")
 _AUTH = ("NONE", "NOSASL", "LDAP", "KERBEROS", "CUSTOM")
 _OPTIONS = ("auth", "kerberos_service_name", "files", "python", "records")
-_SCRIPT_ERROR = re.compile(
-    r"samplegen (InputError|ParameterError|UDFError|OutputError|OrderError|ServerError): "
-    r"(.+?)(?:\\n|\n|$)")
 
 
 class HiveError(SamplegenError):
@@ -96,10 +94,12 @@ def _first_line(text, limit=500):
 def query_error(exc, what):
     """The error to raise for a failed statement."""
     message = server_message(exc)
-    found = _SCRIPT_ERROR.findall(message)
-    if found:
-        kind, text = found[-1]
-        return (ParameterError if kind == "ParameterError" else InputError)(text.strip())
+    # a TRANSFORM script's error, by the engines' protocol (the server may
+    # quote the script's stderr with escaped line ends)
+    reported = error_in(message.replace("\\n", "\n"),
+                        lambda cause: HiveError(f"{what} failed on HiveServer2: {cause}"))
+    if reported is not None:
+        return reported
     return HiveError(f"{what} failed on HiveServer2: {_first_line(message)}")
 
 

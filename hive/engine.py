@@ -26,6 +26,7 @@ import os
 import uuid
 
 from samplegen.jobs import fs as fsmod
+from samplegen.jobs.engines.task_errors import error_in
 from samplegen.udfs.errors import InputError, ParameterError
 
 from . import sql
@@ -180,32 +181,13 @@ class ScriptError(RuntimeError):
 
 
 def raise_error_row(message):
-    """Raise the error a TRANSFORM script reported in an error row."""
-    kind, _, text = str(message).partition(": ")
-    if kind == "ParameterError":
-        raise ParameterError(text)
-    if kind == "UDFError":
-        from samplegen.udfs.base import UDFError
-        raise UDFError(text)
-    if kind in ("InputError", "OrderError", "OutputError", "ServerError"):
-        raise InputError(text)
-    raise ScriptError(f"a TRANSFORM script failed: {message}")
+    """Raise the error a TRANSFORM script reported in an error row (its
+    payload is a :mod:`~jobs.engines.task_errors` marker line)."""
+    raise error_in(message, _script_failed) or _script_failed(message)
 
 
-def render_baseline(plan, table, assignments, output, engine_settings, zip_name):
-    """``(assignments script, join query script)`` of the join-based baseline
-    for a bootstrap plan."""
-    if plan.udf != "bootstrap":
-        raise ParameterError("the join-based baseline generates bootstrap samples only")
-    values = {"table": table, "assignments": assignments, "files": engine_settings["files"],
-              "zip": zip_name, "python": engine_settings["python"], "rows": plan.rows,
-              "cols": plan.cols, "block_size": plan.block_size, "kind": plan.kind,
-              "seed": plan.seed, "samples": int(plan.params["samples"]),
-              "size": int(plan.params["size"])}
-    assign = sql.render(sql.load_script("baseline_assignments"), values, KINDS)
-    values["output"] = server_path(output)
-    join = sql.render(sql.load_script("baseline_bootstrap"), values, KINDS)
-    return assign, join
+def _script_failed(cause):
+    return ScriptError(f"a TRANSFORM script failed: {cause}")
 
 
 def summaries_of(rows):
@@ -239,7 +221,7 @@ def temp_table_name():
 
 
 def run_hive(plan, inputs, runner, options):
-    """Engine entry point (see :func:`jobs.driver._engine`)."""
+    """Engine entry point (see :func:`jobs.driver.generate`)."""
     conf = settings(options)
     table = options.get("hive_table")
     temp = temp_table_name() if table is None else None

@@ -24,6 +24,7 @@ from samplegen.udfs.custom import load_udf
 from samplegen.udfs.rng import PositionRNG
 
 from .driver import info, open_sample
+from .phases import composed_ids
 
 _RANGE_ROWS = 1 << 20
 
@@ -127,22 +128,10 @@ def sample_indices(udf, seed, block_size=1000):
         names = [f"sample-{i}" for i in range(int(present.max()) + 1 if present.size else 0)]
     bounds = np.searchsorted(sample, np.arange(len(names) + 1))
     out = {name: ids[bounds[i]:bounds[i + 1]] for i, name in enumerate(names)}
-    tails = {name: (ids[bounds[i]:bounds[i + 1]], relpos[bounds[i]:bounds[i + 1]])
-             for i, name in enumerate(names)}
     composed = udf.composed_names()
-    for round_, train in enumerate(composed):
-        heads, tail_ids, tail_pos = [], [], []
-        for fold, name in enumerate(names):
-            if fold == round_:
-                continue
-            fold_ids, fold_pos = tails[name]
-            full = (fold_ids.size // block_size) * block_size
-            heads.append(fold_ids[:full])
-            tail_ids.append(fold_ids[full:])
-            tail_pos.append(fold_pos[full:])
-        tail_ids, tail_pos = np.concatenate(tail_ids), np.concatenate(tail_pos)
-        extra = tail_ids[np.lexsort((tail_ids, tail_pos))]
-        out[train] = np.concatenate(heads + [extra])
+    folds = [(ids[bounds[i]:bounds[i + 1]], relpos[bounds[i]:bounds[i + 1]])
+             for i in range(len(names))]
+    out.update(zip(composed, composed_ids(block_size, folds, len(composed))))
     return list(names) + list(composed), out
 
 

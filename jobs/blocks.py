@@ -415,11 +415,6 @@ def _concat_optional(arrays):
     return np.concatenate(arrays)
 
 
-def format_line(h, v, block):
-    """One block-store line: ``h<TAB>v<TAB>payload<NEWLINE>`` as bytes."""
-    return b"%d\t%d\t%s\n" % (h, v, block.encode())
-
-
 def line_key(head):
     """``(h, v, index of the second tab)`` from the start of a block line
     ("h<TAB>v<TAB>payload"; the rest of the line need not be there);

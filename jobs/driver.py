@@ -8,33 +8,43 @@ run directory whole or not at all::
     DEST/<sample>/          one matrix directory per sample matrix
     DEST/_SUCCESS
 
-Engines are looked up by runner name; each is a function
-``run(plan, input_uris, runner, options) -> [summary, ...]`` that executes the
-phases of :mod:`jobs.phases` and returns the reducers' summaries (one per
-written column of blocks).
+Engines are looked up by runner name (:func:`jobs.engines.engine`); each is
+a function ``run(plan, input_uris, runner, options) -> [summary, ...]`` that
+executes the phases of :mod:`jobs.phases` and returns the reducers'
+summaries (one per written column of blocks).
 """
-import glob
-import json
 import os
-import tempfile
 import time
 
 import numpy as np
 
-from samplegen.udfs.custom import load_udf, udf_source
-from samplegen.udfs.errors import EngineError, InputError, ParameterError
+from samplegen.udfs.custom import load_udf
+from samplegen.udfs.errors import InputError, ParameterError, check_fraction, check_int
 from samplegen.udfs.rng import PositionRNG, Purpose, check_seed, stream
 
+from . import engines
 from . import fs as fsmod
 from .blocks import KINDS, Block, row_chars
 from .formats import open_source
 from .limits import check_disk, check_memory
-from .phases import DEFAULT_BIN_BUDGET, check_coverage, make_plan
-from .store import (MANIFEST, MAX_BLOCK_SIZE, META, Matrix, MatrixWriter, StagedOutput, block_list,
-                    fingerprint, make_meta, n_blocks, read_json, to_json, write_meta)
+from .phases import DEFAULT_BIN_BUDGET, make_plan, partners
+from .store import (
+    MANIFEST,
+    MAX_BLOCK_SIZE,
+    META,
+    Matrix,
+    MatrixWriter,
+    StagedOutput,
+    block_list,
+    fingerprint,
+    make_meta,
+    n_blocks,
+    read_json,
+    to_json,
+    write_meta,
+)
 
 RUN_FORMAT = "samplegen-run/1"
-RUNNERS = ("inline", "local", "hadoop", "spark", "hive")
 
 
 def _version():
@@ -43,106 +53,6 @@ def _version():
         return version("samplegen")
     except Exception:
         return "unknown"
-
-
-# ---------------------------------------------------------------------------
-# engines
-# ---------------------------------------------------------------------------
-def mrjob_args(plan, inputs, runner, options, tmp):
-    """The MRSample command line for *runner*; writes the plan (and, for
-    cluster runners, the zips to ship) into the directory *tmp*."""
-    plan_path = os.path.join(tmp, "plan.json")
-    with open(plan_path, "w") as f:
-        f.write(plan.to_json())
-    args = ["-r", runner, "--plan", plan_path, "--cleanup-on-failure", "ALL"]
-    conf = options.get("mrjob_conf")
-    if conf == "":
-        args.append("--no-conf")
-    elif conf:
-        args += ["-c", conf]
-    if runner in ("inline", "local"):
-        # mrjob's temporary files live where a rerun cleans them up; the tasks
-        # import mrjob from this interpreter (no zip of it, no setup wrapper)
-        args += ["--local-tmp-dir", tmp, "--no-bootstrap-mrjob"]
-        if options.get("num_cores"):
-            args += ["--num-cores", str(options["num_cores"])]
-    for item in options.get("jobconf", ()):
-        args += ["--jobconf", item]
-    source = udf_source(plan.sampler())
-    if runner not in ("inline", "local"):
-        from .package import build_zip
-        args += ["--py-files", build_zip(os.path.join(tmp, "samplegen.zip"))]
-        if source:
-            args += ["--py-files", build_zip(os.path.join(tmp, "udf.zip"),
-                                             packages=[source[1]], root=source[0])]
-    elif source:  # tasks run in other directories: let them import the UDF
-        path = os.pathsep.join([source[0]] + ([os.environ["PYTHONPATH"]]
-                                              if os.environ.get("PYTHONPATH") else []))
-        args += ["--cmdenv", f"PYTHONPATH={path}"]
-    # mrjob and Hadoop expand globs in input paths: pass the names literally
-    return args + list(options.get("mrjob_args", ())) + [fsmod.literal_glob(u) for u in inputs]
-
-
-def run_mrjob(plan, inputs, runner, options):
-    """Run the phases as the mrjob job :class:`jobs.mr_sample.MRSample`."""
-    from mrjob.step import StepFailedException
-
-    from .mr_sample import MAPPED, SUMMARY, MRSample
-
-    with tempfile.TemporaryDirectory(prefix="samplegen-", dir=options.get("scratch")) as tmp:
-        job = MRSample(args=mrjob_args(plan, inputs, runner, options, tmp))
-        with job.make_runner() as mr_runner:
-            try:
-                mr_runner.run()
-            except StepFailedException as exc:
-                raise _task_failure(mr_runner, exc) from None
-            except SystemExit as exc:  # the inline runner runs tasks in this process
-                raise EngineError(f"a task called sys.exit({exc.code!r}) (does the UDF "
-                                  "exit?); nothing was written") from None
-            lines = b"".join(mr_runner.cat_output()).splitlines()
-    summaries, reports = [], []
-    for line in lines:
-        key, _, value = line.partition(b"\t")
-        if key == SUMMARY:
-            summaries.append(json.loads(value))
-        elif key == MAPPED:
-            reports.append(json.loads(value))
-    check_coverage(plan, reports, summaries)
-    return summaries
-
-
-def _task_failure(mr_runner, exc):
-    tmp = getattr(mr_runner, "_local_tmp_dir", None) or ""
-    for path in sorted(glob.glob(os.path.join(tmp, "step", "*", "*", "*", "stderr"))):
-        with open(path, "rb") as f:
-            message = _task_message(f.read())
-        if message:
-            return InputError(message)
-    reason = getattr(exc, "reason", None)
-    return RuntimeError(f"the MapReduce job failed: {reason or exc}")
-
-
-def _task_message(stderr):
-    from .mr_sample import task_error
-    return task_error(stderr)
-
-
-def _engine(runner):
-    if runner in ("inline", "local", "hadoop"):
-        return run_mrjob
-    if runner == "spark":
-        try:
-            from .spark_engine import run_spark
-        except ImportError as exc:
-            raise ParameterError(f"runner 'spark' is not available: {exc}") from None
-        return run_spark
-    if runner == "hive":
-        try:
-            from samplegen.hive.engine import run_hive
-        except ImportError as exc:
-            raise ParameterError(f"runner 'hive' is not available: {exc}") from None
-        return run_hive
-    raise ParameterError(f"unknown runner {runner!r}: use one of {', '.join(RUNNERS)}")
 
 
 # ---------------------------------------------------------------------------
@@ -168,7 +78,7 @@ def generate(src, dest, udf_spec, params, seed, runner="local", overwrite=False,
     log = log or (lambda message, progress=False: None)
     options = dict(options or {})
     check_seed(seed)
-    engine = _engine(runner)
+    engine = engines.engine(runner)
     if fsmod.is_local(src):  # tasks run in other working directories
         src = os.path.abspath(fsmod.local_path(src))
     matrix = open_input(src)
@@ -183,7 +93,8 @@ def generate(src, dest, udf_spec, params, seed, runner="local", overwrite=False,
     with staged as staging:
         plan = make_plan(udf, seed, matrix.meta, staging, bin_budget)
         log(f"{udf.name}: {matrix.rows} x {matrix.cols} {matrix.kind} matrix, "
-            f"{len(matrix.blocks())} blocks -> {dest} (runner {runner})", progress=True)
+            f"{_count(len(matrix.blocks()), 'block', 'blocks')} -> {dest} (runner {runner})",
+            progress=True)
         inputs = matrix.part_uris()
         summaries = engine(plan, inputs, runner, dict(options, scratch=staged.scratch))
         samples = commit_samples(plan, matrix.meta, summaries, staging)
@@ -205,7 +116,8 @@ def generate(src, dest, udf_spec, params, seed, runner="local", overwrite=False,
         }
         fsmod.get_fs(staging).write_bytes(fsmod.join(staging, MANIFEST), to_json(manifest))
     total = sum(s["bytes"] for s in samples)
-    log(f"wrote {len(samples)} sample matrices ({total / 1e6:.1f} MB) in "
+    log(f"wrote {_count(len(samples), 'sample matrix', 'sample matrices')} "
+        f"({total / 1e6:.1f} MB) in "
         f"{manifest['elapsed_seconds']:.1f} s")
     return manifest
 
@@ -221,6 +133,10 @@ def _row_bytes(meta):
     return values + 11 * n_blocks(cols, B)
 
 
+def _count(n, one, many):
+    return f"{n} {one if n == 1 else many}"
+
+
 def check_run_limits(udf, meta, dest):
     """Refuse a run whose samples cannot fit the destination's free space, or
     whose map tasks would hold more than the machine's memory for one input
@@ -230,7 +146,8 @@ def check_run_limits(udf, meta, dest):
         return
     expected = sum(udf.expected_rows(i) for i in range(len(names)))
     row_bytes = _row_bytes(meta)
-    check_disk(dest, expected * row_bytes, f"the {len(names)} sample matrices")
+    check_disk(dest, expected * row_bytes,
+               f"the {_count(len(names), 'sample matrix', 'sample matrices')}")
     per_block = expected * min(meta["block_size"], meta["rows"]) / meta["rows"]
     check_memory(per_block * (48 + row_bytes), "sampling one input block",
                  "ask for fewer or smaller samples, or store the input with a smaller "
@@ -269,9 +186,7 @@ def commit_samples(plan, input_meta, summaries, staging):
         samples.append(_sample_entry(name, meta, nbytes))
     for round_, name in enumerate(plan.composed):
         parts, entries, h0 = [], [], 0
-        for fold, fold_name in enumerate(names):
-            if fold == round_:
-                continue
+        for fold_name in (names[fold] for fold in partners(len(names), round_)):
             full = rows_of[fold_name] // B
             parts.append({"path": "../" + fold_name, "blocks": full, "rows": full * B})
             entries += [(h0 + h, v, r, c, crc) for h, v, r, c, crc in entries_of[fold_name]
@@ -304,7 +219,6 @@ def _sample_entry(name, meta, nbytes):
 # matrices in and out
 # ---------------------------------------------------------------------------
 def check_block_size(block_size):
-    from samplegen.udfs.errors import check_int
     return check_int("block size", block_size, lo=1, hi=MAX_BLOCK_SIZE)
 
 
@@ -333,8 +247,13 @@ def import_file(src, dest, block_size, kind="dense", columns=None, overwrite=Fal
 
 def make_matrix(dest, rows, cols, block_size, density=None, seed=0, overwrite=False, log=None):
     """Synthetic matrix: standard normal values; with *density*, a sparse
-    matrix whose cells are non-zero with that probability."""
-    from samplegen.udfs.errors import check_fraction, check_int
+    matrix whose cells are non-zero with that probability.
+
+    Row block h draws from stream (MATRIX) at position h, with the frozen
+    distributions of :class:`samplegen.udfs.rng.Draws` (ratio-of-uniforms
+    normals, numpy's legacy binomial for a sparse block's count of non-zero
+    cells, a uniform subset for their places): the same seed gives the same
+    bytes on every machine and numpy version."""
     log = log or (lambda message, progress=False: None)
     rows = check_int("rows", rows, lo=1)
     cols = check_int("cols", cols, lo=1)
@@ -350,18 +269,18 @@ def make_matrix(dest, rows, cols, block_size, density=None, seed=0, overwrite=Fa
     with StagedOutput(dest, overwrite) as staging:
         writer = MatrixWriter(staging, cols, block_size, kind)
         for h in range(n_blocks(rows, block_size)):
-            gen = rng.generator(stream(Purpose.USER, 0xFFFF), h)
+            draws = rng.draws(stream(Purpose.MATRIX), h)
             r = min(block_size, rows - h * block_size)
             for v in range(n_blocks(cols, block_size)):
                 c = min(block_size, cols - v * block_size)
                 if kind == "dense":
-                    block = Block.dense(gen.standard_normal((r, c)))
+                    block = Block.dense(draws.standard_normal((r, c)))
                 else:
-                    nnz = int(gen.binomial(r * c, density))
-                    cells = np.sort(gen.choice(r * c, nnz, replace=False))
+                    nnz = int(draws.binomial(r * c, density))
+                    cells = draws.subset(r * c, nnz)  # increasing
                     indptr = np.zeros(r + 1, np.int64)
                     np.cumsum(np.bincount(cells // c, minlength=r), out=indptr[1:])
-                    block = Block.sparse(r, c, indptr, cells % c, gen.standard_normal(nnz))
+                    block = Block.sparse(r, c, indptr, cells % c, draws.standard_normal(nnz))
                 writer.add_block(h, v, block)
         meta = writer.close(rows=rows)
     log(f"made a {rows} x {cols} {kind} matrix (block size {block_size}) in {dest}")

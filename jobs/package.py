@@ -41,6 +41,13 @@ def _own_files():
     return places
 
 
+def _own_archive():
+    """The zip samplegen is imported from, or None when it is a directory."""
+    import zipimport
+    loader = importlib.util.find_spec("samplegen").loader
+    return loader.archive if isinstance(loader, zipimport.zipimporter) else None
+
+
 def build_zip(path, packages=None, root=None):
     """Write a zip importable via zipimport: by default samplegen itself
     (``samplegen/__init__.py`` and its subpackages, wherever they are
@@ -49,7 +56,13 @@ def build_zip(path, packages=None, root=None):
     os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
     tmp = path + ".tmp"
     with zipfile.ZipFile(tmp, "w", zipfile.ZIP_DEFLATED) as zf:
-        if packages is None:
+        archive = _own_archive() if packages is None else None
+        if archive is not None:  # running from a shipped zip (spark-submit --py-files)
+            with zipfile.ZipFile(archive) as src:
+                for info in src.infolist():
+                    if info.filename.startswith("samplegen/"):
+                        zf.writestr(info, src.read(info))
+        elif packages is None:
             for directory, arcbase in _own_files():
                 if arcbase is None:
                     _add(zf, "samplegen/__init__.py", os.path.join(directory, "__init__.py"))

@@ -7,6 +7,11 @@
 3. **streaming-re-block** (reduce): fill one buffer block at a time in that
    order; emit full blocks, then the last partial one.
 
+In k-fold's fold mode a composition step follows: every fold's partial bottom
+block goes to the training set of every other round, whose *extra matrix* it
+becomes (:func:`partners`, :func:`write_sample`, :func:`write_extra`; the
+Python API computes the same order with :func:`composed_ids`).
+
 Engines (mrjob, PySpark, Hive TRANSFORM scripts) only move records between
 these functions.
 
@@ -35,8 +40,8 @@ from samplegen.udfs.custom import load_udf
 from samplegen.udfs.errors import EngineError
 from samplegen.udfs.rng import PositionRNG
 
-from .blocks import DENSE, KINDS
-from .store import block_list
+from .blocks import DENSE, EncodedBlock
+from .store import block_list, write_group
 
 DEFAULT_BIN_BUDGET = 16 << 20
 MAX_BIN_BITS = 24
@@ -80,10 +85,6 @@ class Plan:
         if rng is None:
             rng = self._rng_obj = PositionRNG(self.seed)
         return rng
-
-    @property
-    def kind_code(self):
-        return KINDS[self.kind]
 
     def n_vblocks(self):
         return -(-self.cols // self.block_size)
@@ -153,15 +154,18 @@ def udf_seed(seed):
 # ---------------------------------------------------------------------------
 # Phase 1: local-sampling
 # ---------------------------------------------------------------------------
-def local_sampling(plan, h, v, block):
+def local_sampling(plan, h, v, block, sampler=None):
     """Yield ``(sample, v, bin, h, chunk)`` for one input block ``(h, v)``.
 
     *block* is a :class:`~jobs.blocks.EncodedBlock` (or a decoded Block);
     each chunk is a block of the same class with ``row_ids`` and ``relpos``,
-    sorted by ``(relpos, row id)``.
+    sorted by ``(relpos, row id)``.  *sampler* answers for the UDF (default
+    ``plan.sampler()``): anything called like it that gives the same
+    occurrences, e.g. Hive's map script's ``RangeCache``.
     """
     start = h * plan.block_size
-    occ = plan.sampler()(start, start + block.rows, plan.rng())
+    sampler = plan.sampler() if sampler is None else sampler
+    occ = sampler(start, start + block.rows, plan.rng())
     if occ.offset.size == 0:
         return
     row_id = occ.offset + start
@@ -223,8 +227,8 @@ def check_coverage(plan, reports, summaries):
     B = plan.block_size
     for round_, name in enumerate(plan.composed):
         for v in range(plan.n_vblocks()):
-            sent[(name, v)] = sum(written[(fold, v)] % B for f, fold in enumerate(plan.names)
-                                  if f != round_)
+            sent[(name, v)] = sum(written[(plan.names[f], v)] % B
+                                  for f in partners(len(plan.names), round_))
     for key in set(sent) | set(written):
         if sent[key] != written[key]:
             raise EngineError(f"sample {key[0]} (column of blocks {key[1]}) has {written[key]} "
@@ -332,6 +336,18 @@ def reblock(block_size, binned_chunks):
     yield from buffer.finish()
 
 
+def write_sample(plan, sample, v, blocks):
+    """The end of streaming-re-block for group ``(sample, v)``: write its
+    ``(h, block)`` (:func:`jobs.store.write_group`).  Returns the group's
+    summary and, in fold mode, its partial bottom block (a list of at most
+    one block), which goes on to the composition of every other round's
+    training set (:func:`partners`)."""
+    tail = []
+    if plan.composed:
+        blocks = keep_tail(blocks, plan.block_size, tail)
+    return write_group(plan.output, plan.sample_name(sample), v, blocks), tail
+
+
 def keep_tail(blocks, block_size, tail):
     """Pass ``(h, block)`` through, appending the partial bottom block (if
     any) to the list *tail*: in fold mode that block, with its relative
@@ -340,3 +356,65 @@ def keep_tail(blocks, block_size, tail):
         if block.rows < block_size:
             tail.append(block)
         yield h, block
+
+
+# ---------------------------------------------------------------------------
+# Dynamic sample matrix composition (k-fold, fold mode)
+# ---------------------------------------------------------------------------
+# Training set ``plan.composed[r]`` is the full blocks of every other fold
+# ``plan.names[f]`` (read in place: a composed view), in fold order, then its
+# own *extra matrix*: those folds' partial bottom blocks (step 1 keeps them,
+# :func:`write_sample`), merged in ``(relative position, row id)`` order and
+# re-blocked.  Engines route each partial block to the rounds of
+# :func:`partners` and hand a round's blocks to :func:`write_extra`.
+def partners(n, i):
+    """Every index of ``range(n)`` but *i*, in order: fold f goes into
+    training set r exactly when f != r, so ``partners(len(plan.composed),
+    fold)`` are the rounds that take the fold's partial bottom block and
+    ``partners(len(plan.names), round_)`` the folds the round's training
+    set is composed of."""
+    return [j for j in range(n) if j != i]
+
+
+def compose_extra(block_size, tails):
+    """One column of a training set's extra matrix: the partial bottom
+    blocks routed to it (*tails*, in any order) merged in ``(relative
+    position, row id)`` order and re-blocked; yields ``(h, block)``."""
+    if not tails:
+        return
+    buffer = ReBlocker(block_size)
+    yield from buffer.add(*merge_order(tails))
+    yield from buffer.finish()
+
+
+def write_extra(plan, round_, v, tails):
+    """Write column of blocks *v* of training set *round_*'s extra matrix
+    from the partial bottom blocks routed to it; returns its summary."""
+    return write_group(plan.output, plan.composed[round_], v,
+                       compose_extra(plan.block_size, tails))
+
+
+def composed_ids(block_size, folds, rounds):
+    """Row ids of each of *rounds* composed training sets in the order its
+    composed view reads them, from *folds*: ``(row ids, relative
+    positions)`` of every fold in sample order.  What the engines write,
+    computed in memory by the same rules (the Python API)."""
+    heads, tails = [], []
+    for ids, pos in folds:
+        full = ids.size - ids.size % block_size
+        heads.append(ids[:full])
+        tails.append(id_block(ids[full:], pos[full:]))
+    out = []
+    for round_ in range(rounds):
+        others = partners(len(folds), round_)
+        extra = compose_extra(block_size, [tails[f] for f in others])
+        out.append(np.concatenate([np.empty(0, np.int64)] + [heads[f] for f in others] +
+                                  [block.row_ids for _, block in extra]))
+    return out
+
+
+def id_block(row_ids, relpos):
+    """A block of rows known by id only (no values): what the phases need
+    to order, re-block and compose rows without moving them."""
+    return EncodedBlock(DENSE, len(row_ids), 0, np.empty((len(row_ids), 0), np.uint8),
+                        row_ids=row_ids, relpos=relpos)

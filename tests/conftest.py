@@ -1,10 +1,10 @@
 import hashlib
 import os
 
-import numpy as np
 import pytest
 
-from samplegen.jobs import cli, driver
+from samplegen import cli
+from samplegen.jobs import driver
 
 # Never read the developer's own ~/.mrjob.conf in tests.
 NO_CONF = {"mrjob_conf": ""}
@@ -21,8 +21,8 @@ def spark():
     """One local SparkContext for every test that needs Spark (tests marked
     ``spark``); the engines use the running context instead of starting their
     own, and leave it running."""
-    from samplegen.jobs import spark_engine
-    sc = spark_engine.start_context("local[2]", {"spark.ui.enabled": "false"}, quiet=True)
+    from samplegen.jobs.engines.spark.context import start_context
+    sc = start_context("local[2]", {"spark.ui.enabled": "false"}, quiet=True)
     yield sc
     sc.stop()
 
@@ -50,6 +50,11 @@ def run_cli(capsys, *argv):
         code = exc.code
     out, err = capsys.readouterr()
     return code, out, err
+
+
+def tbs_main(argv):
+    """``samplegen tbs ARGV`` in-process: its exit status."""
+    return cli.main(["tbs", *argv])
 
 
 def tree_digest(path):

@@ -2,10 +2,15 @@
 import numpy as np
 import pytest
 
-from samplegen.jobs.blocks import DENSE, SPARSE, Block, format_line, parse_line
+from samplegen.jobs.blocks import DENSE, SPARSE, Block, parse_line
 from samplegen.udfs.errors import InputError
 
 SPECIAL = np.array([[np.nan, np.inf, -np.inf, 0.0, -0.0, 1e-310, 1.5]])
+
+
+def format_line(h, v, block):
+    """One block-store line: ``h<TAB>v<TAB>payload<NEWLINE>`` as bytes."""
+    return b"%d\t%d\t%s\n" % (h, v, block.encode())
 
 
 def dense_block(rows=5, cols=4, seed=0, **kw):

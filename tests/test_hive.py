@@ -19,7 +19,7 @@ from samplegen.jobs.store import Matrix, StagedOutput
 from samplegen.udfs.custom import load_udf
 from samplegen.udfs.errors import InputError, ParameterError
 
-from .conftest import NO_CONF, runner_inputs, run_cli, sample_digests, tree_digest
+from .conftest import NO_CONF, run_cli, runner_inputs, sample_digests, tree_digest
 from .hive_fixtures import beeline, hive_server  # noqa: F401  (session fixture)
 
 pytestmark = pytest.mark.hive
@@ -57,8 +57,8 @@ CASES = [
     ("kfold naive", "dense", "kfold", {"k": 4, "naive": True}, {}),
     ("bootstrap sparse", "sparse", "bootstrap", {"samples": 3, "size": 1000}, {}),
     ("user UDF", "dense", "samplegen.udfs.examples:bernoulli", {"p": 0.3}, {}),
-    ("scalar UDF", "dense", "samplegen.udfs.examples:paper_holdout_series", {"ratio": 0.5, "repeats": 2},
-     {}),
+    ("scalar UDF", "dense", "samplegen.udfs.examples:paper_holdout_series",
+     {"ratio": 0.5, "repeats": 2}, {}),
     ("kfold fold mode, rows form", "sparse", "kfold", {"k": 3}, {"records": "rows"}),
     ("bootstrap, rows form, many bins", "wide", "bootstrap", {"samples": 2},
      {"records": "rows", "budget": 4096}),
@@ -191,7 +191,8 @@ def test_connection_failures_are_one_line(tmp_path, tmp_path_factory, inputs, hi
     monkeypatch.setenv("SAMPLEGEN_HIVE_FILES", str(files))
     before = tree_digest(str(tmp_path))
     for url, expected in [
-            (f"hive://127.0.0.1:{dead}/default", f"cannot connect to HiveServer2 at 127.0.0.1:{dead}"),
+            (f"hive://127.0.0.1:{dead}/default",
+             f"cannot connect to HiveServer2 at 127.0.0.1:{dead}"),
             (hive_server["url"].replace("/default", "/no_such_db"), "no_such_db"),
             ("hive://127.0.0.1:10000/x;drop", "invalid database name"),
             ("http://127.0.0.1:10000/default", "must look like hive://"),
@@ -414,6 +415,14 @@ def test_raw_script_with_hivevars_through_beeline(tmp_path, tmp_path_factory, in
 # ---------------------------------------------------------------------------
 # the TRANSFORM scripts' own checks, and the local server's
 # ---------------------------------------------------------------------------
+def plan_argv(plan, records="chunks"):
+    """The command-line words that make ``transform.plan_from_args`` rebuild *plan*."""
+    return ["--udf", plan.udf, f"--params={transform.format_params(plan.params)}",
+            "--seed", str(plan.seed), "--rows", str(plan.rows), "--cols", str(plan.cols),
+            "--block-size", str(plan.block_size), "--kind", plan.kind,
+            "--bin-bits", transform.format_bin_bits(plan), "--records", records]
+
+
 def _script(argv, data):
     out = io.BytesIO()
     assert transform.main(argv, io.BytesIO(data), out) == 0
@@ -424,24 +433,26 @@ def test_reducer_refuses_unsorted_input(tmp_path, inputs):
     matrix = Matrix.open(inputs["dense"])
     plan = make_plan(load_udf("holdout", matrix.rows, {"ratio": 0.5}), SEED, matrix.meta,
                      str(tmp_path / "o"))
-    argv = transform.plan_argv(plan, "rows")
+    argv = plan_argv(plan, "rows")
+    (tmp_path / "o").mkdir()  # the run directory, which the driver creates
     data = b"".join(open(p, "rb").read() for p in matrix.part_uris())
     rows = _script(["sample"] + argv, data).splitlines(keepends=True)
     assert len(rows) == 700
     rows.sort(key=lambda r: (int(r.split(b"\t")[0]), int(r.split(b"\t")[1])))  # no SORT BY
     out = _script(["reblock", "--output", str(tmp_path / "o")] + argv, b"".join(rows))
-    assert out.startswith(b"-2\t-1\t-1\tOrderError: reblock input is not sorted")
+    assert out.startswith(b"-2\t-1\t-1\tsamplegen-error: InputError: reblock input is not sorted")
     rows.sort(key=lambda r: r.split(b"\t")[2])  # sorted, but groups interleaved
     out = _script(["reblock", "--output", str(tmp_path / "o")] + argv, b"".join(rows))
-    assert b"OrderError: reblock input is not grouped" in out
+    assert b"\tsamplegen-error: InputError: reblock input is not grouped" in out
 
 
 def test_map_side_error_row_flows_to_the_client(tmp_path, inputs):
     matrix = Matrix.open(inputs["dense"])
     plan = make_plan(load_udf("holdout", matrix.rows, {"ratio": 0.5}), SEED, matrix.meta, "")
-    argv = transform.plan_argv(plan)
+    argv = plan_argv(plan)
     out = _script(["sample"] + argv, b"0\t0\tnot-a-block\n0\t1\tmore input\n")
-    assert out.startswith(b"-1\t-1\t\t-1\tInputError: corrupt") and out.count(b"\n") == 1
+    assert out.startswith(b"-1\t-1\t\t-1\tsamplegen-error: InputError: corrupt")
+    assert out.count(b"\n") == 1
     reduced = _script(["reblock", "--output", str(tmp_path)] + argv, out)
     route, sample, v, message = reduced.decode().rstrip("\n").split("\t")
     assert (route, sample, v) == ("-2", "-1", "-1") and os.listdir(tmp_path) == []
@@ -465,7 +476,8 @@ def test_server_up_is_idempotent_and_explains_a_missing_java(hive_server, monkey
 @pytest.mark.parametrize("udf,params", [("bootstrap", {"samples": 4, "size": 900}),
                                         ("holdout", {"ratio": 0.3, "repeats": 2, "fraction": 0.7}),
                                         ("kfold", {"k": 3, "naive": True}),
-                                        ("samplegen.udfs.examples:paper_holdout_series", {"ratio": 0.5})])
+                                        ("samplegen.udfs.examples:paper_holdout_series",
+                                         {"ratio": 0.5})])
 def test_range_cache_changes_nothing(inputs, monkeypatch, udf, params):
     """The sampling script asks the UDF for many rows at once; its output is
     the same as with one UDF call per block, whatever the block order."""
@@ -473,7 +485,7 @@ def test_range_cache_changes_nothing(inputs, monkeypatch, udf, params):
     matrix = Matrix.open(inputs["wide"])
     lines = b"".join(open(p, "rb").read() for p in matrix.part_uris()).splitlines(True)
     shuffled = random.Random(1).sample(lines, len(lines))
-    argv = transform.plan_argv(make_plan(load_udf(udf, matrix.rows, params), SEED,
+    argv = plan_argv(make_plan(load_udf(udf, matrix.rows, params), SEED,
                                          matrix.meta, ""))
     outputs = set()
     for span in (1, 100, 1 << 16):  # 1: one call per block, as without the cache

@@ -1,5 +1,4 @@
 """Real mrjob runs on the inline and local runners."""
-import json
 import os
 
 import numpy as np
@@ -147,15 +146,20 @@ def test_same_bytes_on_every_runner_and_task_count(tmp_path, inputs, udf, params
     assert runs[0] == runs[1] == runs[2] and len(runs[0]) > 1
 
 
-def test_failed_run_leaves_nothing_and_input_untouched(tmp_path, inputs):
-    from .conftest import tree_digest
-    src = str(tmp_path / "copy")
+def corrupt_copy(src, dest):
+    """A copy of matrix *src* with one bit of a block flipped (its CRC no longer matches)."""
     import shutil
-    shutil.copytree(inputs["dense"], src)
-    part = os.path.join(src, "part-00000")
+    shutil.copytree(src, dest)
+    part = os.path.join(dest, "part-00000")
     data = bytearray(open(part, "rb").read())
     data[len(data) // 2] ^= 0x01
     open(part, "wb").write(bytes(data))
+    return dest
+
+
+def test_failed_run_leaves_nothing_and_input_untouched(tmp_path, inputs):
+    from .conftest import tree_digest
+    src = corrupt_copy(inputs["dense"], str(tmp_path / "copy"))
     before = tree_digest(src)
     from samplegen.udfs.errors import InputError
     for runner in ("inline", "local"):
@@ -164,3 +168,51 @@ def test_failed_run_leaves_nothing_and_input_untouched(tmp_path, inputs):
                             runner=runner, options=NO_CONF)
         assert sorted(os.listdir(tmp_path)) == ["copy"]
     assert tree_digest(src) == before
+
+
+FAILING_UDF = (
+    "import numpy as np\n"
+    "from samplegen.udfs.errors import ParameterError\n"
+    "def refuses(start, stop, rng, params):\n"
+    "    if stop > 300:\n"
+    "        raise ParameterError('refuses rows past 300')\n"
+    "    ids = np.arange(stop - start)\n"
+    "    return ids, np.zeros(ids.size, np.int64), ids.astype(np.uint64)\n"
+    "def breaks(start, stop, rng, params):\n"
+    "    return len(None)\n")
+
+
+@pytest.fixture
+def failing_udfs(tmp_path, monkeypatch):
+    """A user module whose UDFs fail inside the tasks: ``refuses`` with a
+    samplegen ParameterError, ``breaks`` with a bug (TypeError)."""
+    import sys
+    module = tmp_path / "mods" / "sg_test_failing.py"
+    module.parent.mkdir()
+    module.write_text(FAILING_UDF)
+    monkeypatch.syspath_prepend(str(module.parent))
+    yield "sg_test_failing"
+    sys.modules.pop("sg_test_failing", None)
+
+
+def check_task_errors(generate, module, bug, cause):
+    """``generate(udf)`` runs *module*'s failing UDFs (:func:`failing_udfs`) on
+    an engine: a samplegen error raised in a task comes back as itself, same
+    class and message (the task_errors protocol); a bug as *bug* whose
+    message matches *cause*."""
+    from samplegen.udfs.errors import ParameterError
+    with pytest.raises(ParameterError, match="^refuses rows past 300$"):
+        generate(f"{module}:refuses")
+    with pytest.raises(bug, match=cause + "object of type 'NoneType' has no len"):
+        generate(f"{module}:breaks")
+
+
+@pytest.mark.parametrize("runner", ["inline", "local"])
+def test_a_task_error_comes_back_as_its_class_and_message(tmp_path, inputs, failing_udfs, runner):
+    """Local runner: the task writes the marker line on its stderr; inline:
+    tasks run in this process, so errors are themselves anyway."""
+    cause = "^the MapReduce job failed: TypeError: " if runner == "local" else "^"
+    check_task_errors(lambda udf: driver.generate(inputs["dense"], str(tmp_path / "out"), udf,
+                                                  {}, 1, runner=runner, options=NO_CONF),
+                      failing_udfs, TypeError if runner == "inline" else RuntimeError, cause)
+    assert sorted(os.listdir(tmp_path)) == ["mods"]

@@ -7,8 +7,24 @@ import numpy as np
 import pytest
 
 from samplegen.jobs.blocks import DENSE, SPARSE, Block
-from samplegen.jobs.phases import (KEY_ROW_BYTES, ReBlocker, bin_bits, group_key, local_sampling, make_plan,
-                         parse_group_key, parse_sort_key, reblock, set_bins, sort_key)
+from samplegen.jobs.phases import (
+    KEY_ROW_BYTES,
+    ReBlocker,
+    bin_bits,
+    compose_extra,
+    composed_ids,
+    group_key,
+    id_block,
+    local_sampling,
+    make_plan,
+    parse_group_key,
+    parse_sort_key,
+    partners,
+    reblock,
+    set_bins,
+    sort_key,
+    write_sample,
+)
 from samplegen.udfs import Bootstrap, HoldOut, KFold
 
 
@@ -19,7 +35,8 @@ def input_blocks(rows, cols, B, kind=DENSE, seed=0):
     blocks = []
     for h in range(-(-rows // B)):
         for v in range(-(-cols // B)):
-            blocks.append((h, v, Block.from_dense(data[h * B:(h + 1) * B, v * B:(v + 1) * B], kind)))
+            part = data[h * B:(h + 1) * B, v * B:(v + 1) * B]
+            blocks.append((h, v, Block.from_dense(part, kind)))
     return data, blocks
 
 
@@ -64,7 +81,7 @@ def test_output_is_independent_of_bins_and_task_order(udf, kind):
     b = simulate(many_bins, blocks, shuffle_seed=2)
     assert as_bytes(a) == as_bytes(b)
     # every sample's blocks: full except the last, rows equal to the input rows
-    for (sample, v), out in a.items():
+    for (_, v), out in a.items():
         assert all(blk.rows == B for _, blk in out[:-1]) and 0 < out[-1][1].rows <= B
         assert [h for h, _ in out] == list(range(len(out)))
         ids = np.concatenate([blk.row_ids for _, blk in out])
@@ -139,9 +156,10 @@ def test_hadoop_streaming_command_partitions_and_sorts_like_the_sim_runners(tmp_
     """What `samplegen ... --runner hadoop` would submit (built offline by
     mrjob from the driver's arguments, not run: there is no cluster here)."""
     import zipfile
-    from samplegen.jobs.driver import mrjob_args
-    from samplegen.jobs.mr_sample import MRSample
+
+    from samplegen.jobs.engines.mapreduce import MRSample, mrjob_args
     from samplegen.udfs import load_udf
+    from samplegen.udfs.custom import udf_source
     jar = tmp_path / "streaming.jar"
     jar.write_bytes(b"")
     (tmp_path / "myudfs.py").write_text(
@@ -150,7 +168,10 @@ def test_hadoop_streaming_command_partitions_and_sorts_like_the_sim_runners(tmp_
     plan = make_plan(load_udf("myudfs:keep", 10, {"p": 0.5}), 1, meta(10, 2, 5), "hdfs:///out")
     options = {"mrjob_conf": "", "mrjob_args": ["--hadoop-bin", "/bin/true",
                                                 "--hadoop-streaming-jar", str(jar)]}
-    argv = mrjob_args(plan, ["hdfs:///data/m[1]/part-00000"], "hadoop", options, str(tmp_path))
+    plan_path = tmp_path / "plan.json"
+    plan_path.write_text(plan.to_json())
+    argv = mrjob_args("hadoop", str(plan_path), ["hdfs:///data/m[1]/part-00000"], options,
+                      str(tmp_path), udf=udf_source(plan.sampler()))
     shipped = [argv[i + 1] for i, a in enumerate(argv) if a == "--py-files"]
     assert [os.path.basename(p) for p in shipped] == ["samplegen.zip", "udf.zip"]
     assert {"samplegen/__init__.py", "samplegen/udfs/rng.py", "samplegen/jobs/phases.py"} \
@@ -174,3 +195,133 @@ def test_hadoop_streaming_command_partitions_and_sorts_like_the_sim_runners(tmp_
     assert "plan.json#plan.json" in args[args.index("-files") + 1]
     assert "samplegen.zip" in " ".join(args) and "udf.zip" in " ".join(args)
     assert "--plan plan.json" in args[args.index("-reducer") + 1]
+
+
+# ---------------------------------------------------------------------------
+# dynamic sample matrix composition (k-fold, fold mode)
+# ---------------------------------------------------------------------------
+def test_partners_pair_every_fold_with_every_other_round():
+    assert partners(4, 2) == [0, 1, 3] and partners(1, 0) == [] and partners(3, 5) == [0, 1, 2]
+    k = 5
+    pairs = {(f, r) for f in range(k) for r in partners(k, f)}
+    assert pairs == {(f, r) for r in range(k) for f in partners(k, r)}
+    assert all(f != r for f, r in pairs) and len(pairs) == k * (k - 1)
+
+
+def _folds(k, rows, seed=0):
+    """k folds' ``(row ids, relative positions)`` in sample order."""
+    rng = np.random.default_rng(seed)
+    fold = rng.integers(0, k, rows)
+    pos = rng.integers(0, 50, rows).astype(np.uint64)       # ties: the row id decides
+    out = []
+    for f in range(k):
+        ids = np.flatnonzero(fold == f)
+        order = np.lexsort((ids, pos[ids]))
+        out.append((ids[order], pos[ids][order]))
+    return out
+
+
+@pytest.mark.parametrize("B", [1, 7, 64, 1000])
+def test_composed_training_sets_are_the_other_folds_full_blocks_then_the_extra_matrix(B):
+    k = 4
+    folds = _folds(k, 500)
+    composed = composed_ids(B, folds, k)
+    for r, ids in enumerate(composed):
+        others = partners(k, r)
+        assert np.array_equal(np.sort(ids), np.sort(np.concatenate([folds[f][0] for f in others])))
+        heads = [folds[f][0][:folds[f][0].size // B * B] for f in others]
+        head = np.concatenate(heads)
+        assert np.array_equal(ids[:head.size], head)
+        tails = np.concatenate([folds[f][0][folds[f][0].size // B * B:] for f in others])
+        pos = np.concatenate([folds[f][1][folds[f][1].size // B * B:] for f in others])
+        assert np.array_equal(ids[head.size:], tails[np.lexsort((tails, pos))])
+
+
+def test_the_extra_matrix_does_not_depend_on_the_order_its_blocks_arrive_in():
+    B = 16
+    tails = [id_block(ids[-(ids.size % B or B):], pos[-(ids.size % B or B):])
+             for ids, pos in _folds(5, 300, seed=3)]
+    out = set()
+    for order in ([0, 1, 2, 3, 4], [4, 2, 0, 3, 1], [3, 4, 1, 0, 2]):
+        blocks = list(compose_extra(B, [tails[i] for i in order]))
+        assert [h for h, _ in blocks] == list(range(len(blocks)))
+        assert all(b.rows == B for _, b in blocks[:-1]) and 0 < blocks[-1][1].rows <= B
+        out.add(b"".join(b.row_ids.tobytes() + b.relpos.tobytes() for _, b in blocks))
+    assert len(out) == 1 and list(compose_extra(B, [])) == []
+
+
+def test_step_one_keeps_exactly_the_partial_bottom_block(tmp_path):
+    rows, cols, B = 300, 5, 32
+    _, blocks = input_blocks(rows, cols, B)
+    plan = make_plan(KFold(rows, 3), 2, meta(rows, cols, B), str(tmp_path))
+    for (sample, v), out in simulate(plan, [(h, v, b.encoded()) for h, v, b in blocks]).items():
+        summary, tail = write_sample(plan, sample, v, iter(out))
+        n = sum(b.rows for _, b in out)
+        assert summary["sample"] == plan.names[sample] and summary["v"] == v
+        assert [b.rows for b in tail] == ([n % B] if n % B else [])
+
+
+# ---------------------------------------------------------------------------
+# errors across engine boundaries (jobs/engines/task_errors.py)
+# ---------------------------------------------------------------------------
+class _Reported(Exception):
+    """Stands in for an extra class, like the micro-batch jobs' TBSError."""
+
+
+def test_an_error_crosses_as_one_marker_line_and_comes_back_as_itself():
+    from samplegen.jobs.engines import task_errors as te
+    from samplegen.udfs.base import UDFError
+    from samplegen.udfs.errors import (
+        EngineError,
+        InputError,
+        MissingParameterError,
+        OutputError,
+        ParameterError,
+        SamplegenError,
+    )
+
+    class OrderError(InputError):   # a subclass travels as the nearest class of the protocol
+        pass
+
+    for exc, cls in [(InputError("corrupt block (3, 0)"), InputError),
+                     (ParameterError("k must be >= 2, got 1"), ParameterError),
+                     (MissingParameterError("UDF u needs parameter 'p'"), ParameterError),
+                     (OutputError("exists"), OutputError), (UDFError("bad arrays"), UDFError),
+                     (EngineError("task ended early"), EngineError),
+                     (OrderError("not sorted"), InputError),
+                     (SamplegenError("other"), SamplegenError),
+                     (_Reported("a tbs error"), _Reported)]:
+        line = te.error_line(exc, extra=(_Reported,))
+        assert line.startswith("samplegen-error: ") and "\n" not in line
+        text = f"Traceback ...\n  x\nmodule.TaskFailed: {line}\n\tat org.apache.Foo\n"
+        back = te.error_in(text.encode(), RuntimeError, extra=(_Reported,))
+        assert type(back) is cls and str(back) == str(exc)
+
+
+def test_other_task_errors_come_back_as_the_engines_own_failure():
+    from samplegen.jobs.engines import task_errors as te
+    line = te.error_line(TypeError("object of type 'NoneType'\thas\nno len()"))
+    assert line == "samplegen-error: Error: TypeError: object of type 'NoneType' has no len()"
+    back = te.error_in("noise\n" + line + "\n", lambda cause: RuntimeError(f"failed: {cause}"))
+    assert type(back) is RuntimeError
+    assert str(back) == "failed: TypeError: object of type 'NoneType' has no len()"
+    assert te.error_in("InputError: no marker here", RuntimeError) is None
+    two = te.error_line(ValueError("first")) + "\n" + te.error_line(KeyError("last"))
+    assert "last" in str(te.error_in(two, RuntimeError))
+
+
+def test_tasks_report_on_their_stream_or_in_the_exception():
+    import io
+
+    from samplegen.jobs.engines import task_errors as te
+    from samplegen.udfs.errors import InputError
+    stream = io.StringIO()
+    with pytest.raises(InputError):
+        with te.reported(stream):
+            raise InputError("corrupt")
+    assert stream.getvalue() == "samplegen-error: InputError: corrupt\n"
+    with pytest.raises(te.TaskFailed) as info:
+        with te.reported():
+            raise InputError("corrupt")
+    assert str(info.value) == "samplegen-error: InputError: corrupt"
+    assert isinstance(info.value.__cause__, InputError)

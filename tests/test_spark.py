@@ -10,12 +10,20 @@ import sys
 import numpy as np
 import pytest
 
-from samplegen.jobs import driver, spark_engine
+from samplegen.jobs import driver, engines
+from samplegen.jobs.engines import mapreduce
+from samplegen.jobs.engines.spark import context, job, rowcache, shuffle, spool
 from samplegen.jobs.store import Matrix
 from samplegen.udfs.errors import InputError, ParameterError
 
 from .conftest import NO_CONF, make, run_cli, sample_digests, tree_digest
-from .test_mrjob import RunnerSuite, inputs  # noqa: F401  (module fixture)
+from .test_mrjob import (  # noqa: F401  (fixtures)
+    RunnerSuite,
+    check_task_errors,
+    corrupt_copy,
+    failing_udfs,
+    inputs,
+)
 
 pytestmark = pytest.mark.spark
 
@@ -56,10 +64,10 @@ def test_same_bytes_as_inline_whatever_the_partitions(spark, tmp_path, inputs, u
     samples = driver.info(inline)["samples"]
     assert expected and all(s["rows"] > 0 for s in samples)
     for i, (maps, reduces, budget, mode, memory) in enumerate(LAYOUTS):
-        conf = [f"{spark_engine.INPUT_PARTITIONS}={maps}", f"{spark_engine.SHUFFLE}={mode}",
-                f"{spark_engine.WORKER_MEMORY}={memory}"]
+        conf = [f"{job.INPUT_PARTITIONS}={maps}", f"{job.SHUFFLE}={mode}",
+                f"{job.WORKER_MEMORY}={memory}"]
         if reduces:
-            conf.append(f"{spark_engine.REDUCE_PARTITIONS}={reduces}")
+            conf.append(f"{job.REDUCE_PARTITIONS}={reduces}")
         stats = []
         dest = str(tmp_path / f"spark{i}")
         driver.generate(inputs[src], dest, udf, params, 11, runner="spark", bin_budget=budget,
@@ -78,8 +86,8 @@ def test_task_memory_is_bounded_when_a_task_gets_more_than_its_share(spark, tmp_
     1 MiB budget.  Row shuffle: it spills almost all of the rows and holds one
     shuffle bin at a time.  Id shuffle: it spills keys only (16 bytes per
     occurrence plus frame headers) and, the input being larger than half
-    its budget, reads the rows it fetches one by one from the part files.  Map tasks hold at most 256 KiB of
-    chunks before handing them to the JVM.  Both grow by far less than what
+    its budget, reads the rows it fetches one by one from the part files.  Map tasks hold at
+    most 256 KiB of chunks before handing them to the JVM.  Both grow by far less than what
     they move."""
     src = make(tmp_path, "big", rows=20000, cols=100, block_size=100, seed=4)
     inline = _generate(src, str(tmp_path / "inline"), "bootstrap", {"samples": 4}, "inline")
@@ -87,10 +95,10 @@ def test_task_memory_is_bounded_when_a_task_gets_more_than_its_share(spark, tmp_
     dest = str(tmp_path / "spark")
     driver.generate(src, dest, "bootstrap", {"samples": 4}, 11, runner="spark",
                     bin_budget=256 << 10,
-                    options={"spark_conf": [f"{spark_engine.REDUCE_PARTITIONS}=1",
-                                            f"{spark_engine.INPUT_PARTITIONS}=4",
-                                            f"{spark_engine.WORKER_MEMORY}=1m",
-                                            f"{spark_engine.SHUFFLE}={mode}"],
+                    options={"spark_conf": [f"{job.REDUCE_PARTITIONS}=1",
+                                            f"{job.INPUT_PARTITIONS}=4",
+                                            f"{job.WORKER_MEMORY}=1m",
+                                            f"{job.SHUFFLE}={mode}"],
                              "on_task_stats": stats.append})
     assert sample_digests(dest) == sample_digests(inline)
     rows_bytes = 4 * 20000 * (1068 + 16)        # what the one reduce task re-blocks
@@ -112,13 +120,13 @@ def test_spool_orders_records_and_spills_past_its_budget():
                              relpos=np.arange(3, dtype=np.uint64)).encoded() for k in keys}
     arrival = [keys[i] for i in rng.permutation(len(keys))]
     for budget, spilled in [(1 << 30, False), (1, True)]:
-        with spark_engine.SortSpool(budget) as spool:
+        with spool.SortSpool(budget) as ordered:
             for key in arrival:
-                spool.add(key, chunks[key])
-            out = list(spool.sorted())
+                ordered.add(key, chunks[key])
+            out = list(ordered.sorted())
         assert [k for k, _ in out] == keys
         assert all(c.encode() == chunks[k].encode() for k, c in out)
-        assert (spool.spilled_bytes > 0) == spilled
+        assert (ordered.spilled_bytes > 0) == spilled
 
 
 def test_shuffle_frames_round_trip_dense_sparse_and_empty_chunks():
@@ -134,7 +142,7 @@ def test_shuffle_frames_round_trip_dense_sparse_and_empty_chunks():
                ((0, 0, 0, 0), sparse.take([], row_ids=np.empty(0, np.int64),
                                           relpos=np.empty(0, np.uint64))),
                ((9, 9, 9, 9), dense.take([4, 1, 1], row_ids=np.array([4, 1, 1])))]
-    frames = spark_engine.ChunkFrames()
+    frames = shuffle.ChunkFrames()
     back = frames.loads(frames.dumps(records))
     assert [k for k, _ in back] == [k for k, _ in records]
     for (_, a), (_, b) in zip(records, back):
@@ -143,9 +151,8 @@ def test_shuffle_frames_round_trip_dense_sparse_and_empty_chunks():
 
 
 def _row_source(path, token="t"):
-    from samplegen.jobs.rowcache import RowSource
     m = Matrix.open(path)
-    return RowSource(m.part_uris(), m.rows, m.cols, m.block_size, token)
+    return rowcache.RowSource(m.part_uris(), m.rows, m.cols, m.block_size, token)
 
 
 def _input_text(path):
@@ -187,7 +194,6 @@ def test_row_source_fetches_the_inputs_rows_mapped_or_read(tmp_path, inputs, bud
     """Rows come back byte for byte, repeats and any order, from several part
     files and column blocks of different widths: memory-mapped when the parts
     fit half the budget, else read one by one."""
-    from samplegen.jobs import rowcache
     path = _split_parts(inputs["wide"], str(tmp_path / "wide"), 2)
     source = _row_source(path)
     assert len(source.parts) == 2 and source.n_vblocks() == 3
@@ -205,7 +211,6 @@ def test_row_source_copies_parts_that_are_not_local_files(tmp_path, inputs, monk
     """Part files on a Hadoop filesystem are copied once per executor (here a
     stand-in ``hdfs dfs -cat`` serves local files as hdfs:// URIs) and removed
     by drop()."""
-    from samplegen.jobs import rowcache
     fake = tmp_path / "hdfs"
     fake.write_text('#!/bin/sh\n[ "$1" = -cat ] || exit 1\ncat "${2#hdfs://}"\n')
     fake.chmod(0o755)
@@ -227,7 +232,6 @@ def test_row_source_copies_parts_that_are_not_local_files(tmp_path, inputs, monk
 
 def test_row_source_refuses_truncated_or_repeated_blocks(tmp_path, inputs):
     """Damaged part files are one InputError naming the problem."""
-    from samplegen.jobs import rowcache
     for damage, message in [("truncate", "truncated"), ("repeat", "appears twice"),
                             ("last newline", None)]:
         dest = str(tmp_path / damage)
@@ -269,7 +273,8 @@ def test_user_udf_module_is_shipped_to_the_executors(spark, tmp_path, inputs, mo
         "def every_third(start, stop, rng, params):\n"
         "    ids = np.arange(start, stop)\n"
         "    keep = np.flatnonzero(ids % 3 == 0)\n"
-        "    return keep, np.zeros(keep.size, np.int64), (ids[keep] * 7919 % 1000).astype(np.uint64)\n")
+        "    relpos = (ids[keep] * 7919 % 1000).astype(np.uint64)\n"
+        "    return keep, np.zeros(keep.size, np.int64), relpos\n")
     monkeypatch.syspath_prepend(str(module.parent))
     inline = _generate(inputs["dense"], str(tmp_path / "inline"), "sg_test_every_third:every_third",
                        {}, "inline")
@@ -284,7 +289,7 @@ def test_spark_defaults_file_and_failure_messages(tmp_path):
     conf = tmp_path / "spark-defaults.conf"
     conf.write_text("# comment\n! also a comment\nspark.master   spark://host:7077\n"
                     "spark.python.worker.memory=1g\nspark.local.dir: /scratch\n\n")
-    assert spark_engine.read_conf_file(str(conf)) == {
+    assert context.read_conf_file(str(conf)) == {
         "spark.master": "spark://host:7077", "spark.python.worker.memory": "1g",
         "spark.local.dir": "/scratch"}
     java = ("An error occurred while calling o93.collectAndServe.\n"
@@ -293,28 +298,29 @@ def test_spark_defaults_file_and_failure_messages(tmp_path):
             '  File "/x/udf.py", line 2, in broken\n    return len(None)\n'
             "TypeError: object of type 'NoneType' has no len()\n\n"
             "\tat org.apache.spark.api.python.BasePythonRunner.handle(PythonRunner.scala:1)\n")
-    assert spark_engine._cause(java, "X") == "TypeError: object of type 'NoneType' has no len()"
-    assert spark_engine._cause(java.split("org.apache.spark.api")[0], "X") == \
+    assert context.failure_cause(java, "X") == "TypeError: object of type 'NoneType' has no len()"
+    assert context.failure_cause(java.split("org.apache.spark.api")[0], "X") == \
         "org.apache.spark.SparkException: Job aborted due to stage failure: boom"
-    assert spark_engine._memory_bytes("512m") == 512 << 20
-    assert spark_engine._memory_bytes("2g") == 2 << 30 and spark_engine._memory_bytes("64") == 64 << 20
-
-
-def _corrupt_copy(src, dest):
-    shutil.copytree(src, dest)
-    part = os.path.join(dest, "part-00000")
-    data = bytearray(open(part, "rb").read())
-    data[len(data) // 2] ^= 0x01
-    open(part, "wb").write(bytes(data))
-    return dest
+    assert job.memory_bytes("512m") == 512 << 20
+    assert job.memory_bytes("2g") == 2 << 30 and job.memory_bytes("64") == 64 << 20
 
 
 def test_corrupt_block_fails_in_a_task_as_one_error(spark, tmp_path, inputs):
-    src = _corrupt_copy(inputs["dense"], str(tmp_path / "copy"))
+    src = corrupt_copy(inputs["dense"], str(tmp_path / "copy"))
     before = tree_digest(src)
     with pytest.raises(InputError, match=r"^corrupt .*in block \(\d+, \d+\)"):
         _generate(src, str(tmp_path / "out"), "kfold", {"k": 3}, "spark")
     assert sorted(os.listdir(tmp_path)) == ["copy"] and tree_digest(src) == before
+
+
+def test_a_task_error_comes_back_as_its_class_and_message(spark, tmp_path, inputs, failing_udfs):
+    """As on the MapReduce runners: the task's samplegen error is raised again,
+    same class and message (Spark: the marker line in the task's exception);
+    a bug is one RuntimeError."""
+    check_task_errors(lambda udf: _generate(inputs["dense"], str(tmp_path / "out"), udf, {},
+                                            "spark"),
+                      failing_udfs, RuntimeError, "^the Spark job failed: TypeError: ")
+    assert sorted(os.listdir(tmp_path)) == ["mods"]
 
 
 @pytest.mark.slow
@@ -322,8 +328,8 @@ def test_command_line_one_line_errors_in_a_fresh_process(tmp_path, inputs):
     """A fresh process, as a user runs it: Spark's own console output stays
     out of the way; a corrupt block (failing inside a task) and a bad master
     (failing in spark-submit) each come back as one line, exit status 2."""
-    src = _corrupt_copy(inputs["dense"], str(tmp_path / "copy"))
-    proc = subprocess.run([sys.executable, "-m", "samplegen.jobs.cli", "holdout", src, str(tmp_path / "out"),
+    src = corrupt_copy(inputs["dense"], str(tmp_path / "copy"))
+    proc = subprocess.run([sys.executable, "-m", "samplegen", "holdout", src, str(tmp_path / "out"),
                            "--ratio", "0.5", "--seed", "1", "--runner", "spark",
                            "--spark-master", "local[1]"],
                           cwd=ROOT, capture_output=True, text=True, timeout=300)
@@ -331,7 +337,7 @@ def test_command_line_one_line_errors_in_a_fresh_process(tmp_path, inputs):
     assert proc.stderr.count("\n") == 1 and proc.stdout == ""
     assert proc.stderr.startswith("samplegen: error: corrupt") and "Traceback" not in proc.stderr
     assert sorted(os.listdir(tmp_path)) == ["copy"]
-    proc = subprocess.run([sys.executable, "-m", "samplegen.jobs.cli", "bootstrap", inputs["dense"],
+    proc = subprocess.run([sys.executable, "-m", "samplegen", "bootstrap", inputs["dense"],
                            str(tmp_path / "out"), "--samples", "2", "--seed", "1", "--runner",
                            "spark", "--spark-master", "nowhere://x"],
                           cwd=ROOT, capture_output=True, text=True, timeout=300)
@@ -351,15 +357,15 @@ def test_mrjob_job_runs_unchanged_on_mrjobs_spark_runner(tmp_path, inputs, monke
         # for a cluster is whatever `python3` is first on the PATH)
         options = dict(options, mrjob_args=["--spark-master", "local[2]",
                                             "--python-bin", sys.executable])
-        return driver.run_mrjob(plan, paths, "spark", options)
-    monkeypatch.setattr(driver, "_engine", lambda runner: mrjob_spark)
+        return mapreduce.run_mrjob(plan, paths, "spark", options)
+    monkeypatch.setattr(engines, "engine", lambda runner: mrjob_spark)
     dest = _generate(inputs["wide"], str(tmp_path / "mrjob-spark"), "kfold", {"k": 4}, "spark")
     assert sample_digests(dest) == sample_digests(inline)
 
 
 @pytest.mark.slow
 def test_spark_submit_runs_the_command_line_with_its_own_master(tmp_path, inputs):
-    """``spark-submit --py-files samplegen.zip jobs/submit.py ...``: the engine
+    """``spark-submit --py-files samplegen.zip samplegen/__main__.py ...``: the engine
     takes spark-submit's context (master, settings) and writes the same bytes."""
     import pyspark
 
@@ -371,7 +377,7 @@ def test_spark_submit_runs_the_command_line_with_its_own_master(tmp_path, inputs
     proc = subprocess.run(
         [os.path.join(home, "bin", "spark-submit"), "--master", "local[1]",
          "--py-files", build_zip(str(tmp_path / "dist" / "samplegen.zip")),
-         os.path.join(ROOT, "jobs", "submit.py"), "kfold", inputs["sparse"],
+         os.path.join(ROOT, "samplegen", "__main__.py"), "kfold", inputs["sparse"],
          str(tmp_path / "submitted"), "--k", "3", "--seed", "11", "--runner", "spark"],
         cwd=str(tmp_path), env=env, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr[-2000:]

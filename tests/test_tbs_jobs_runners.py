@@ -14,9 +14,11 @@ SIZES = [60, 0, 150, 45, 200, 90, 75, 130, 20]
 TIMES = [1.0, 2.0, 3.5, 4.0, 5.0, 7.0, 8.0, 9.0, 10.5]
 CASES = {
     "rtbs-exp": dict(algorithm="rtbs", decay="exp", size=120, **{"lambda": 0.2}),
-    "rtbs-poly": dict(algorithm="rtbs", decay="poly", size=80, power=2.0, shift=1.0, delta1=0.2, delta2=3.0,
-                      max_weight=160.0),      # n' = 2n: the output cap (and rows coming back into S)
-    "ttbs-exp": dict(algorithm="ttbs", decay="exp", size=120, mean_batch_size=80.0, **{"lambda": 0.2}),
+    # n' = 2n: the output cap (and rows coming back into S)
+    "rtbs-poly": dict(algorithm="rtbs", decay="poly", size=80, power=2.0, shift=1.0, delta1=0.2,
+                      delta2=3.0, max_weight=160.0),
+    "ttbs-exp": dict(algorithm="ttbs", decay="exp", size=120, mean_batch_size=80.0,
+                     **{"lambda": 0.2}),
     "ttbs-poly": dict(algorithm="ttbs", decay="poly", size=80, mean_batch_size=80.0),
 }
 NO_CONF = {"mrjob_conf": ""}
@@ -24,7 +26,7 @@ NO_CONF = {"mrjob_conf": ""}
 
 @pytest.fixture(autouse=True)
 def _no_fsync(monkeypatch):
-    monkeypatch.setenv("SAMPLEGEN_TBS_FSYNC", "0")      # the plan tells every task; see test_tbs_jobs.py
+    monkeypatch.setenv("SAMPLEGEN_TBS_FSYNC", "0")  # the plan tells every task (test_tbs_jobs.py)
 
 
 @pytest.fixture(scope="module")
@@ -57,7 +59,8 @@ def test_inline_runner_on_threads_writes_the_same_state(tmp_path, batches, inlin
     """The reference runs one partition after the other (its batches are too
     small for threads by default); three threads, one per partition, write the
     same bytes."""
-    digest = _run(batches, str(tmp_path / "s"), name, "inline", {"batches_per_job": 4, "num_cores": 3})
+    digest = _run(batches, str(tmp_path / "s"), name, "inline",
+                  {"batches_per_job": 4, "num_cores": 3})
     assert digest == inline_digests[name][0]
 
 
@@ -66,6 +69,7 @@ def test_inline_runner_on_threads_a_failing_task_is_one_error_and_no_commit(tmp_
     the task that reads it fails; the run raises that task's error after the
     other tasks ended, commits nothing and leaves no file behind."""
     import fastparquet
+
     from samplegen.tbs.errors import TBSError
     batches, state = str(tmp_path / "b"), str(tmp_path / "s")
     write_batches(batches, [400, 400])
@@ -79,10 +83,12 @@ def test_inline_runner_on_threads_a_failing_task_is_one_error_and_no_commit(tmp_
     first = str(tmp_path / "two")
     os.makedirs(first)
     for k in (1, 2):
-        os.link(os.path.join(batches, f"batch-{k}.parquet"), os.path.join(first, f"batch-{k}.parquet"))
+        os.link(os.path.join(batches, f"batch-{k}.parquet"),
+                os.path.join(first, f"batch-{k}.parquet"))
     run(first, state, params, options={"num_cores": 4})
     digest = tree_digest(state)
-    with pytest.raises(TBSError, match=r"^batch batch-3.parquet \(partition 1\): cannot read .*batch-3.parquet"):
+    with pytest.raises(TBSError, match=r"^batch batch-3.parquet \(partition 1\): "
+                                       r"cannot read .*batch-3.parquet"):
         run(batches, state, {}, options={"num_cores": 4})
     assert tree_digest(state) == digest
 
@@ -95,22 +101,24 @@ def test_mrjob_local_runner_writes_the_same_state(tmp_path, batches, inline_dige
     assert digest == inline_digests[name][0]
 
 
-@pytest.mark.mrjob
-def test_mrjob_task_error_is_one_line(tmp_path, batches, capsys):
-    """A batch whose footer is fine but whose data pages are damaged is found by
-    a map task; the driver reports the task's error and commits nothing of
-    that job."""
+def _damaged_batches(batches, dest):
+    """A copy of *batches* whose batch 5 has a fine footer but damaged data
+    pages: only the map task that reads it finds out."""
     import shutil
-    from samplegen.tbs.cli import main
-    bad = str(tmp_path / "bad")
-    shutil.copytree(batches, bad)
-    path = os.path.join(bad, "batch-5.parquet")
+    shutil.copytree(batches, dest)
+    path = os.path.join(dest, "batch-5.parquet")
     data = bytearray(open(path, "rb").read())
     data[4:400] = b"\x07" * 396                     # column chunk data of the first row group
     open(path, "wb").write(bytes(data))
+    return dest
+
+
+def _task_error_is_one_line(tmp_path, batches, capsys, runner_args):
+    from tests.conftest import tbs_main as main
+    bad = _damaged_batches(batches, str(tmp_path / "bad"))
     state = str(tmp_path / "s")
-    rc = main(["run", bad, state, "--algorithm", "rtbs", "--decay", "exp", "--lambda", "0.2", "--size", "50",
-               "--seed", "1", "--runner", "local", "--mrjob-conf", "", "--batches-per-job", "3", "-q"])
+    rc = main(["run", bad, state, "--algorithm", "rtbs", "--decay", "exp", "--lambda", "0.2",
+               "--size", "50", "--seed", "1", "--batches-per-job", "3", "-q", *runner_args])
     err = capsys.readouterr().err
     assert rc == 2 and err.count("\n") == 1 and "batch batch-5.parquet (partition" in err, err
     assert "cannot read" in err
@@ -119,15 +127,31 @@ def test_mrjob_task_error_is_one_line(tmp_path, batches, capsys):
     assert committed == ["0000000001", "0000000002", "0000000003"]
 
 
+@pytest.mark.mrjob
+def test_mrjob_task_error_is_one_line(tmp_path, batches, capsys):
+    """A batch whose footer is fine but whose data pages are damaged is found by
+    a map task; the driver reports the task's error (its TBSError, by the
+    engines' task_errors protocol) and commits nothing of that job."""
+    _task_error_is_one_line(tmp_path, batches, capsys,
+                            ["--runner", "local", "--mrjob-conf", ""])
+
+
+@pytest.mark.spark
+def test_spark_task_error_is_one_line(tmp_path, batches, capsys, spark):
+    """The same damaged batch found by a Spark task."""
+    _task_error_is_one_line(tmp_path, batches, capsys, ["--runner", "spark"])
+
+
 def test_hadoop_runner_arguments(tmp_path):
     """What --runner hadoop would submit (mrjob builds the streaming command
     offline; there is no cluster here): a map-only step, one map task per
     partition file, the plan and the project's zip shipped, no speculative
     attempts."""
-    from samplegen.tbs.stream.mr_tbs import MRTBS, mrjob_args, write_inputs
+    from samplegen.jobs.engines.mapreduce import mrjob_args
+    from samplegen.tbs.stream.mr_tbs import MRTBS, write_inputs
     jar = tmp_path / "streaming.jar"
     jar.write_bytes(b"")
-    hadoop = tmp_path / "hadoop"          # stands in for the Hadoop client: mrjob asks for its version
+    hadoop = tmp_path / "hadoop"  # stands in for the Hadoop client: mrjob asks for its version
     hadoop.write_text("#!/bin/sh\n[ \"$1\" = version ] && echo 'Hadoop 3.3.6'\nexit 0\n")
     hadoop.chmod(0o755)
     plan = tmp_path / "plan.json"
@@ -135,12 +159,13 @@ def test_hadoop_runner_arguments(tmp_path):
     inputs = write_inputs(str(tmp_path), 3)
     options = {"mrjob_conf": "", "jobconf": ["mapreduce.task.timeout=600000"],
                "mrjob_args": ["--hadoop-bin", str(hadoop), "--hadoop-streaming-jar", str(jar)]}
-    argv = mrjob_args(str(plan), inputs, "hadoop", options, str(tmp_path))
+    argv = mrjob_args("hadoop", str(plan), inputs, options, str(tmp_path))
     shipped = [argv[i + 1] for i, a in enumerate(argv) if a == "--py-files"]
     assert [os.path.basename(p) for p in shipped] == ["samplegen.zip"]
     names = set(zipfile.ZipFile(shipped[0]).namelist())
-    assert {"samplegen/__init__.py", "samplegen/tbs/stream/task.py", "samplegen/tbs/stream/mr_tbs.py",
-            "samplegen/tbs/latent.py", "samplegen/jobs/driver.py"} <= names
+    assert {"samplegen/__init__.py", "samplegen/tbs/stream/task.py",
+            "samplegen/tbs/stream/mr_tbs.py", "samplegen/tbs/latent.py",
+            "samplegen/jobs/driver.py", "samplegen/jobs/engines/mapreduce.py"} <= names
     job = MRTBS(args=argv)
     assert len(job.steps()) == 1 and job.steps()[0].description()["type"] == "streaming"
     assert "reducer" not in job.steps()[0].description()
@@ -160,11 +185,12 @@ def test_hadoop_runner_arguments(tmp_path):
 
 
 @pytest.mark.spark
-def test_spark_runner_writes_the_same_state_and_spark_reads_the_deltas(tmp_path, batches, inline_digests,
-                                                                         spark):
+def test_spark_runner_writes_the_same_state_and_spark_reads_the_deltas(tmp_path, batches,
+                                                                         inline_digests, spark):
     for name in CASES:
         state = str(tmp_path / name)
-        assert _run(batches, state, name, "spark", {"batches_per_job": 16}) == inline_digests[name][0], name
+        digest = _run(batches, state, name, "spark", {"batches_per_job": 16})
+        assert digest == inline_digests[name][0], name
     from pyspark.sql import SparkSession
     session = SparkSession(spark)
     state = str(tmp_path / "rtbs-poly")

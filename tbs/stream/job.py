@@ -17,14 +17,15 @@ One run:
 The result depends only on the seed, the parameters and the batches: not on
 the runner, the chunking, or how often the run was interrupted.
 """
-from __future__ import annotations
-
 import json
 import math
 import os
 from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
+
+from samplegen.udfs.errors import ParameterError
+from samplegen.udfs.rng import check_seed
 
 from ..errors import TBSError
 from ..randomness import derive_key
@@ -50,9 +51,10 @@ BOUNDS = {"partitions": (1, MAX_PARTITIONS), "compact_every": (1, None), "keep_d
 FIXED = ("algorithm", "decay", "lambda", "power", "shift", "size", "seed", "partitions",
          "compact_every", "keep_deltas", "mean_batch_size", "max_weight", "consolidation_rate",
          "delta1", "delta2")
-OPTION_NAMES = {"lambda": "--lambda", "mean_batch_size": "--mean-batch-size", "max_weight": "--max-weight",
-                "consolidation_rate": "--lambda", "compact_every": "--compact-every",
-                "keep_deltas": "--keep-deltas", "delta1": "--delta1", "delta2": "--delta2"}
+OPTION_NAMES = {"lambda": "--lambda", "mean_batch_size": "--mean-batch-size",
+                "max_weight": "--max-weight", "consolidation_rate": "--lambda",
+                "compact_every": "--compact-every", "keep_deltas": "--keep-deltas",
+                "delta1": "--delta1", "delta2": "--delta2"}
 
 
 def _opt(name):
@@ -61,7 +63,7 @@ def _opt(name):
 
 # ----------------------------------------------------------------------------- parameters
 
-def new_params(given: dict, batches) -> dict:
+def new_params(given, batches):
     """The parameters of a new STATE from the command line (and, for T-TBS
     without --mean-batch-size, the mean size of the batches present)."""
     g = {k: v for k, v in given.items() if v is not None}
@@ -100,13 +102,14 @@ def new_params(given: dict, batches) -> dict:
         if g["algorithm"] == "rtbs":
             for name in ("max_weight", "delta1", "delta2"):
                 p[name] = None if g.get(name) is None else float(g[name])
-            if p["max_weight"] is None:      # n' = n by default here (docs/TBS_JOBS.md, "Algorithm 8")
+            if p["max_weight"] is None:  # n' = n by default (docs/TBS_JOBS.md, "Algorithm 8")
                 p["max_weight"] = float(g["size"])
             p["consolidation_rate"] = None if g.get("lambda") is None else float(g["lambda"])
         else:
             for name in ("lambda", "max_weight", "delta1", "delta2"):
                 if name in g:
-                    raise TBSError(f"{_opt(name)} applies to R-TBS (--algorithm rtbs) with --decay poly only")
+                    raise TBSError(f"{_opt(name)} applies to R-TBS (--algorithm rtbs) with "
+                                   "--decay poly only")
     if g["algorithm"] == "ttbs":
         if "mean_batch_size" in g:
             p["mean_batch_size"] = float(g["mean_batch_size"])
@@ -123,7 +126,7 @@ def new_params(given: dict, batches) -> dict:
     return p
 
 
-def check_params(stored: dict, given: dict) -> None:
+def check_params(stored, given):
     """Parameters given for an existing STATE must be the ones it was created with."""
     for name, value in given.items():
         if value is None or name not in FIXED:
@@ -137,7 +140,7 @@ def check_params(stored: dict, given: dict) -> None:
                            "(parameters cannot change once a STATE exists)")
 
 
-def initial_commit(params: dict) -> dict:
+def initial_commit(params):
     P = params["partitions"]
     key = derive_key(params["seed"])
     return {"format": FORMAT, "seq": 0, "params": params, "key": key, "salt": output_salt(key),
@@ -155,7 +158,7 @@ def _copy(value):
     return json.loads(json.dumps(value))
 
 
-def plan_chunk(commit: dict, chunk, store: Store) -> tuple:
+def plan_chunk(commit, chunk, store):
     """The job plan for a chunk of batches, and the driver state after each."""
     params = commit["params"]
     P = params["partitions"]
@@ -174,14 +177,15 @@ def plan_chunk(commit: dict, chunk, store: Store) -> tuple:
         info = b.to_json()
         info["bounds"] = bounds
         infos.append(info)
-    plan = {"state": store.uri(), "fsync": store.fsync, "key": str(commit["key"]), "salt": str(commit["salt"]),
+    plan = {"state": store.uri(), "fsync": store.fsync, "key": str(commit["key"]),
+            "salt": str(commit["salt"]),
             "structs": [part["struct"] for part in commit["partitions"]],
             "writer": commit["writer"] or {"row_group_offsets": ROW_GROUP, "stats": False},
             "batches": steps, "batch_info": infos}
     return plan, states
 
 
-def next_commit(commit: dict, batch, step: dict, state_after, summaries) -> dict:
+def next_commit(commit, batch, step, state_after, summaries):
     """The commit after ``batch`` from the plan and the tasks' summaries."""
     params = commit["params"]
     driver_state, since = state_after
@@ -198,13 +202,14 @@ def next_commit(commit: dict, batch, step: dict, state_after, summaries) -> dict
     parts = []
     for p, s in enumerate(summaries):
         if s["k"] != batch.k or s["p"] != p or s["full"] != step["expect"][p]:
-            raise TBSError(f"internal error: task summary {s['k']}/{s['p']} does not match the plan")
-        parts.append({"struct": s["struct"], "files": s["files"], "full": s["full"], "realized": s["realized"],
-                      "stored": s["stored"]})
+            raise TBSError(f"internal error: task summary {s['k']}/{s['p']} does not match "
+                           "the plan")
+        parts.append({"struct": s["struct"], "files": s["files"], "full": s["full"],
+                      "realized": s["realized"], "stored": s["stored"]})
     realized = sum(part["realized"] for part in parts)
     if realized != driver_state["size"]:
-        raise TBSError(f"internal error: batch {batch.k}: the partitions hold {realized} sampled items, "
-                       f"the driver expects {driver_state['size']}")
+        raise TBSError(f"internal error: batch {batch.k}: the partitions hold {realized} "
+                       f"sampled items, the driver expects {driver_state['size']}")
     new["partitions"] = parts
     P = params["partitions"]
     deltas = commit["deltas"] + [[batch.k, [delta_in(batch.k, p) for p in range(P)],
@@ -219,11 +224,11 @@ def next_commit(commit: dict, batch, step: dict, state_after, summaries) -> dict
 THREAD_ROWS = 1 << 17   # rows per partition and batch from which the in-process runner uses threads
 
 
-def _is_int(value) -> bool:
+def _is_int(value):
     return isinstance(value, int) and not isinstance(value, bool)
 
 
-def check_bounded(name: str, value) -> int:
+def check_bounded(name, value):
     """A parameter of :data:`BOUNDS`, checked (the message names the option
     and says the range)."""
     low, high = BOUNDS[name]
@@ -235,7 +240,7 @@ def check_bounded(name: str, value) -> int:
     return value
 
 
-def num_cores(options: dict):
+def num_cores(options):
     """``--num-cores`` (None when not given), checked."""
     cores = options.get("num_cores")
     if cores is not None and (not _is_int(cores) or cores < 1):
@@ -243,7 +248,7 @@ def num_cores(options: dict):
     return cores
 
 
-def batches_per_job(options: dict) -> int:
+def batches_per_job(options):
     """``--batches-per-job`` (:data:`DEFAULT_BATCHES_PER_JOB` when not
     given), checked: 0 is an error, not the default."""
     per_job = options.get("batches_per_job")
@@ -254,10 +259,10 @@ def batches_per_job(options: dict) -> int:
     return per_job
 
 
-def check_options(runner: str, given: dict, options: dict) -> int:
+def check_options(runner, given, options):
     """Every check that needs neither STATE nor the batches, in one place:
     :func:`run` calls it before it creates, locks or even reads STATE.  The
-    runner, ``--batches-per-job``, ``--num-cores``, and the bounds of the
+    runner, ``--batches-per-job``, ``--num-cores``, ``--seed``, and the bounds of the
     creation parameters that were given (:data:`BOUNDS`: ``--partitions``
     at most :data:`MAX_PARTITIONS`).  Returns the batches per job."""
     if runner not in RUNNERS:
@@ -267,10 +272,15 @@ def check_options(runner: str, given: dict, options: dict) -> int:
     for name in BOUNDS:
         if given.get(name) is not None:
             check_bounded(name, given[name])
+    if given.get("seed") is not None:
+        try:
+            check_seed(given["seed"])
+        except ParameterError as exc:
+            raise TBSError(f"--{exc}") from None
     return per_job
 
 
-def inline_workers(options: dict, partitions: int, rows_per_task: float = math.inf) -> int:
+def inline_workers(options, partitions, rows_per_task=math.inf):
     """Partitions the in-process runner works on at once: ``--num-cores``, or
     by default one per CPU core (at most one per partition) when a task's
     share of a batch is at least ``THREAD_ROWS`` rows, else one.  Smaller
@@ -285,7 +295,7 @@ def inline_workers(options: dict, partitions: int, rows_per_task: float = math.i
     return max(1, min(os.cpu_count() or 1, partitions))
 
 
-def execute(plan: dict, runner: str, options: dict) -> list:
+def execute(plan, runner, options):
     """Run the job: returns, per partition, the list of batch summaries."""
     P = len(plan["structs"])
     if runner == "inline":
@@ -312,7 +322,8 @@ def execute(plan: dict, runner: str, options: dict) -> list:
     raise TBSError(f"--runner must be one of {', '.join(RUNNERS)}, got {runner!r}")
 
 
-def run(batches_url: str, state_url: str, given: dict, runner: str = "inline", options=None, log=None) -> dict:
+def run(batches_url, state_url, given, runner="inline", options=None,
+        log=None):
     """Process every batch of ``batches_url`` not yet in ``state_url``.
 
     ``given``: the command line's parameters (None = not given).  Returns the
@@ -334,10 +345,12 @@ def run(batches_url: str, state_url: str, given: dict, runner: str = "inline", o
                     f"(pid {lock.previous.get('pid')} on {lock.previous.get('host')})")
             commit = load_latest(store)
             if commit is None and [n for n in store.listdir() if n != "_lock"]:
-                raise TBSError(f"STATE {state_url} is a non-empty directory without a samplegen tbs state")
+                raise TBSError(f"STATE {state_url} is a non-empty directory without a "
+                               "samplegen tbs state")
         if commit is not None:
             check_params(commit["params"], given)
-            batches, note = pending(batches_url, commit["last_batch"], commit["time"], commit["schema"])
+            batches, note = pending(batches_url, commit["last_batch"], commit["time"],
+                                    commit["schema"])
         else:
             batches, note = pending(batches_url, None, None, None)
             params = new_params(given, batches)
@@ -370,11 +383,12 @@ def run(batches_url: str, state_url: str, given: dict, runner: str = "inline", o
             summaries = execute(plan, runner, options)
             crash_point("after-tasks")
             for i, b in enumerate(chunk):
-                commit = next_commit(commit, b, plan["batches"][i], states[i], [s[i] for s in summaries])
+                commit = next_commit(commit, b, plan["batches"][i], states[i],
+                                     [s[i] for s in summaries])
                 write_commit(store, commit)
                 done += 1
             for seq in range(commit["seq"] - len(chunk) + 1, commit["seq"] + 1):
-                forget(store, seq)            # not before: the chunk's later batches were not committed
+                forget(store, seq)  # not before: the chunk's later batches were not committed
             log(f"processed batches {chunk[0].name}..{chunk[-1].name} ({done}/{len(batches)})")
         if not batches:
             log("nothing to do: no new batches")

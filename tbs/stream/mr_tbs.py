@@ -9,18 +9,23 @@ Tasks write their files into STATE themselves (atomically); speculative
 attempts would only write the same bytes again, but are switched off.
 
 Run it through ``samplegen tbs run --runner local|hadoop``; the driver
-writes the plan and commits the results.
+writes the plan and commits the results.  The command line, the run and a
+failed task's error are the MapReduce engine's (:mod:`jobs.engines.mapreduce`:
+``mrjob_args``, ``run_job``, ``run_task``).
 """
 import json
 import os
-import sys
 import tempfile
 
 from mrjob.job import MRJob
 from mrjob.protocol import RawValueProtocol
 
+from samplegen.jobs.engines.mapreduce import mrjob_args, run_job, run_task
 from samplegen.tbs.errors import TBSError
 from samplegen.tbs.stream.task import run_partition
+
+#: errors a task reports by name (jobs/engines/task_errors.py), besides samplegen's own
+TASK_ERRORS = (TBSError,)
 
 HADOOP_JOBCONF = {
     "mapreduce.map.speculative": "false",
@@ -48,25 +53,6 @@ class MRTBS(MRJob):
         yield None, json.dumps([p, run_partition(plan, p)])
 
 
-def mrjob_args(plan_path, inputs, runner, options, tmp):
-    """The MRTBS command line for ``runner`` (local or hadoop); for hadoop
-    also writes the zip of the project's packages into ``tmp``."""
-    args = ["-r", runner, "--plan", plan_path, "--cleanup-on-failure", "ALL"]
-    conf = options.get("mrjob_conf")
-    if conf == "" or (conf is None and runner == "local"):
-        args.append("--no-conf")
-    elif conf:
-        args += ["-c", conf]
-    if options.get("num_cores") and runner == "local":
-        args += ["--num-cores", str(options["num_cores"])]
-    for item in options.get("jobconf", ()):
-        args += ["--jobconf", item]
-    if runner == "hadoop":
-        from samplegen.jobs.package import build_zip
-        args += ["--py-files", build_zip(os.path.join(tmp, "samplegen.zip"))]
-    return args + list(options.get("mrjob_args", ())) + list(inputs)
-
-
 def write_inputs(tmp, partitions):
     inputs = []
     for p in range(partitions):
@@ -78,25 +64,19 @@ def write_inputs(tmp, partitions):
 
 
 def run_mrjob(plan, runner, options):
-    """Run the plan as an MRTBS job; returns the summaries per partition."""
-    from mrjob.step import StepFailedException
-
-    from samplegen.jobs.driver import _task_failure
-
+    """Run the plan as an MRTBS job; returns the summaries per partition.
+    Without ``mrjob_conf``, the local runner reads no mrjob.conf (the hadoop
+    runner: mrjob's own lookup)."""
+    if options.get("mrjob_conf") is None and runner == "local":
+        options = dict(options, mrjob_conf="")
     P = len(plan["structs"])
     with tempfile.TemporaryDirectory(prefix="samplegen-tbs-") as tmp:
         plan_path = os.path.join(tmp, "plan.json")
         with open(plan_path, "w") as f:
             json.dump(plan, f)
         inputs = write_inputs(tmp, P)          # local files: mrjob uploads them for hadoop
-        job = MRTBS(args=mrjob_args(plan_path, inputs, runner, options, tmp))
-        with job.make_runner() as mr_runner:
-            try:
-                mr_runner.run()
-            except StepFailedException as exc:
-                err = _task_failure(mr_runner, exc)
-                raise TBSError(str(err)) if not isinstance(err, RuntimeError) else err from None
-            lines = b"".join(mr_runner.cat_output()).splitlines()
+        job = MRTBS(args=mrjob_args(runner, plan_path, inputs, options, tmp))
+        lines = run_job(job, tmp, extra=TASK_ERRORS)   # a task's error: its own class
     out = [None] * P
     for line in lines:
         if line.strip():
@@ -109,5 +89,4 @@ def run_mrjob(plan, runner, options):
 
 
 if __name__ == "__main__":
-    MRTBS.run()
-    sys.exit(0)
+    run_task(MRTBS, extra=TASK_ERRORS)

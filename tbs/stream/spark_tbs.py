@@ -11,54 +11,62 @@ batch never passes through the driver.
 Settings: ``--spark-master`` (default ``local[*]``) and ``--spark-conf
 KEY=VALUE``; an active SparkContext (e.g. in a notebook) is used as it is.
 The context is started and configured as for the sample-generation engine
-(:func:`jobs.spark_engine.spark_context`), which also ships the project's
-packages to the executors.
+(:func:`jobs.engines.spark.context.spark_context`), which also ships the
+project's packages to the executors; a task's error comes back by the
+engines' protocol (:mod:`jobs.engines.task_errors`).
 """
 import json
-import re
+
+from samplegen.jobs.engines.task_errors import TaskFailed, error_line
 
 from ..errors import TBSError
 from .task import run_partition
 
-_ERROR = re.compile(r"TBSError: (.+)")
+#: errors a task reports by name, besides samplegen's own
+TASK_ERRORS = (TBSError,)
 
 
 def _task(plan_json, p):
-    return p, run_partition(json.loads(plan_json), p)
+    """``(p, summaries, None)``, or ``(p, None, marker line)`` when the
+    partition failed: an error is returned, not raised, so that the job ends
+    only when every task has (no straggler writes while the run cleans up)."""
+    try:
+        return p, run_partition(json.loads(plan_json), p), None
+    except Exception as exc:
+        return p, None, error_line(exc, TASK_ERRORS)
 
 
 def run_spark(plan, options):
     """Run the plan's partitions as Spark tasks; their summaries by partition."""
     try:
-        from samplegen.jobs import spark_engine
+        from samplegen.jobs.engines.spark import context
     except ImportError as exc:
         raise TBSError(f"runner 'spark' needs pyspark ({exc})") from None
-    from samplegen.udfs.errors import ParameterError
-    try:
-        return _run(spark_engine, plan, options)
-    except ParameterError as exc:   # no pyspark, a bad --spark-conf or master
-        raise TBSError(str(exc)) from None
+    return _run(context, plan, options)   # errors keep their class (and exit status)
 
 
-def _run(spark_engine, plan, options):
-    settings = spark_engine.parse_settings(options.get("spark_conf", ()))
+def _run(context, plan, options):
+    settings = context.parse_settings(options.get("spark_conf", ()))
     P = len(plan["structs"])
     # The engine's context handling: an active context is used as it is;
     # otherwise one is started (spark-defaults.conf, --spark-conf, quiet JVM)
     # and stopped at the end.  The project's packages go to the executors.
-    with spark_engine.spark_context(options.get("spark_master"), settings) as sc:
-        spark_engine.ship_packages(sc)
+    with context.spark_context(options.get("spark_master"), settings) as sc:
+        context.ship_packages(sc)
         data = sc.broadcast(json.dumps(plan))
         try:
             result = sc.parallelize(range(P), P).map(lambda p: _task(data.value, p)).collect()
-        except Exception as exc:        # Py4JJavaError carries the Python traceback as text
-            found = _ERROR.findall(str(exc))
-            if found:
-                raise TBSError(found[-1].strip()) from None
-            raise
+        except Exception as exc:        # Py4JJavaError carries the task's report as text
+            failure = context.task_failure(exc, extra=TASK_ERRORS)
+            if failure is exc:
+                raise
+            raise failure from None
         finally:
             data.unpersist()
+    failed = [line for _, _, line in result if line is not None]
+    if failed:
+        raise context.task_failure(TaskFailed(failed[0]), extra=TASK_ERRORS)
     out = [None] * P
-    for p, summaries in result:
+    for p, summaries, _ in result:
         out[p] = summaries
     return out

@@ -31,11 +31,10 @@ import tempfile
 
 import numpy as np
 
+from samplegen.jobs import fs as fsmod
+from samplegen.jobs.blocks import DENSE, row_chars
+from samplegen.jobs.store import scan_part
 from samplegen.udfs.errors import InputError
-
-from . import fs as fsmod
-from .blocks import DENSE, row_chars
-from .store import scan_part
 
 PREFIX = "samplegen-rows-"
 
@@ -126,7 +125,8 @@ class _Index:
     def _scan(self, p, path):
         src = self.source
         for h, v, offset, _, payload, layout in scan_part(path):
-            if layout.kind != DENSE or not (0 <= v < src.n_vblocks() and 0 <= h < self.start[v].size) \
+            if layout.kind != DENSE \
+                    or not (0 <= v < src.n_vblocks() and 0 <= h < self.start[v].size) \
                     or layout.rows != min(src.block_size, src.rows - h * src.block_size) \
                     or row_chars(layout.cols) != src.width(v):
                 raise InputError(f"corrupt block ({h}, {v}) in {path} at byte {offset}: not a "

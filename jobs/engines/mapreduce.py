@@ -1,0 +1,279 @@
+"""The MapReduce engine (``--runner inline|local|hadoop``): the phases as an
+mrjob job, and the mrjob plumbing every samplegen job shares.
+
+:class:`MRSample`, step 1 -- map: local-sampling; shuffle: block-preparation;
+reduce: streaming-re-block, writing each ``(sample, v_index)`` column of blocks
+to ``<output>/<sample>/part-v<v>`` and reporting a one-line summary.
+
+Step 2 (k-fold in fold mode only) -- dynamic sample matrix composition: every
+fold's partial bottom block (reported by step 1) is routed to the training set
+of every other round (:func:`jobs.phases.partners`), where the blocks are
+merged and re-blocked into that training set's extra matrix
+(:func:`jobs.phases.write_extra`).
+
+Records are text lines ``group <TAB> sort-key <TAB> payload`` with
+fixed-width hex keys (see :mod:`jobs.phases`).  On Hadoop the jobconf below
+partitions on the group (KeyFieldBasedPartitioner ``-k1,1``) and sorts on
+group and sort key (KeyFieldBasedComparator ``-k1,2``); the inline and local
+runners sort whole lines, which gives the same order.
+
+The plumbing, also used by the micro-batch jobs (``tbs/stream/mr_tbs.py``):
+:func:`mrjob_args` builds a job's command line, :func:`run_job` runs it and
+returns its output lines, :func:`task_failure` turns a failed step into the
+error its task reported (:mod:`jobs.engines.task_errors`), and
+:func:`run_task` is what a job's module runs as a task, reporting errors by
+that protocol.
+
+Run it through ``samplegen`` (which writes the plan, stages the output and
+commits it); running the module directly needs ``--plan PLAN.json``.
+"""
+import glob
+import json
+import os
+import sys
+import tempfile
+
+from mrjob.job import MRJob
+from mrjob.protocol import BytesProtocol, BytesValueProtocol
+from mrjob.step import MRStep
+
+from samplegen.jobs import fs as fsmod
+from samplegen.jobs.blocks import EncodedBlock, parse_encoded
+from samplegen.jobs.engines.task_errors import error_in, reported
+from samplegen.jobs.package import build_zip
+from samplegen.jobs.phases import (
+    Plan,
+    check_coverage,
+    counted,
+    group_key,
+    local_sampling,
+    new_map_report,
+    parse_group_key,
+    parse_sort_key,
+    partners,
+    reblock,
+    sort_key,
+    write_extra,
+    write_sample,
+)
+from samplegen.udfs.custom import udf_source
+from samplegen.udfs.errors import EngineError, InputError
+
+SUMMARY = b"S"   # value: JSON summary of one written column of blocks
+TAIL = b"T"      # value: "<fold>.<v>" TAB payload of a fold's partial bottom block
+MAPPED = b"M"    # value: JSON report of one map task (blocks sampled, rows sent)
+PASSED = (SUMMARY, MAPPED)   # reports that reducers pass through to the driver
+
+#: Hadoop settings that make `-r hadoop` group and sort like the sim runners
+#: (mrjob adds KeyFieldBasedPartitioner -k1,1 and two key fields because the
+#: job sets SORT_VALUES).  Side-effect block files forbid speculative reducers.
+HADOOP_JOBCONF = {
+    "mapreduce.job.output.key.comparator.class":
+        "org.apache.hadoop.mapred.lib.KeyFieldBasedComparator",
+    "mapreduce.partition.keycomparator.options": "-k1,2",
+    "mapreduce.reduce.speculative": "false",
+}
+LOCAL_RUNNERS = ("inline", "local")
+
+
+class BlockRecordJob(MRJob):
+    """Base of jobs that read block lines and shuffle ``group TAB sort TAB
+    payload`` records: raw bytes in and out, values sorted within a group."""
+
+    INPUT_PROTOCOL = BytesValueProtocol
+    INTERNAL_PROTOCOL = BytesProtocol
+    OUTPUT_PROTOCOL = BytesProtocol
+    SORT_VALUES = True
+    JOBCONF = HADOOP_JOBCONF
+
+
+class MRSample(BlockRecordJob):
+    """Generate sample matrices from a block-partitioned matrix."""
+
+    def configure_args(self):
+        super().configure_args()
+        self.add_file_arg("--plan", help="sampling plan written by samplegen (JSON)")
+
+    @property
+    def plan(self):
+        plan = getattr(self, "_plan", None)
+        if plan is None:
+            if not self.options.plan:
+                raise InputError("MRSample needs --plan PLAN.json (run it through samplegen)")
+            with open(self.options.plan) as f:
+                plan = self._plan = Plan.from_json(f.read())
+        return plan
+
+    def steps(self):
+        steps = [MRStep(mapper=self.sample_mapper, mapper_final=self.report_mapper,
+                        reducer=self.reblock_reducer)]
+        if self.plan.composed:
+            steps.append(MRStep(mapper=self.compose_mapper, reducer=self.compose_reducer))
+        return steps
+
+    # -- step 1 --------------------------------------------------------------------
+    def sample_mapper(self, _, line):
+        h, v, block = parse_encoded(line)
+        if not hasattr(self, "_report"):
+            self._report = new_map_report()
+        records = counted(self._report, h, v, local_sampling(self.plan, h, v, block))
+        for sample, _, bin_, _, chunk in records:
+            yield group_key(sample, v), b"".join([sort_key(bin_, h), b"\t",
+                                                  *chunk.parts(crc=False)[0]])
+
+    def report_mapper(self):
+        """The task's report, last: the driver checks that every block was sampled."""
+        if hasattr(self, "_report"):
+            yield MAPPED, json.dumps(self._report).encode()
+
+    def reblock_reducer(self, key, values):
+        yield from _reduce(key, values, self._reblock)
+
+    def _reblock(self, sample, v, binned):
+        summary, tail = write_sample(self.plan, sample, v, reblock(self.plan.block_size, binned))
+        yield SUMMARY, json.dumps(summary).encode()
+        for block in tail:
+            yield TAIL, b"%08x.%08x\t%s" % (sample, v, block.encode(crc=False))
+
+    # -- step 2: dynamic sample matrix composition ----------------------------------
+    def compose_mapper(self, key, value):
+        if key != TAIL:
+            yield key, value
+            return
+        head, payload = value.split(b"\t", 1)
+        fold, v = parse_group_key(head)
+        for round_ in partners(len(self.plan.composed), fold):
+            yield group_key(round_, v), sort_key(0, fold) + b"\t" + payload
+
+    def compose_reducer(self, key, values):
+        yield from _reduce(key, values, self._compose)
+
+    def _compose(self, round_, v, binned):
+        summary = write_extra(self.plan, round_, v, [block for _, block in binned])
+        yield SUMMARY, json.dumps(summary).encode()
+
+
+def _reduce(key, values, write):
+    """A reducer: reports pass through to the driver; a group's values go to
+    ``write(sample, v, (bin, chunk) ...)``."""
+    if key in PASSED:
+        yield from ((key, value) for value in values)
+        return
+    yield from write(*parse_group_key(key), map(_decode_sorted, values))
+
+
+def _decode_sorted(value):
+    key, payload = value.split(b"\t", 1)
+    bin_, _ = parse_sort_key(key)
+    return bin_, EncodedBlock.parse(payload, verify=False)
+
+
+# ---------------------------------------------------------------------------
+# the engine: MRSample on a runner
+# ---------------------------------------------------------------------------
+def run_mrjob(plan, inputs, runner, options):
+    """Run the phases as :class:`MRSample` (engine entry point, see
+    :func:`jobs.driver.generate`); returns the reducers' summaries."""
+    with tempfile.TemporaryDirectory(prefix="samplegen-", dir=options.get("scratch")) as tmp:
+        plan_path = os.path.join(tmp, "plan.json")
+        with open(plan_path, "w") as f:
+            f.write(plan.to_json())
+        source = udf_source(plan.sampler())
+        lines = run_job(MRSample(args=mrjob_args(runner, plan_path, inputs, options, tmp,
+                                                 udf=source)), tmp)
+    summaries, reports = [], []
+    for line in lines:
+        key, _, value = line.partition(b"\t")
+        if key == SUMMARY:
+            summaries.append(json.loads(value))
+        elif key == MAPPED:
+            reports.append(json.loads(value))
+    check_coverage(plan, reports, summaries)
+    return summaries
+
+
+# ---------------------------------------------------------------------------
+# mrjob plumbing shared by samplegen's jobs
+# ---------------------------------------------------------------------------
+def mrjob_args(runner, plan_path, inputs, options, tmp, udf=None):
+    """The command line of a samplegen mrjob job for *runner*.
+
+    *plan_path*: the job's ``--plan`` file; *tmp*: a directory of this run
+    (local runners keep their scratch there, where a rerun cleans it up;
+    cluster runners get the zip of the project's packages written there);
+    *udf*: ``(root, module)`` of a user's UDF module outside the installed
+    packages (``udfs.custom.udf_source``), shipped to cluster runners and
+    put on the local runners' PYTHONPATH.  *options*: ``mrjob_conf`` (a
+    path, ``""`` for none, unset for mrjob's own lookup), ``num_cores``
+    (local runners), ``jobconf`` (``KEY=VALUE`` items), ``mrjob_args``
+    (anything else, passed on).  Input paths are passed literally: mrjob and
+    Hadoop would expand glob characters in them."""
+    args = ["-r", runner, "--plan", plan_path, "--cleanup-on-failure", "ALL"]
+    conf = options.get("mrjob_conf")
+    if conf == "":
+        args.append("--no-conf")
+    elif conf:
+        args += ["-c", conf]
+    if runner in LOCAL_RUNNERS:
+        # the tasks import mrjob from this interpreter (no zip of it, no setup wrapper)
+        args += ["--local-tmp-dir", tmp, "--no-bootstrap-mrjob"]
+        if options.get("num_cores"):
+            args += ["--num-cores", str(options["num_cores"])]
+        if udf:  # tasks run in other directories: let them import the UDF
+            path = os.pathsep.join([udf[0]] + ([os.environ["PYTHONPATH"]]
+                                               if os.environ.get("PYTHONPATH") else []))
+            args += ["--cmdenv", f"PYTHONPATH={path}"]
+    else:
+        args += ["--py-files", build_zip(os.path.join(tmp, "samplegen.zip"))]
+        if udf:
+            args += ["--py-files", build_zip(os.path.join(tmp, "udf.zip"),
+                                             packages=[udf[1]], root=udf[0])]
+    for item in options.get("jobconf", ()):
+        args += ["--jobconf", item]
+    return args + list(options.get("mrjob_args", ())) + [fsmod.literal_glob(u) for u in inputs]
+
+
+def run_job(job, tmp, extra=()):
+    """Run *job* (made with :func:`mrjob_args`, scratch in *tmp*); returns
+    its output lines.  A failed step raises what its task reported
+    (:func:`task_failure`)."""
+    from mrjob.step import StepFailedException
+
+    with job.make_runner() as runner:
+        try:
+            runner.run()
+        except StepFailedException as exc:
+            raise task_failure(tmp, exc, extra) from None
+        except SystemExit as exc:  # the inline runner runs tasks in this process
+            raise EngineError(f"a task called sys.exit({exc.code!r}) (does the UDF "
+                              "exit?); nothing was written") from None
+        return b"".join(runner.cat_output()).splitlines()
+
+
+def task_failure(tmp, exc, extra=()):
+    """The error of a failed step: what the first failed task (in the local
+    runners' task stderr files under *tmp*) reported by the
+    :mod:`~jobs.engines.task_errors` protocol, as an instance of its class
+    (of ``task_errors.CLASSES`` or *extra*); else a RuntimeError naming the
+    task's exception, or mrjob's reason when no task reported one."""
+    for path in sorted(glob.glob(os.path.join(tmp, "*", "step", "*", "*", "*", "stderr"))):
+        with open(path, "rb") as f:
+            error = error_in(f.read(), _failed, extra)
+        if error is not None:
+            return error
+    return _failed(getattr(exc, "reason", None) or exc)
+
+
+def _failed(cause):
+    return RuntimeError(f"the MapReduce job failed: {cause}")
+
+
+def run_task(job_class, extra=()):
+    """What a job's module runs when mrjob starts it as a task: the job, with
+    an error reported as a marker line on the task's stderr."""
+    with reported(sys.stderr, extra):
+        job_class.run()
+
+
+if __name__ == "__main__":
+    run_task(MRSample)
