@@ -101,7 +101,7 @@ clean:
 
 # --- time-biased sampling (tbs/) ---
 TBS_OUT := docs/tbs
-TBS_CLI := $(PY) -m samplegen.tbs.cli
+TBS_CLI := $(SAMPLEGEN) tbs
 TBS_SIM := $(TBS_CLI) simulate --n 1000 --batch-size 100 --batches 1000
 
 .PHONY: tbs-test tbs-sizes tbs-knn tbs-regression tbs-experiments bench-tbs
@@ -112,10 +112,10 @@ tbs-test: setup
 # Section 6.2: figure 6 (exponential decay), figure 7 (quadratic decay), figure 3 (R-TBS, quadratic, periodic sizes).
 tbs-sizes: setup
 	@mkdir -p $(TBS_OUT)
-	$(TBS_SIM) --decay exp --lam 0.05 --regime growing  --csv $(TBS_OUT)/fig6a_exp_growing.csv   --plot $(TBS_OUT)/fig6a_exp_growing.png   --title "Fig. 6(a): exponential decay, lambda = 0.05, batch sizes grow by phi = 1.002 after k = 200"
-	$(TBS_SIM) --decay exp --lam 0.1  --regime constant --csv $(TBS_OUT)/fig6b_exp_constant.csv  --plot $(TBS_OUT)/fig6b_exp_constant.png  --title "Fig. 6(b): exponential decay, lambda = 0.1, constant batch size 100"
-	$(TBS_SIM) --decay exp --lam 0.1  --regime uniform  --csv $(TBS_OUT)/fig6c_exp_uniform.csv   --plot $(TBS_OUT)/fig6c_exp_uniform.png   --title "Fig. 6(c): exponential decay, lambda = 0.1, batch sizes uniform on [0, 200]"
-	$(TBS_SIM) --decay exp --lam 0.01 --regime shrinking --csv $(TBS_OUT)/fig6d_exp_shrinking.csv --plot $(TBS_OUT)/fig6d_exp_shrinking.png --title "Fig. 6(d): exponential decay, lambda = 0.01, batch sizes shrink by phi = 0.8 after k = 200"
+	$(TBS_SIM) --decay exp --lambda 0.05 --regime growing  --csv $(TBS_OUT)/fig6a_exp_growing.csv   --plot $(TBS_OUT)/fig6a_exp_growing.png   --title "Fig. 6(a): exponential decay, lambda = 0.05, batch sizes grow by phi = 1.002 after k = 200"
+	$(TBS_SIM) --decay exp --lambda 0.1  --regime constant --csv $(TBS_OUT)/fig6b_exp_constant.csv  --plot $(TBS_OUT)/fig6b_exp_constant.png  --title "Fig. 6(b): exponential decay, lambda = 0.1, constant batch size 100"
+	$(TBS_SIM) --decay exp --lambda 0.1  --regime uniform  --csv $(TBS_OUT)/fig6c_exp_uniform.csv   --plot $(TBS_OUT)/fig6c_exp_uniform.png   --title "Fig. 6(c): exponential decay, lambda = 0.1, batch sizes uniform on [0, 200]"
+	$(TBS_SIM) --decay exp --lambda 0.01 --regime shrinking --csv $(TBS_OUT)/fig6d_exp_shrinking.csv --plot $(TBS_OUT)/fig6d_exp_shrinking.png --title "Fig. 6(d): exponential decay, lambda = 0.01, batch sizes shrink by phi = 0.8 after k = 200"
 	$(TBS_SIM) --decay poly --regime growing  --csv $(TBS_OUT)/fig7a_poly_growing.csv   --plot $(TBS_OUT)/fig7a_poly_growing.png   --title "Fig. 7(a): quadratic decay (s = 2, d = 10), growing batch sizes (phi = 1.002)"
 	$(TBS_SIM) --decay poly --regime constant --csv $(TBS_OUT)/fig7b_poly_constant.csv  --plot $(TBS_OUT)/fig7b_poly_constant.png  --title "Fig. 7(b): quadratic decay (s = 2, d = 10), constant batch size 100"
 	$(TBS_SIM) --decay poly --regime uniform  --csv $(TBS_OUT)/fig7c_poly_uniform.csv   --plot $(TBS_OUT)/fig7c_poly_uniform.png   --title "Fig. 7(c): quadratic decay (s = 2, d = 10), batch sizes uniform on [0, 200]"
@@ -143,7 +143,7 @@ tbs-experiments: tbs-sizes tbs-knn tbs-regression
 bench-tbs: setup
 	$(PY) bench/bench_tbs.py --update-doc docs/BENCHMARKS.md
 
-# --- hive (issue 6) ---
+# --- hive ---
 # A local HiveServer2 (the Spark Thrift Server from the pyspark distribution)
 # on 127.0.0.1:$(HIVE_PORT), metastore and warehouse in $(HIVE_WORK); see docs/HIVE.md.
 HIVE_PORT ?= 10000
@@ -160,7 +160,7 @@ hive-down:
 
 # dist/samplegen-<hash>.zip: what the HiveQL scripts ADD FILE (docs/HIVE.md)
 hive-dist: setup
-	$(PY) -c "from hive.package import build_hive_zip; print(build_hive_zip('dist'))"
+	$(PY) -c "from samplegen.hive.package import build_hive_zip; print(build_hive_zip('dist'))"
 
 # Section V-D / figure 13 at laptop scale: our query vs the join-based
 # baseline (docs/BENCHMARKS.md, "Hive").  QUICK=1 for a one-minute smoke run.
@@ -169,7 +169,7 @@ bench-hive: setup
 	$(PY) bench/bench_hive.py --workdir $(WORK)/bench-hive \
 	  --json $(WORK)/bench-hive/results$(if $(QUICK),-quick).json $(if $(QUICK),--quick)
 
-# --- micro-batch TBS jobs (issue 5) ---
+# --- micro-batch TBS jobs ---
 # make tbs-run BATCHES=DIR STATE=DIR: process the new batches of DIR into STATE.
 # The parameters below are used when STATE is created (later runs take them from STATE).
 TBS_ALGORITHM  ?= rtbs
@@ -214,7 +214,7 @@ tbs-jobs-test: setup java
 bench-tbs-jobs: setup
 	$(PY) bench/bench_tbs_jobs.py $(if $(QUICK),--quick) --update-doc docs/BENCHMARKS.md
 
-# --- spark (issue 4) ---
+# --- spark ---
 # conf/spark-defaults.conf, through Spark's own SPARK_CONF_DIR (also for
 # `SPARK_CONF_DIR=conf make holdout RUNNER=spark ...`).
 SPARK_CONF_DIR_ENV := SPARK_CONF_DIR=$(abspath conf)

@@ -21,7 +21,8 @@ EXTRAS = {
     "plots": ["matplotlib>=3.7"],
     # peers of the Spark benchmark (bench/bench_spark.py): scikit-learn's splitters
     "bench": ["scikit-learn>=1.3"],
-    "test": ["pytest>=7.4"],
+    # the checks of `make test`: import layers (.importlinter) and style (ruff.toml)
+    "test": ["pytest>=7.4", "import-linter>=2.0", "ruff>=0.6"],
 }
 EXTRAS["all"] = sorted({dep for deps in EXTRAS.values() for dep in deps})
 
@@ -37,5 +38,5 @@ setup(
     package_data={"samplegen.hive": ["*.hql"]},
     install_requires=CORE,
     extras_require=EXTRAS,
-    entry_points={"console_scripts": ["samplegen = samplegen.jobs.cli:main"]},
+    entry_points={"console_scripts": ["samplegen = samplegen.cli:main"]},
 )

@@ -1,4 +1,5 @@
-"""``samplegen hive ...``: block tables, table-to-table sampling, HiveQL text.
+"""HiveQL on the command line: ``samplegen hive COMMAND ...``: block tables,
+table-to-table sampling, and the HiveQL scripts.
 
     samplegen hive table NAME SRC --hive-url URL [--replace]
     samplegen hive holdout TABLE RESULT --output DIR --ratio R [--repeats W]
@@ -8,28 +9,26 @@
     samplegen hive sample TABLE RESULT --output DIR --udf MODULE:FUNC [--param K=V] ...
     samplegen hive script NAME        print hive/NAME.hql (for beeline -f)
 
-Same conventions as the rest of samplegen: an error is one line on stderr and
-exit status 2, and nothing is written.  Every value given -- table names,
-``--output``, the URL and its ``files=`` / ``python=`` -- is checked before
-the connection to HiveServer2 and before anything is written
-(:func:`hive.tables.sample_table`, :func:`hive.engine.settings`); ``--print``
-ships the zip its query names only once the whole query has rendered.
+This module adds the commands (:func:`add_commands`) and runs them
+(:func:`dispatch`); :mod:`samplegen.cli` owns the rest, the same as for every
+samplegen command: an error is one line on stderr and exit status 2, and
+nothing is written.  Every value given -- table names, ``--output``, the URL
+and its ``files=`` / ``python=`` -- is checked before the connection to
+HiveServer2 and before anything is written (:func:`hive.tables.sample_table`,
+:func:`hive.engine.settings`); ``--print`` ships the zip its query names only
+once the whole query has rendered.
 """
 import os
 import sys
 
-from samplegen.jobs.cli import PROG, _Parser, _seed, run_command
-from samplegen.udfs.custom import parse_param
+from samplegen.udfs.custom import parse_param, parse_seed
 
 from . import tables
 
 
-def _common(p, url=True):
-    p.add_argument("-q", "--quiet", action="store_true", help="no progress messages")
-    p.add_argument("-v", "--verbose", action="store_true", help="tracebacks on failure")
-    if url:
-        p.add_argument("--hive-url", default=os.environ.get("SAMPLEGEN_HIVE_URL"),
-                       help="hive://HOST:PORT/DB (default: $SAMPLEGEN_HIVE_URL)")
+def _hive_url(p):
+    p.add_argument("--hive-url", default=os.environ.get("SAMPLEGEN_HIVE_URL"),
+                   help="hive://HOST:PORT/DB (default: $SAMPLEGEN_HIVE_URL)")
 
 
 def _sampling(sub, name, help_):
@@ -38,48 +37,46 @@ def _sampling(sub, name, help_):
     p.add_argument("result", metavar="RESULT", help="result table to create")
     p.add_argument("--output", required=True, metavar="DIR",
                    help="run directory for the result table's files (a path the server sees)")
-    p.add_argument("--seed", type=_seed, required=True, help="random seed (0 <= S < 2**64)")
+    p.add_argument("--seed", type=parse_seed, required=True, help="random seed (0 <= S < 2**64)")
     p.add_argument("--overwrite", action="store_true",
                    help="replace an existing result table and run directory")
     p.add_argument("--print", action="store_true", dest="print_only",
                    help="print the HiveQL instead of running it")
-    _common(p)
+    _hive_url(p)
     return p
 
 
-def build_parser():
-    parser = _Parser(prog=f"{PROG} hive", description="HiveQL: block tables, table-to-table "
-                     "sampling, and the scripts for beeline (docs/HIVE.md).")
-    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
-
+def add_commands(sub):
+    """Add the Hive commands to the subparsers object *sub* (``samplegen hive``)."""
     p = sub.add_parser("table", help="register a matrix directory as an external block table")
     p.add_argument("name", metavar="NAME", help="table to create ([DB.]NAME)")
     p.add_argument("src", metavar="SRC", help="matrix directory (a path the server sees)")
     p.add_argument("--replace", action="store_true", help="re-create an existing table")
-    _common(p)
+    _hive_url(p)
 
     p = _sampling(sub, "holdout", "hold-out pairs into a result table")
-    p.add_argument("--ratio", type=float, required=True)
-    p.add_argument("--repeats", type=int, default=1)
-    p.add_argument("--fraction", type=float, default=1.0)
+    p.add_argument("--ratio", type=float, required=True, help="training share, in (0, 1]")
+    p.add_argument("--repeats", type=int, default=1, help="number of pairs W (default 1)")
+    p.add_argument("--fraction", type=float, default=1.0,
+                   help="use only this share of the rows, in (0, 1] (default 1)")
 
     p = _sampling(sub, "kfold", "k folds (and composed training sets) into a result table")
-    p.add_argument("--k", type=int, required=True)
-    p.add_argument("--naive", action="store_true")
+    p.add_argument("--k", type=int, required=True, help="number of folds (2 <= k <= rows)")
+    p.add_argument("--naive", action="store_true",
+                   help="materialize all k training sets instead of composing them")
 
     p = _sampling(sub, "bootstrap", "bootstrap samples into a result table")
-    p.add_argument("--samples", type=int, required=True)
-    p.add_argument("--size", type=int, default=None)
+    p.add_argument("--samples", type=int, required=True, help="number of samples N")
+    p.add_argument("--size", type=int, default=None, help="rows per sample (default: all)")
 
     p = _sampling(sub, "sample", "your own sampling-UDF into a result table")
     p.add_argument("--udf", required=True, help="MODULE:FUNCTION (or holdout/kfold/bootstrap)")
-    p.add_argument("--param", action="append", default=[], metavar="KEY=VALUE")
+    p.add_argument("--param", action="append", default=[], metavar="KEY=VALUE",
+                   help="UDF parameter (repeatable)")
 
     p = sub.add_parser("script", help="print a HiveQL script of hive/ (for beeline -f)")
     p.add_argument("name", metavar="NAME", help="e.g. holdout, kfold, bootstrap, "
                    "create_block_table, baseline_bootstrap")
-    _common(p, url=False)
-    return parser
 
 
 def _method(args):
@@ -94,6 +91,8 @@ def _method(args):
 
 
 def dispatch(args, log):
+    """Run the Hive command *args* (parsed by :mod:`samplegen.cli`); ``log``
+    writes a line on stderr.  Returns the exit status."""
     if args.command == "script":
         sys.stdout.write(tables.script_text(args.name))
     elif args.command == "table":
@@ -106,12 +105,3 @@ def dispatch(args, log):
         if args.print_only:
             sys.stdout.write(out)
     return 0
-
-
-def main(argv=None):
-    parser = build_parser()
-    args = parser.parse_args(argv)
-    if not args.command:
-        parser.print_help(sys.stderr)
-        return 2
-    return run_command(dispatch, args)

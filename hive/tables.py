@@ -28,8 +28,7 @@ from samplegen.udfs.errors import OutputError, ParameterError
 
 from . import sql
 from .client import Client
-from .engine import (block_table_ddl, check_query, render_query, server_path, settings,
-                     ship_zip)
+from .engine import block_table_ddl, check_query, render_query, server_path, settings, ship_zip
 
 RESULT_DDL = """CREATE EXTERNAL TABLE {result} (
   h_index INT,
@@ -132,9 +131,9 @@ def check_output(output, overwrite=False):
     an argument of the TRANSFORM scripts (``--output <dir>``), so it must be
     what :func:`hive.sql.path` accepts once made absolute (no quotes, spaces,
     ``;``, ``$``, control characters) and end in a name; a Hadoop URI may not
-    hold ``..`` (a local path is resolved here).  A local one must be a new or empty directory (any with
-    *overwrite*) whose parent directory exists.  Returns the path as the
-    server gets it."""
+    hold ``..`` (a local path is resolved here).  A local one must be a new or
+    empty directory (any with *overwrite*) whose parent directory exists.
+    Returns the path as the server gets it."""
     if not isinstance(output, str) or not output:
         raise OutputError(f"--output must name a directory, got {output!r}")
     if not fsmod.is_local(output) and ".." in output.split("/"):

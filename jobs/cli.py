@@ -1,51 +1,32 @@
-"""The ``samplegen`` command line.
+"""The matrix and sampling commands of ``samplegen``: import, make-matrix,
+holdout, kfold, bootstrap, sample, info, export.
 
-Every error caused by the user's input is one line on stderr and exit status
-2, with nothing written; other failures exit 1.  Progress goes to stderr
-(``--quiet`` silences it); results (``info``) go to stdout.
+This module adds the commands to the command line (:func:`add_commands`) and
+runs them (:func:`dispatch`); :mod:`samplegen.cli` owns the rest: parsing,
+``-q`` / ``-v``, one-line errors and exit statuses, signals.  Progress goes to
+stderr through ``log``; results (``info``) go to stdout.
 """
-import argparse
-import contextlib
-import errno
 import json
-import logging
 import os
-import re
-import signal
 import sys
 
-from samplegen.udfs.custom import parse_param
-from samplegen.udfs.errors import ParameterError, SamplegenError
+from samplegen.udfs.custom import parse_param, parse_seed
+from samplegen.udfs.errors import ParameterError
 
 from . import driver
 from .formats import export as export_file
 
-PROG = "samplegen"
 DEFAULT_RUNNER = os.environ.get("SAMPLEGEN_RUNNER", "local")
-
-
-class _Parser(argparse.ArgumentParser):
-    """argparse, but usage errors are a single line (exit status 2)."""
-
-    def error(self, message):
-        sys.stderr.write(f"{PROG}: error: {message} (see '{self.prog} --help')\n")
-        sys.exit(2)
-
-
-def _seed(text):
-    from samplegen.udfs.rng import check_seed
-    try:
-        return check_seed(int(text))
-    except (ValueError, ParameterError):
-        raise argparse.ArgumentTypeError(f"seed must be an integer in [0, 2**64), got {text!r}")
 
 
 def _add_run_options(p):
     p.add_argument("src", metavar="SRC", help="input matrix directory")
-    p.add_argument("dest", metavar="DEST", help="output run directory (must be empty or absent)")
-    p.add_argument("--seed", type=_seed, required=True, help="random seed (0 <= S < 2**64)")
+    p.add_argument("dest", metavar="DEST", help="output run directory (must be empty or absent; "
+                   "missing parent directories are created)")
+    p.add_argument("--seed", type=parse_seed, required=True, help="random seed (0 <= S < 2**64)")
     p.add_argument("--runner", default=DEFAULT_RUNNER,
-                   help="inline | local | hadoop | spark | hive (default: %(default)s)")
+                   help="inline | local | hadoop | spark | hive (default: %(default)s, "
+                        "or $SAMPLEGEN_RUNNER)")
     p.add_argument("--overwrite", action="store_true", help="replace a non-empty DEST")
     p.add_argument("--mrjob-conf", metavar="PATH", default=None,
                    help="mrjob config file (default: mrjob's own lookup, e.g. ~/.mrjob.conf)")
@@ -61,22 +42,8 @@ def _add_run_options(p):
                    help="reducer memory per shuffle bin, MiB (default: %(default)s)")
 
 
-def build_parser():
-    common = argparse.ArgumentParser(add_help=False)
-    common.add_argument("-q", "--quiet", action="store_true", default=argparse.SUPPRESS,
-                        help="no progress messages")
-    common.add_argument("-v", "--verbose", action="store_true", default=argparse.SUPPRESS,
-                        help="engine logs, and tracebacks on failure")
-    parser = _Parser(prog=PROG, parents=[common], description="Single-pass sample "
-                     "generation from block-partitioned matrices, and time-biased sampling.")
-    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
-    _add_parser = sub.add_parser
-
-    def add_parser(name, **kwargs):
-        kwargs.setdefault("parents", [common])
-        return _add_parser(name, **kwargs)
-    sub.add_parser = add_parser
-
+def add_commands(sub):
+    """Add the matrix and sampling commands to the subparsers object *sub*."""
     p = sub.add_parser("import", help="import a .npy, .csv or Parquet file as a block matrix")
     p.add_argument("src", metavar="SRC", help="file of rows: .npy, .csv or .parquet")
     p.add_argument("dest", metavar="DEST", help="matrix directory to create")
@@ -87,14 +54,15 @@ def build_parser():
     p.add_argument("--overwrite", action="store_true", help="replace a non-empty DEST")
 
     p = sub.add_parser("make-matrix", help="write a synthetic dense or sparse matrix")
-    p.add_argument("dest", metavar="DEST")
-    p.add_argument("--rows", type=int, required=True)
-    p.add_argument("--cols", type=int, required=True)
-    p.add_argument("--block-size", type=int, required=True)
+    p.add_argument("dest", metavar="DEST", help="matrix directory to create")
+    p.add_argument("--rows", type=int, required=True, help="number of rows")
+    p.add_argument("--cols", type=int, required=True, help="number of columns")
+    p.add_argument("--block-size", type=int, required=True, help="rows and columns per block")
     p.add_argument("--density", type=float, default=None,
                    help="fraction of non-zero cells: makes a sparse matrix")
-    p.add_argument("--seed", type=_seed, default=0)
-    p.add_argument("--overwrite", action="store_true")
+    p.add_argument("--seed", type=parse_seed, default=0,
+                   help="random seed of the values (default 0)")
+    p.add_argument("--overwrite", action="store_true", help="replace a non-empty DEST")
 
     p = sub.add_parser("holdout", help="hold-out pairs: train-<w> / test-<w>")
     _add_run_options(p)
@@ -121,22 +89,17 @@ def build_parser():
                    help="UDF parameter (repeatable)")
 
     p = sub.add_parser("info", help="describe a matrix or a run directory")
-    p.add_argument("path", metavar="DIR")
+    p.add_argument("path", metavar="DIR", help="matrix directory or run directory")
     p.add_argument("--json", action="store_true", help="machine-readable output")
 
     p = sub.add_parser("export", help="write a matrix or a sample as rows")
     p.add_argument("path", metavar="DIR", help="matrix directory, or run directory with NAME")
     p.add_argument("name", metavar="NAME", nargs="?", default=None,
                    help="sample name in a run directory (e.g. train-0)")
-    p.add_argument("--to", required=True, metavar="FILE", help="FILE.npy, FILE.csv or FILE.parquet")
+    p.add_argument("--to", required=True, metavar="FILE",
+                   help="FILE.npy, FILE.csv or FILE.parquet (missing directories are created)")
     p.add_argument("--no-row-ids", action="store_true", help="omit the row ids")
-    p.add_argument("--overwrite", action="store_true")
-
-    sub.add_parser("tbs", help="time-biased sampling (see 'samplegen tbs --help')",
-                   add_help=False, parents=[])
-    sub.add_parser("hive", help="HiveQL: block tables, table-to-table sampling, scripts "
-                   "(see 'samplegen hive --help')", add_help=False, parents=[])
-    return parser
+    p.add_argument("--overwrite", action="store_true", help="replace an existing FILE")
 
 
 def _options(args):
@@ -162,6 +125,10 @@ def _run(args, udf, params, log):
                            bin_budget=int(args.bin_mib * 2 ** 20), log=log)
 
 
+def _blocks(n):
+    return f"{n} block" if n == 1 else f"{n} blocks"
+
+
 def _print_info(desc):
     if desc["kind"] == "run":
         inp = desc["input"]
@@ -176,32 +143,16 @@ def _print_info(desc):
                   f"{s.get('bytes', 0) / 1e6:>10.2f}{mark}")
     else:
         print(f"matrix {desc['path']}: {desc['rows']} x {desc['cols']} {desc['matrix_kind']}, "
-              f"block size {desc['block_size']}, {len(desc['blocks'])} blocks")
+              f"block size {desc['block_size']}, {_blocks(len(desc['blocks']))}")
         if desc.get("composed_of"):
-            print("composed of: " + ", ".join(f"{c['path']} ({c['blocks']} blocks)"
+            print("composed of: " + ", ".join(f"{c['path']} ({_blocks(c['blocks'])})"
                                                for c in desc["composed_of"]))
         print(f"fingerprint {desc['fingerprint']}")
 
 
-class _ProgressHandler(logging.Handler):
-    """Engine log lines worth showing on a terminal: steps and percentages."""
-
-    KEEP = re.compile(r"Running step \d+ of \d+|map +\d+% +reduce +\d+%")
-
-    def emit(self, record):
-        message = record.getMessage()
-        if self.KEEP.search(message):
-            sys.stderr.write(f"{PROG}: {message.strip()}\n")
-
-
-def _show_engine_progress():
-    logger = logging.getLogger("mrjob")
-    logger.setLevel(logging.INFO)
-    logger.propagate = False
-    logger.addHandler(_ProgressHandler())
-
-
 def dispatch(args, log):
+    """Run the command *args* (parsed by :mod:`samplegen.cli`); ``log(message,
+    progress=False)`` writes a line on stderr.  Returns the exit status."""
     cmd = args.command
     if cmd == "import":
         columns = [c.strip() for c in args.columns.split(",")] if args.columns else None
@@ -234,122 +185,6 @@ def dispatch(args, log):
     return 0
 
 
-def main(argv=None):
-    argv = list(sys.argv[1:] if argv is None else argv)
-    if "" not in sys.path and os.getcwd() not in sys.path:
-        sys.path.insert(0, os.getcwd())  # --udf mymodule:f, as with `python -m`
-    if argv and argv[0] == "tbs":
-        from samplegen.tbs.cli import main as tbs_main
-        return stoppable(lambda: tbs_main(argv[1:]))
-    if argv and argv[0] == "hive":
-        from samplegen.hive.cli import main as hive_main
-        return hive_main(argv[1:])
-    parser = build_parser()
-    args = parser.parse_args(argv)
-    args.quiet = getattr(args, "quiet", False)
-    args.verbose = getattr(args, "verbose", False)
-    if not args.command:
-        parser.print_help(sys.stderr)
-        return 2
-    return run_command(dispatch, args)
-
-
-def run_command(dispatch_fn, args):
-    """Run ``dispatch_fn(args, log)`` under the command line's contract:
-    progress and results on stderr, every error one line (exit status 2 for
-    bad input, 1 for other failures), tracebacks only with ``--verbose``.
-    Shared by ``samplegen hive`` (hive/cli.py)."""
-    interactive = args.verbose or sys.stderr.isatty()
-    if args.verbose:
-        logging.basicConfig(level=logging.INFO, format="%(name)s: %(message)s")
-    else:
-        for name in ("mrjob", "py4j", "pyspark", "pyhive"):
-            logging.getLogger(name).setLevel(logging.CRITICAL + 1)
-        if interactive and not args.quiet:
-            _show_engine_progress()
-
-    def log(message, progress=False):
-        """Results always (unless --quiet); progress only on a terminal or with -v,
-        so that a failing command in a script prints exactly one line."""
-        if not args.quiet and (interactive or not progress):
-            sys.stderr.write(f"{PROG}: {message}\n")
-
-    def checked():
-        try:
-            return dispatch_fn(args, log)
-        except SamplegenError as exc:
-            if args.verbose:
-                raise
-            sys.stderr.write(f"{PROG}: error: {exc}\n")
-            return exc.exit_status
-        except OSError as exc:
-            if args.verbose:
-                raise
-            message = os_error_message(exc)
-            sys.stderr.write(f"{PROG}: error: {message or f'{type(exc).__name__}: {exc}'}\n")
-            return 2 if message else 1
-        except Exception as exc:  # engine failures: one line unless --verbose
-            if args.verbose:
-                raise
-            sys.stderr.write(f"{PROG}: error: {type(exc).__name__}: {exc}\n")
-            return 1
-    return stoppable(checked)
-
-
-def stoppable(call):
-    """``call()``, stopped by Ctrl-C (exit status 130) or SIGTERM (143) the
-    same way: every ``with`` block unwinds, then one line says so."""
-    try:
-        with _terminate_as_interrupt():
-            return call()
-    except Terminated:
-        sys.stderr.write(f"{PROG}: terminated\n")
-        return 128 + signal.SIGTERM
-    except KeyboardInterrupt:
-        sys.stderr.write(f"{PROG}: interrupted\n")
-        return 130
-
-
-class Terminated(KeyboardInterrupt):
-    """SIGTERM, raised in the main thread so that every ``with`` block --
-    staged outputs, engine runners, locks -- cleans up as on Ctrl-C."""
-
-
-@contextlib.contextmanager
-def _terminate_as_interrupt():
-    owner = os.getpid()
-
-    def handler(signum, frame):
-        if os.getpid() != owner:  # a forked worker (mrjob's pool): end quietly
-            os._exit(128 + signal.SIGTERM)
-        raise Terminated()
-    try:
-        previous = signal.signal(signal.SIGTERM, handler)
-    except ValueError:  # not the main thread: leave signals alone
-        yield
-        return
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGTERM, previous)
-
-
-#: OSErrors that are the user's to fix, with the sentence that says so
-_OS_ERRORS = {errno.EACCES: "permission denied", errno.EPERM: "operation not permitted",
-              errno.EROFS: "read-only file system", errno.ENOSPC: "no space left on device",
-              errno.EDQUOT: "disk quota exceeded", errno.ENAMETOOLONG: "file name too long",
-              errno.ENOTDIR: "not a directory", errno.EISDIR: "is a directory"}
-
-
-def os_error_message(exc):
-    """One sentence for an OSError the user can fix (permissions, space,
-    names), or None for other failures."""
-    reason = _OS_ERRORS.get(exc.errno)
-    if reason is None:
-        return None
-    path = exc.filename if exc.filename is not None else ""
-    return f"{reason}: {path}" if path else reason
-
-
-if __name__ == "__main__":
-    sys.exit(main())
+if __name__ == "__main__":  # the old `python -m samplegen.jobs.cli`
+    sys.stderr.write("samplegen: error: run 'samplegen ...' (or 'python -m samplegen ...')\n")
+    sys.exit(2)

@@ -3,7 +3,9 @@
 ``import`` assigns row ids in file order (row i of the file gets id i);
 ``export`` writes any matrix or sample back as rows, with a ``row_id`` column
 (CSV, Parquet) or a ``<name>.row_ids.npy`` file next to a ``.npy`` export.
-Values travel as float64 bit patterns, so NaN and +-inf survive both ways.
+Values travel as float64 bit patterns, so NaN and +-inf survive both ways; a
+CSV export writes each value as the shortest text that reads back as the same
+float64 (``91.22``, not ``91.219999999999999``).
 """
 import io
 import itertools
@@ -289,7 +291,8 @@ def _open_parquet(path, columns):
 
 
 def _numeric_dtype(dtype):
-    kind = getattr(dtype, "kind", None) or np.dtype(str(dtype).lower().replace("boolean", "bool")).kind
+    kind = (getattr(dtype, "kind", None)
+            or np.dtype(str(dtype).lower().replace("boolean", "bool")).kind)
     return kind in "biuf"
 
 
@@ -308,12 +311,12 @@ def export(matrix, path, row_ids=True, overwrite=False):
         if os.path.exists(target) and not overwrite:
             raise OutputError(f"{target} exists (use --overwrite to replace it)")
     directory = os.path.dirname(os.path.abspath(path))
-    if not os.path.isdir(directory):
-        raise OutputError(f"cannot write {path}: directory {directory} does not exist")
+    fsmod.missing_dirs(path)  # a parent that is a file: refused before any work
     matrix.index()  # fail on a corrupt or incomplete matrix before writing anything
     names = matrix.meta.get("columns") or [f"c{j}" for j in range(matrix.cols)]
     tmp = {t: os.path.join(directory, f".{os.path.basename(t)}.tmp-{uuid.uuid4().hex[:8]}")
            for t in targets}
+    made, done = fsmod.make_parents(path), False
     try:
         if fmt == ".npy":
             _write_npy(matrix, tmp[path], tmp.get(ids_path))
@@ -323,10 +326,13 @@ def export(matrix, path, row_ids=True, overwrite=False):
             _write_parquet(matrix, tmp[path], names, row_ids)
         for target in targets:
             os.replace(tmp[target], target)
+        done = True
     finally:
         for t in tmp.values():
             if os.path.exists(t):
                 os.remove(t)
+        if not done:
+            fsmod.remove_dirs(made)
     return targets
 
 
@@ -369,13 +375,35 @@ def _write_npy(matrix, path, ids_path):
             np.save(f, np.concatenate(ids) if ids else np.empty(0, np.int64))
 
 
+#: values formatted at a time by _csv_text (bounds its memory on wide rows)
+CSV_PIECE_VALUES = 1 << 16
+
+
 def _write_csv(matrix, path, names, row_ids):
     with open(path, "w") as f:
         f.write(",".join((["row_id"] if row_ids else []) + names) + "\n")
         for ids, dense in matrix.iter_rows():
-            body = dense if not row_ids else np.column_stack([ids.astype(np.float64), dense])
-            fmt = (["%d"] if row_ids else []) + ["%.17g"] * dense.shape[1]
-            np.savetxt(f, body, delimiter=",", fmt=fmt)
+            step = max(1, CSV_PIECE_VALUES // max(1, dense.shape[1]))
+            for a in range(0, dense.shape[0], step):
+                f.write(_csv_text(ids[a:a + step] if row_ids else None, dense[a:a + step]))
+
+
+def _csv_text(ids, dense):
+    """CSV lines of the rows *dense* (after their *ids*, unless None): each
+    value is Python's repr of the float, the shortest text that float() reads
+    back as the same float64 ('nan', 'inf', '-inf' included), with an
+    integral value's '.0' left out.  One %-format over the whole piece."""
+    n, cols = dense.shape
+    values = dense.ravel().tolist()
+    if ids is None:
+        line, args = ",".join(["%r"] * cols) + "\n", values
+    else:
+        line, args = "%d," + ",".join(["%r"] * cols) + "\n", [None] * (n * (cols + 1))
+        args[::cols + 1] = ids.tolist()
+        for j in range(cols):
+            args[j + 1::cols + 1] = values[j::cols]
+    # repr ends a value in '.0' only when it is integral ('3.0', '-0.0', never '1.0e5')
+    return ((line * n) % tuple(args)).replace(".0,", ",").replace(".0\n", "\n")
 
 
 def _write_parquet(matrix, path, names, row_ids):

@@ -5,9 +5,13 @@ Local paths (and ``file://`` URIs) use the os module.  Other URIs
 command line, so they work wherever a Hadoop client is installed (on the
 cluster's nodes and gateways) without a Python HDFS library.
 
-Writes of block files are atomic: a writer streams into a temporary name in
-the destination directory and renames it into place on success, so a failed
-or retried task never leaves a half-written part file under its final name.
+Writes are atomic: a writer streams into a temporary name in the destination
+directory and renames it into place on success, so a failed or retried task
+never leaves a half-written part file under its final name.  This module is
+the one home of that protocol: block files, exports, the tbs command line's
+outputs and the files of a tbs STATE (:func:`write_atomic`) all use it.
+Missing parent directories of an output are created (:func:`make_parents`);
+an existing ancestor that is a file is refused by name.
 """
 import errno
 import os
@@ -51,25 +55,80 @@ def direct_io_enabled():
     return hasattr(os, "O_DIRECT") and os.environ.get("SAMPLEGEN_DIRECT_IO", "1") != "0"
 
 
+def missing_dirs(path):
+    """The directories that creating local *path* needs, outermost first
+    (none if its parent exists); OutputError if an existing ancestor is a
+    file rather than a directory."""
+    missing = []
+    parent = os.path.dirname(os.path.abspath(local_path(path)))
+    while not os.path.isdir(parent):
+        if os.path.lexists(parent):
+            raise OutputError(f"cannot create {path}: {parent} is a file, not a directory")
+        missing.append(parent)
+        parent = os.path.dirname(parent)
+    return missing[::-1]
+
+
+def make_parents(path):
+    """Create the missing parent directories of local *path* (as ``mkdir -p``);
+    returns the ones created, outermost first (see :func:`remove_dirs`)."""
+    missing = missing_dirs(path)
+    if missing:
+        os.makedirs(missing[-1], exist_ok=True)
+    return missing
+
+
+def remove_dirs(created):
+    """Remove what :func:`make_parents` created, innermost first, as far as
+    the directories are empty (a failed output leaves no new directories)."""
+    for directory in reversed(created):
+        try:
+            os.rmdir(directory)
+        except OSError:  # not empty: another output lives there now
+            break
+
+
+def write_atomic(uri, data, fsync=False):
+    """Write the bytes *data* to *uri* whole or not at all: a temporary name
+    beside it, then a rename (over the file there, if any).  Missing parent
+    directories of a local *uri* are created.  *fsync*: the bytes reach the
+    disk before the rename (the rename itself is durable once the caller
+    fsyncs the directory)."""
+    if is_local(uri):
+        make_parents(uri)
+    get_fs(uri).write_bytes(uri, data, fsync=fsync)
+
+
 def _staging_name(path):
-    """A temporary name beside *path* (its directory created) to write, then rename."""
+    """A temporary name beside *path* to write, then rename.  *path*'s
+    directory is created, but not its parent: a task that outlives its run
+    (a killed driver's orphans) must not recreate the run's removed staging
+    directory; it fails instead."""
     directory, name = os.path.split(path)
-    os.makedirs(directory or ".", exist_ok=True)
+    if directory and not os.path.isdir(directory):
+        try:
+            os.mkdir(directory)
+        except FileExistsError:
+            pass
     return os.path.join(directory, f".{name}.tmp-{uuid.uuid4().hex[:12]}")
 
 
 class _AtomicLocalWriter:
-    def __init__(self, path):
+    def __init__(self, path, fsync=False):
         self.path = path
         self.tmp = _staging_name(path)
         self.file = open(self.tmp, "wb")
         self.bytes = 0
+        self.fsync = fsync
 
     def write(self, data):
         self.file.write(data)
         self.bytes += len(data)
 
     def close(self):
+        if self.fsync:
+            self.file.flush()
+            os.fsync(self.file.fileno())
         self.file.close()
         os.replace(self.tmp, self.path)
 
@@ -113,8 +172,8 @@ class _DirectLocalWriter:
         self.views = [memoryview(self.buffers[0])]
         self.current = 0
         self.fill = 0
-        self.pool = None                                  # the writing thread, from the first full buffer
-        self.pending = None                               # its write in flight
+        self.pool = None      # the writing thread, from the first full buffer
+        self.pending = None   # its write in flight
 
     def write(self, data):
         data = memoryview(data).cast("B")
@@ -165,7 +224,7 @@ class _DirectLocalWriter:
             except OSError as exc:
                 if not self.direct or exc.errno != errno.EINVAL:
                     raise
-                self._buffered()                          # the filesystem refuses direct writes here
+                self._buffered()  # the filesystem refuses direct writes here
 
     def _release(self):
         if self.pool is not None:
@@ -231,22 +290,23 @@ class LocalFS:
     def open_read(self, uri):
         return open(local_path(uri), "rb")
 
-    def open_atomic(self, uri, direct=False):
+    def open_atomic(self, uri, direct=False, fsync=False):
         """A writer to *uri* that appears there complete or not at all;
         *direct*: a large file, written bypassing the page cache where allowed
-        (see :func:`direct_io_enabled`)."""
-        if direct and direct_io_enabled():
+        (see :func:`direct_io_enabled`); *fsync*: flushed to disk before it
+        is renamed into place."""
+        if direct and direct_io_enabled() and not fsync:
             return _DirectLocalWriter(local_path(uri))
-        return _AtomicLocalWriter(local_path(uri))
+        return _AtomicLocalWriter(local_path(uri), fsync=fsync)
 
-    def write_bytes(self, uri, data):
-        writer = self.open_atomic(uri)
+    def write_bytes(self, uri, data, fsync=False):
+        writer = self.open_atomic(uri, fsync=fsync)
         try:
             writer.write(data)
+            writer.close()
         except BaseException:
             writer.abort()
             raise
-        writer.close()
 
     def rename(self, src, dst):
         os.rename(local_path(src), local_path(dst))
@@ -334,12 +394,16 @@ class HadoopFS:
         proc = subprocess.Popen(self.command("-cat", uri), stdout=subprocess.PIPE)
         return proc.stdout
 
-    def open_atomic(self, uri, direct=False):
-        return _AtomicHadoopWriter(self, uri)
+    def open_atomic(self, uri, direct=False, fsync=False):
+        return _AtomicHadoopWriter(self, uri)  # fsync: -put returns once HDFS has the file
 
-    def write_bytes(self, uri, data):
+    def write_bytes(self, uri, data, fsync=False):
         writer = self.open_atomic(uri)
-        writer.write(data)
+        try:
+            writer.write(data)
+        except BaseException:
+            writer.abort()
+            raise
         writer.close()
 
     def rename(self, src, dst):

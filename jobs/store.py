@@ -33,7 +33,16 @@ import numpy as np
 from samplegen.udfs.errors import InputError, OutputError, ParameterError
 
 from . import fs as fsmod
-from .blocks import DENSE, HEADER_CHARS, KIND_NAMES, KINDS, Block, line_key, parse_line, payload_layout
+from .blocks import (
+    DENSE,
+    HEADER_CHARS,
+    KIND_NAMES,
+    KINDS,
+    Block,
+    line_key,
+    parse_line,
+    payload_layout,
+)
 
 FORMAT = "samplegen-matrix/1"
 META = "_matrix.json"
@@ -150,7 +159,8 @@ class MatrixWriter:
         """Append one block (used directly by generators of sparse data)."""
         if self._part is None or self._part.bytes >= self.part_bytes:
             self._close_part()
-            self._part = self.fs.open_atomic(fsmod.join(self.uri, "part-%05d" % self._part_no), direct=True)
+            self._part = self.fs.open_atomic(fsmod.join(self.uri, "part-%05d" % self._part_no),
+                                             direct=True)
             self._part_no += 1
         _, crc = write_block_line(self._part, h, v, block)
         self.entries.append((h, v, block.rows, block.cols, crc))
@@ -191,7 +201,8 @@ def write_group(root, sample_name, v, blocks):
     try:
         for h, block in blocks:
             if writer is None:
-                writer = fs.open_atomic(fsmod.join(root, sample_name, "part-v%05d" % v), direct=True)
+                writer = fs.open_atomic(fsmod.join(root, sample_name, "part-v%05d" % v),
+                                        direct=True)
             written, crc = write_block_line(writer, h, v, block.replace(relpos=None))
             nbytes += written
             entries.append([h, block.rows, block.cols, crc,
@@ -532,6 +543,9 @@ class StagedOutput:
       removed when the next run into *dest* starts.
     * :attr:`scratch` is a local directory for the engines' temporary files
       (inside the staging directory when it is local), removed with it.
+    * Missing parent directories of *dest* are created on entry (and
+      removed again, as far as they are empty, if the run fails); a parent
+      that is a file is refused when the object is made.
     """
 
     OWNER = ".owner"
@@ -558,13 +572,9 @@ class StagedOutput:
                 raise OutputError(f"destination {dest} is not empty (use --overwrite to "
                                   "replace it)")
         parent = self.dest.rsplit("/", 1)[0] if "/" in self.dest else "."
-        if self.local and parent:
-            parent_path = fsmod.local_path(parent)
-            if os.path.lexists(parent_path) and not os.path.isdir(parent_path):
-                raise OutputError(f"cannot create {dest}: {parent} is a file, not a directory")
-            if not os.path.isdir(parent_path):
-                raise OutputError(f"cannot create {dest}: parent directory {parent} does not "
-                                  "exist")
+        if self.local:
+            fsmod.missing_dirs(self.dest)  # OutputError for a parent that is a file
+        self._made = []
         self.name = self.dest.rsplit("/", 1)[-1]
         self.parent = parent
         self.staging = (parent + "/" if "/" in self.dest else "") + \
@@ -574,6 +584,7 @@ class StagedOutput:
 
     def __enter__(self):
         if self.local:
+            self._made = fsmod.make_parents(self.dest)
             self._remove_stale()
         self.fs.makedirs(self.staging)
         if self.local:
@@ -627,12 +638,14 @@ class StagedOutput:
             self._release()
             if exc_type is not None:
                 self.fs.rmtree(self.staging)
+                fsmod.remove_dirs(self._made)
                 return False
             self.fs.touch(fsmod.join(self.staging, SUCCESS))
             try:
                 self._commit()
             except BaseException:
                 self.fs.rmtree(self.staging)
+                fsmod.remove_dirs(self._made)
                 raise
             if self._owner is not None:
                 try:

@@ -1,7 +1,6 @@
 """The samplegen command line: commands, outputs, and bad input."""
 import json
 import os
-import shutil
 import subprocess
 import sys
 
@@ -49,7 +48,8 @@ def test_kfold_composed_set_exports(tmp_path, capsys):
     assert [b[0] for b in train["blocks"]] == list(range(len(train["blocks"])))
     run_cli(capsys, "export", tmp_path / "run", "train-0", "--to", tmp_path / "tr.npy")
     run_cli(capsys, "export", tmp_path / "run", "test-0", "--to", tmp_path / "te.npy")
-    ids = np.concatenate([np.load(tmp_path / "tr.row_ids.npy"), np.load(tmp_path / "te.row_ids.npy")])
+    ids = np.concatenate([np.load(tmp_path / "tr.row_ids.npy"),
+                          np.load(tmp_path / "te.row_ids.npy")])
     assert np.array_equal(np.sort(ids), np.arange(333))
     code, out, _ = run_cli(capsys, "info", tmp_path / "run" / "train-0")
     assert "composed of" in out
@@ -123,7 +123,8 @@ def _file(tmp_path, name, content):
 BAD = [
     ("ratio > 1", lambda t: ["holdout", make(t), t / "o", "--ratio", 1.5, "--seed", 1], "ratio"),
     ("ratio 0", lambda t: ["holdout", make(t), t / "o", "--ratio", 0, "--seed", 1], "ratio"),
-    ("fraction", lambda t: ["holdout", make(t), t / "o", "--ratio", .5, "--fraction", 2, "--seed", 1],
+    ("fraction", lambda t: ["holdout", make(t), t / "o", "--ratio", .5, "--fraction", 2,
+                            "--seed", 1],
      "fraction"),
     ("k < 2", lambda t: ["kfold", make(t), t / "o", "--k", 1, "--seed", 1], "k must be"),
     ("k > rows", lambda t: ["kfold", make(t, rows=20), t / "o", "--k", 21, "--seed", 1],
@@ -226,3 +227,263 @@ def test_console_script_runs(tmp_path):
     proc = subprocess.run([exe, "holdout", str(tmp_path / "m"), str(tmp_path / "o"), "--seed", "1"],
                           capture_output=True, text=True)
     assert proc.returncode == 2 and proc.stderr.count("\n") == 1 and "--ratio" in proc.stderr
+
+
+# ---------------------------------------------------------------------------
+# one command line: samplegen.cli on top of three command sets
+# ---------------------------------------------------------------------------
+def _parsers(parser, path=()):
+    """Every parser under *parser* (itself included), with its command path."""
+    import argparse
+    yield path, parser
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for name, sub in action.choices.items():
+                yield from _parsers(sub, path + (name,))
+
+
+def test_every_option_of_every_command_has_help():
+    from samplegen import cli
+    missing, count = [], 0
+    for path, parser in _parsers(cli.build_parser()):
+        for action in parser._actions:
+            if action.dest == "help":
+                continue
+            count += 1
+            if not (action.help or "").strip():
+                missing.append(" ".join(path) + " " + "/".join(action.option_strings or
+                                                                [action.dest]))
+    assert count > 150 and not missing, missing
+
+
+def test_every_command_set_is_reachable_and_prints_its_help(capsys):
+    from samplegen import cli
+    paths = [path for path, _ in _parsers(cli.build_parser())]
+    assert {("holdout",), ("export",), ("tbs", "run"), ("tbs", "simulate"), ("hive", "kfold"),
+            ("hive", "script")} <= set(paths)
+    for path in paths:
+        code, out, err = run_cli(capsys, *path, "--help")
+        assert code == 0 and out.startswith(f"usage: samplegen {' '.join(path)}".rstrip()), path
+        assert err == ""
+
+
+def test_counts_are_singular_or_plural(tmp_path, capsys):
+    src = make(tmp_path, rows=5, cols=2, block_size=8)
+    code, out, _ = run_cli(capsys, "info", src)
+    assert code == 0 and ", 1 block\n" in out
+    code, out, _ = run_cli(capsys, "info", make(tmp_path, "m2", rows=20, cols=2, block_size=8))
+    assert code == 0 and ", 3 blocks\n" in out
+
+
+def test_version(capsys):
+    import samplegen
+    code, out, err = run_cli(capsys, "--version")
+    assert code == 0 and out == f"samplegen {samplegen.__version__}\n" and err == ""
+
+
+def test_console_script_help_and_python_dash_m(tmp_path):
+    exe = os.path.join(os.path.dirname(sys.executable), "samplegen")
+    for argv in ([exe, "--help"], [sys.executable, "-m", "samplegen", "--help"]):
+        proc = subprocess.run(argv, capture_output=True, text=True)
+        assert proc.returncode == 0 and proc.stderr == "", proc.stderr
+        assert proc.stdout.startswith("usage: samplegen") and "tbs" in proc.stdout
+    proc = subprocess.run([sys.executable, "-m", "samplegen"], capture_output=True, text=True)
+    assert proc.returncode == 2 and proc.stdout == "" and proc.stderr.startswith("usage:")
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["holdout", "m", "o", "--seed", "1"], "the following arguments are required: --ratio "
+                                           "(see 'samplegen holdout --help')"),
+    (["tbs", "run"], "the following arguments are required: BATCHES, STATE "
+                     "(see 'samplegen tbs run --help')"),
+    (["hive", "kfold", "t", "r"], "the following arguments are required: --output, --seed, --k "
+                                  "(see 'samplegen hive kfold --help')"),
+    (["tbs", "simulate", "--lam"], "expected one argument (see 'samplegen tbs simulate --help')"),
+    (["nosuch"], "argument COMMAND: invalid choice: 'nosuch'"),
+    (["info", "m", "--bogus"], "unrecognized arguments: --bogus (see 'samplegen --help')"),
+])
+def test_usage_errors_are_one_line_exit_2_in_every_command_set(capsys, argv, message):
+    code, out, err = run_cli(capsys, *argv)
+    assert code == 2 and out == ""
+    assert err.count("\n") == 1 and err.startswith("samplegen: error: ") and message in err, err
+
+
+@pytest.mark.parametrize("argv", [[], ["tbs"], ["hive"], ["-v", "tbs"]])
+def test_a_missing_command_prints_the_help_of_its_set(capsys, argv):
+    code, out, err = run_cli(capsys, *argv)
+    assert code == 2 and out == ""
+    assert err.startswith(f"usage: samplegen {' '.join(a for a in argv if a != '-v')}".rstrip())
+
+
+@pytest.mark.parametrize("where", ["before", "after"])
+def test_quiet_and_verbose_go_before_or_after_the_command(tmp_path, capsys, where):
+    argv = ["tbs", "status", str(tmp_path / "nope")]
+    flag = ["-v"]
+    with pytest.raises(Exception, match="does not exist"):  # -v: the exception itself
+        run_cli(capsys, *(flag + argv if where == "before" else argv + flag))
+    code, _, err = run_cli(capsys, *(["-q"] + argv if where == "before" else argv + ["-q"]))
+    assert code == 2 and err.count("\n") == 1  # -q silences progress, never the error
+
+
+def test_command_sets_do_not_import_each_other_or_the_top_layer():
+    """jobs/cli.py, tbs/cli.py and hive/cli.py only define their commands:
+    samplegen/cli.py imports them, never the other way round (no cycle)."""
+    import ast
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    for folder in ("jobs", "tbs", "hive"):
+        tree = ast.parse(open(os.path.join(root, folder, "cli.py")).read())
+        names = [a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names]
+        names += [n.module or "" for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)]
+        names += [f"{n.module}.{a.name}" for n in ast.walk(tree)
+                  if isinstance(n, ast.ImportFrom) and n.module for a in n.names]
+        bad = [n for n in names if n in ("samplegen.cli", "samplegen") or
+               any(n.startswith(f"samplegen.{other}.cli") for other in ("jobs", "tbs", "hive"))
+               or n in ("cli", "..cli")]
+        assert not bad, (folder, bad)
+
+
+def _closed_reader(argv, **kwargs):
+    """Run *argv* with a stdout pipe whose reader is gone before it writes."""
+    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, **kwargs)
+    proc.stdout.close()
+    err = proc.stderr.read().decode()
+    return proc.wait(timeout=120), err
+
+
+def test_a_reader_that_goes_away_ends_the_command_quietly(tmp_path):
+    """``samplegen info M | head -1``: no BrokenPipeError, no traceback, no
+    message at exit; status 141 as SIGPIPE gives other tools."""
+    src = make(tmp_path, rows=100)
+    exe = os.path.join(os.path.dirname(sys.executable), "samplegen")
+    for argv in ([exe, "info", src, "--json"], [exe, "hive", "script", "bootstrap"]):
+        code, err = _closed_reader(argv)
+        assert code == 141 and err == "", (argv, err)
+    for argv in ([exe, "--help"], [exe, "tbs", "--help"]):  # argparse ignores the error itself
+        code, err = _closed_reader(argv)
+        assert code in (0, 141) and err == "", (argv, err)
+    proc = subprocess.run(f"'{exe}' info '{src}' --json | head -c 10", shell=True,
+                          capture_output=True, text=True)
+    assert proc.returncode == 0 and proc.stdout == "{\n \"kind\":" and proc.stderr == ""
+
+
+def _wait_for_handler(proc, signum, timeout=60):
+    """Until *proc* catches *signum* (samplegen.cli installed its handler)."""
+    import time
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        with open(f"/proc/{proc.pid}/status") as f:
+            caught = [line for line in f if line.startswith("SigCgt:")]
+        if caught and int(caught[0].split()[1], 16) >> (signum - 1) & 1:
+            return
+        time.sleep(0.05)
+    raise AssertionError("the handler was never installed")
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/self/status"), reason="needs /proc")
+@pytest.mark.parametrize("signum, status, word", [(2, 130, "interrupted"),
+                                                   (15, 143, "terminated")])
+def test_ctrl_c_and_sigterm_stop_every_command_set_with_one_line(tmp_path, signum, status, word):
+    """Ctrl-C and SIGTERM: 130 and 143, one line, for tbs too (it had neither)."""
+    import signal as signals
+    exe = os.path.join(os.path.dirname(sys.executable), "samplegen")
+    proc = subprocess.Popen([exe, "tbs", "knn", "--runs", "30", "--csv", str(tmp_path / "k.csv")],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    _wait_for_handler(proc, signals.SIGTERM)
+    proc.send_signal(signum)
+    out, err = proc.communicate(timeout=120)
+    assert proc.returncode == status and err == f"samplegen: {word}\n" and out == ""
+    assert os.listdir(tmp_path) == []
+
+
+# ---------------------------------------------------------------------------
+# outputs, UDF parameters
+# ---------------------------------------------------------------------------
+def test_missing_parent_directories_of_dest_are_created(tmp_path, capsys, monkeypatch):
+    """README: ``make holdout INPUT=work/demo/matrix OUTPUT=work/runs/ho`` after
+    ``make demo``, where work/runs does not exist yet."""
+    monkeypatch.chdir(tmp_path)
+    make(tmp_path, "m", rows=100)
+    code, _, err = run_cli(capsys, "holdout", "m", "work/runs/ho", "--ratio", 0.8, "--seed", 7,
+                           *R)
+    assert code == 0, err
+    assert sorted(os.listdir("work/runs/ho"))[:2] == ["_SUCCESS", "_manifest.json"]
+    assert os.listdir("work/runs") == ["ho"]
+
+
+def test_a_failed_run_removes_the_parents_it_created(tmp_path):
+    from samplegen.jobs.store import StagedOutput
+    dest = tmp_path / "a" / "b" / "out"
+    with pytest.raises(RuntimeError):
+        with StagedOutput(str(dest)) as staging:
+            assert os.path.isdir(staging)
+            raise RuntimeError("the run fails")
+    assert os.listdir(tmp_path) == []
+    (tmp_path / "a").mkdir()
+    (tmp_path / "a" / "keep").write_text("x")
+    with pytest.raises(RuntimeError):
+        with StagedOutput(str(dest)):
+            raise RuntimeError("the run fails")
+    assert sorted(os.listdir(tmp_path / "a")) == ["keep"]  # only what the run created goes
+
+
+UDF_PARAMS = '''
+import numpy as np
+from samplegen.udfs import SamplingUDF
+
+def needs_p(start, stop, rng, params):
+    keep = np.arange(stop - start)[: int(params["p"] * (stop - start))]
+    return keep, np.zeros(keep.size, np.int64), keep.astype(np.uint64)
+
+def catches(start, stop, rng, params):
+    try:
+        p = params["p"]
+    except KeyError:  # a UDF's own default still works
+        p = 1.0
+    return needs_p(start, stop, rng, {"p": p})
+
+class NeedsQ(SamplingUDF):
+    def __init__(self, n_rows, q, r=2):
+        super().__init__(n_rows)
+
+    def occurrences(self, start, stop, rng):
+        return needs_p(start, stop, rng, {"p": 1.0})
+'''
+
+
+@pytest.fixture
+def params_module(tmp_path, monkeypatch):
+    (tmp_path / "params_udfs.py").write_text(UDF_PARAMS)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    sys.modules.pop("params_udfs", None)
+    yield "params_udfs"
+    sys.modules.pop("params_udfs", None)
+
+
+@pytest.mark.parametrize("runner", ["inline", pytest.param("local", marks=pytest.mark.mrjob)])
+def test_a_udf_missing_a_parameter_says_which(tmp_path, capsys, monkeypatch, params_module,
+                                              runner):
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(tmp_path), os.environ.get(
+        "PYTHONPATH", "")]))
+    src = make(tmp_path, rows=100)
+    code, _, err = run_cli(capsys, "sample", src, tmp_path / "out", "--udf",
+                           f"{params_module}:needs_p", "--seed", 1, "--runner", runner,
+                           "--mrjob-conf", "")
+    assert code == 2 and err == (f"samplegen: error: UDF {params_module}:needs_p needs "
+                                 "parameter 'p' (--param p=VALUE)\n"), err
+    assert not (tmp_path / "out").exists()
+    code, _, err = run_cli(capsys, "sample", src, tmp_path / "out", "--udf",
+                           f"{params_module}:catches", "--seed", 1, "--runner", runner,
+                           "--mrjob-conf", "")
+    assert code == 0, err
+
+
+def test_a_udf_class_missing_a_parameter_says_which(tmp_path, params_module):
+    from samplegen.udfs import load_udf
+    from samplegen.udfs.errors import MissingParameterError, ParameterError
+    with pytest.raises(ParameterError) as info:
+        load_udf(f"{params_module}:NeedsQ", 10, {"r": 3})
+    assert str(info.value) == f"UDF {params_module}:NeedsQ needs parameter 'q' (--param q=VALUE)"
+    assert isinstance(info.value, MissingParameterError) and isinstance(info.value, KeyError)
+    with pytest.raises(ParameterError, match="bad parameters .* unexpected keyword"):
+        load_udf(f"{params_module}:NeedsQ", 10, {"q": 1, "zz": 3})
+    assert load_udf(f"{params_module}:needs_p", 10, {"p": 0.5}).params() == {"p": 0.5}

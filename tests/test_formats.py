@@ -115,7 +115,8 @@ def test_csv_spanning_several_chunks(tmp_path, monkeypatch):
     monkeypatch.setattr(formats, "CSV_CHUNK_BYTES", 1000)
     data = np.random.default_rng(0).standard_normal((700, 4))
     np.savetxt(tmp_path / "x.csv", data, delimiter=",", fmt="%.17g")
-    assert same_bits(imported(tmp_path, tmp_path / "x.csv", block_size=64).to_numpy()[1], data)  # %.17g is exact
+    # %.17g is exact
+    assert same_bits(imported(tmp_path, tmp_path / "x.csv", block_size=64).to_numpy()[1], data)
     bad = (tmp_path / "x.csv").read_text().splitlines()
     bad[650] = "1,2,3"
     (tmp_path / "y.csv").write_text("\n".join(bad) + "\n")
@@ -224,3 +225,60 @@ def test_npy_without_numpy_header_is_refused_by_name(tmp_path):
     with pytest.raises(InputError) as info:
         imported(tmp_path, src)
     assert str(info.value) == f"{src} is not a .npy file (no NumPy header)"
+
+
+# values whose %.17g text is longer than needed, and the edges of float64
+SHORTEST = [91.22, 0.1, 0.1 + 0.2, 1 / 3, 3.0, -0.0, 0.0, 1e16, 1e22, 123456789.125, 2.0 ** 53,
+            -1.5e-7, 5e-324, 2.2250738585072014e-308, 1.7976931348623157e308, np.nan, np.inf,
+            -np.inf, -91.22]
+
+
+def test_csv_export_writes_the_shortest_text_that_round_trips(tmp_path):
+    data = np.array([SHORTEST, SHORTEST[::-1]] * 3)
+    np.save(tmp_path / "x.npy", data)
+    matrix = imported(tmp_path, tmp_path / "x.npy", block_size=2)
+    for row_ids in (True, False):
+        out = tmp_path / f"back-{row_ids}.csv"
+        export(matrix, str(out), row_ids=row_ids)
+        lines = out.read_text().splitlines()
+        cells = [line.split(",") for line in lines[1:]]
+        if row_ids:
+            assert [c[0] for c in cells] == [str(i) for i in range(len(data))]
+            cells = [c[1:] for c in cells]
+        for text, value in zip(cells[0], SHORTEST):
+            back = float(text)  # exactly the same float64, sign of zero included
+            assert np.isnan(back) if np.isnan(value) else \
+                np.float64(back).view(np.uint64) == np.float64(value).view(np.uint64), text
+            expected = repr(value)[:-2] if repr(value).endswith(".0") else repr(value)
+            assert text == expected  # the shortest: Python's repr, without an integral '.0'
+        assert cells[0][:5] == ["91.22", "0.1", "0.30000000000000004", "0.3333333333333333", "3"]
+        assert same_bits(np.array([[float(t) for t in c] for c in cells]), data)
+        dest = str(tmp_path / f"again-{row_ids}")  # and samplegen reads it back bit for bit
+        driver.import_file(str(out), dest, 4)
+        assert same_bits(Matrix.open(dest).to_numpy()[1],
+                         np.column_stack([np.arange(6.0), data]) if row_ids else data)
+
+
+def test_csv_export_of_wide_rows_in_pieces(tmp_path, monkeypatch):
+    from samplegen.jobs import formats
+    monkeypatch.setattr(formats, "CSV_PIECE_VALUES", 7)  # fewer values than one row holds
+    data = np.random.default_rng(3).standard_normal((9, 11)).round(3)
+    np.save(tmp_path / "x.npy", data)
+    out = tmp_path / "back.csv"
+    export(imported(tmp_path, tmp_path / "x.npy", block_size=4), str(out))
+    lines = out.read_text().splitlines()
+    assert len(lines) == 10 and all(line.count(",") == 11 for line in lines)
+    assert same_bits(np.array([[float(t) for t in line.split(",")[1:]] for line in lines[1:]]),
+                     data)
+
+
+def test_export_creates_missing_directories_and_refuses_a_file_parent(tmp_path, capsys):
+    src = make(tmp_path, "m", rows=20, cols=2, block_size=8)
+    code, _, err = run_cli(capsys, "export", src, "--to", tmp_path / "new" / "dir" / "x.csv")
+    assert code == 0, err
+    assert len((tmp_path / "new" / "dir" / "x.csv").read_text().splitlines()) == 21
+    (tmp_path / "afile").write_text("x")
+    target = tmp_path / "afile" / "sub" / "x.csv"
+    code, _, err = run_cli(capsys, "export", src, "--to", target)
+    assert code == 2 and err == (f"samplegen: error: cannot create {target}: "
+                                 f"{tmp_path / 'afile'} is a file, not a directory\n")

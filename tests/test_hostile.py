@@ -10,13 +10,18 @@ import subprocess
 import sys
 import time
 
-import numpy as np
 import pytest
 
 from samplegen.jobs import driver, phases
 from samplegen.jobs.store import META, Matrix, StagedOutput
 from samplegen.udfs import load_udf
-from samplegen.udfs.errors import EngineError, InputError, OutputError, ParameterError, SamplegenError
+from samplegen.udfs.errors import (
+    EngineError,
+    InputError,
+    OutputError,
+    ParameterError,
+    SamplegenError,
+)
 
 from .conftest import make, run_cli
 
@@ -71,7 +76,7 @@ def udf_module(tmp_path, monkeypatch):
 
 def _cli(*argv, env=None, cwd=None):
     """samplegen in a fresh process: (exit status, stderr)."""
-    proc = subprocess.run([sys.executable, "-m", "samplegen.jobs.cli", *map(str, argv)],
+    proc = subprocess.run([sys.executable, "-m", "samplegen", *map(str, argv)],
                           capture_output=True, text=True, cwd=cwd,
                           env={**os.environ, "PYTHONPATH": ROOT, **(env or {})})
     return proc.returncode, proc.stderr
@@ -259,6 +264,17 @@ def _staging_dirs(path):
     return [n for n in os.listdir(path) if ".tmp-" in n]
 
 
+def _wait_for_group(pgid, timeout=120):
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        try:
+            os.killpg(pgid, 0)
+        except ProcessLookupError:
+            return
+        time.sleep(0.1)
+    raise AssertionError(f"processes of group {pgid} still run after {timeout} s")
+
+
 @pytest.mark.mrjob
 @pytest.mark.slow
 def test_killed_runs_leave_nothing_a_rerun_keeps(tmp_path):
@@ -266,12 +282,12 @@ def test_killed_runs_leave_nothing_a_rerun_keeps(tmp_path):
     temp = tmp_path / "tmp"
     temp.mkdir()
     env = {"TMPDIR": str(temp)}
-    argv = [sys.executable, "-m", "samplegen.jobs.cli", "kfold", src, str(tmp_path / "out"),
+    argv = [sys.executable, "-m", "samplegen", "kfold", src, str(tmp_path / "out"),
             "--k", "5", "--seed", "1", *LOCAL]
     for sig in (signal.SIGKILL, signal.SIGTERM):
         before = set(_staging_dirs(tmp_path))  # what the SIGKILLed run left
         proc = subprocess.Popen(argv, env={**os.environ, **env}, stderr=subprocess.PIPE,
-                                text=True)
+                                text=True, start_new_session=True)
         deadline = time.time() + 60            # this run's staging: it is under way
         while not set(_staging_dirs(tmp_path)) - before and time.time() < deadline:
             time.sleep(0.05)
@@ -279,10 +295,11 @@ def test_killed_runs_leave_nothing_a_rerun_keeps(tmp_path):
         proc.send_signal(sig)
         err = proc.communicate(timeout=120)[1]
         if sig == signal.SIGTERM:
-            assert proc.returncode == 128 + signal.SIGTERM and "terminated" in err
+            assert proc.returncode == 128 + signal.SIGTERM and "terminated" in err, err
             assert _staging_dirs(tmp_path) == []
         else:
             assert _staging_dirs(tmp_path)  # what a SIGKILL leaves ...
+            _wait_for_group(proc.pid)       # (its task processes hold it until they end)
         assert not (tmp_path / "out").exists()
     small = make(tmp_path, "small", rows=300)
     code, err = _cli("holdout", small, tmp_path / "out", "--ratio", 0.5, "--seed", 1, *LOCAL,
@@ -348,7 +365,8 @@ def test_matrix_metadata_is_validated_by_every_command(tmp_path, capsys, field, 
 def test_a_non_finite_parameter_never_reaches_a_manifest(tmp_path, capsys):
     src = make(tmp_path, rows=200)
     code, _, err = run_cli(capsys, "sample", src, tmp_path / "out", "--udf",
-                           "samplegen.udfs.examples:bernoulli", "--param", "p=nan", "--seed", 1, *INLINE)
+                           "samplegen.udfs.examples:bernoulli", "--param", "p=nan", "--seed", 1,
+                           *INLINE)
     assert code == 2 and "finite" in err
     with pytest.raises(ParameterError, match="NaN"):
         driver.generate(src, str(tmp_path / "out"), "samplegen.udfs.examples:bernoulli",
@@ -371,12 +389,23 @@ def test_a_udf_may_print(tmp_path, udf_module, runner):
     assert manifest["samples"][0]["rows"] == 300
 
 
-def test_a_file_in_the_destination_path_is_named_as_a_file(tmp_path, capsys):
+@pytest.mark.parametrize("below", [(), ("sub", "deeper")])
+def test_a_file_in_the_destination_path_is_named_as_a_file(tmp_path, capsys, below):
     src = make(tmp_path, rows=100)
     (tmp_path / "afile").write_text("x")
-    code, _, err = run_cli(capsys, "holdout", src, tmp_path / "afile" / "x", "--ratio", 0.5,
-                           "--seed", 1, *INLINE)
-    assert code == 2 and "afile is a file, not a directory" in err
+    dest = tmp_path.joinpath("afile", *below, "x")
+    code, _, err = run_cli(capsys, "holdout", src, dest, "--ratio", 0.5, "--seed", 1, *INLINE)
+    assert code == 2 and err == (f"samplegen: error: cannot create {dest}: "
+                                 f"{tmp_path / 'afile'} is a file, not a directory\n")
+    assert sorted(os.listdir(tmp_path)) == ["afile", "m"]
+
+
+def test_missing_parents_of_the_destination_are_created(tmp_path, capsys):
+    src = make(tmp_path, rows=100)
+    dest = tmp_path / "runs" / "new" / "ho"
+    code, _, err = run_cli(capsys, "holdout", src, dest, "--ratio", 0.5, "--seed", 1, *INLINE)
+    assert code == 0, err
+    assert sorted(os.listdir(dest)) == ["_SUCCESS", "_manifest.json", "test-0", "train-0"]
 
 
 def test_permission_errors_are_one_sentence_and_status_2(tmp_path, capsys, monkeypatch):
@@ -386,3 +415,19 @@ def test_permission_errors_are_one_sentence_and_status_2(tmp_path, capsys, monke
     src = make(tmp_path, rows=100)
     code, _, err = run_cli(capsys, "holdout", src, tmp_path / "o", "--ratio", 0.5, "--seed", 1)
     assert code == 2 and err == "samplegen: error: permission denied: /data/out\n"
+
+
+def test_a_task_outliving_its_run_never_recreates_the_staging(tmp_path):
+    """A task of a killed run (an orphan still writing) must not bring back
+    the staging directory a later run removed: a part file's writer creates
+    the sample's directory, never the run's."""
+    from samplegen.jobs import fs as fsmod
+    staging = tmp_path / ".out.tmp-0123456789ab"
+    with pytest.raises(FileNotFoundError):
+        fsmod.get_fs(str(staging)).open_atomic(str(staging / "train-0" / "part-v00000"))
+    assert not staging.exists()
+    staging.mkdir()
+    writer = fsmod.get_fs(str(staging)).open_atomic(str(staging / "train-0" / "part-v00000"))
+    writer.write(b"x\n")
+    writer.close()
+    assert (staging / "train-0" / "part-v00000").read_bytes() == b"x\n"

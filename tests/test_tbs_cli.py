@@ -1,4 +1,4 @@
-"""Command line: ``python -m samplegen.tbs.cli`` / ``samplegen tbs``."""
+"""Command line: ``samplegen tbs`` (also ``python -m samplegen tbs``)."""
 import csv
 import os
 import subprocess
@@ -7,18 +7,18 @@ import sys
 import numpy as np
 import pytest
 
-from samplegen.tbs.cli import main
 from samplegen.tbs.errors import TBSError
 from samplegen.tbs.experiments import batch_sizes, expected_shortfall, mode_pattern
 from samplegen.tbs.stream import job
+from tests.conftest import tbs_main as main
 from tests.conftest import tree_digest
 from tests.tbs_jobs_util import write_batches
 
 
 def test_simulate_writes_csv_and_png(tmp_path, capsys):
     out_csv, out_png = tmp_path / "s.csv", tmp_path / "s.png"
-    rc = main(["simulate", "--regime", "growing", "--lam", "0.05", "--batches", "300", "--change-at", "100",
-               "--csv", str(out_csv), "--plot", str(out_png)])
+    rc = main(["simulate", "--regime", "growing", "--lambda", "0.05", "--batches", "300",
+               "--change-at", "100", "--csv", str(out_csv), "--plot", str(out_png)])
     assert rc == 0
     assert "rtbs: sample size" in capsys.readouterr().out
     rows = list(csv.DictReader(out_csv.open()))
@@ -32,44 +32,71 @@ def test_simulate_writes_csv_and_png(tmp_path, capsys):
 
 
 @pytest.mark.parametrize("argv, message", [
-    (["simulate", "--n", "0"], "samplegen tbs: error: n must be an integer >= 1, got 0"),
-    (["simulate", "--regime", "sideways"], "samplegen tbs simulate: error: argument --regime: invalid choice"),
-    (["simulate", "--algorithms", "ttbs,xyz"], "--algorithms must list 'ttbs' and/or 'rtbs', got 'xyz'"),
+    (["simulate", "--n", "0"], "samplegen: error: n must be an integer >= 1, got 0"),
+    (["simulate", "--regime", "sideways"], "samplegen: error: argument --regime: invalid choice"),
+    (["simulate", "--algorithms", "ttbs,xyz"],
+     "--algorithms must list 'ttbs' and/or 'rtbs', got 'xyz'"),
     (["simulate", "--mean-batch-size", "10"], "mean_batch_size must be >= n * gamma(decay)"),
-    (["simulate", "--decay", "poly", "--consolidation-rate", "0.001"], "consolidation_rate must be >="),
-    (["simulate", "--csv", "/no/such/dir/x.csv"], "--csv: directory '/no/such/dir' does not exist"),
+    (["simulate", "--decay", "poly", "--consolidation-rate", "0.001"],
+     "consolidation_rate must be >="),
     (["knn", "--patterns", "P(10)"], "pattern must be 'single' or 'P(d,e)'"),
     (["knn", "--k", "0,3"], "--k must list integers >= 1"),
     (["knn", "--test-batches", "10"], "--test-batches must be >= 20"),
     (["regression", "--penalties", "a,b"], "expected comma-separated numbers"),
-    ([], "the following arguments are required: command"),
 ])
 def test_bad_input_one_line_exit_2_nothing_written(tmp_path, capsys, argv, message):
     target = tmp_path / "out.csv"
-    extra = [] if not argv or "--csv" in argv else ["--csv", str(target)]
-    rc = main(argv + extra if argv and argv[0] in ("simulate", "knn", "regression") else argv)
+    rc = main(argv + ["--csv", str(target)])
     err = capsys.readouterr().err
     assert rc == 2
     assert err.count("\n") == 1 and message in err and "Traceback" not in err
+    assert err.startswith("samplegen: error: ")
     assert not target.exists() and os.listdir(tmp_path) == []
 
 
+def test_usage_errors_name_the_command_to_ask_for_help(capsys):
+    assert main(["simulate", "--regime", "sideways"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "(see 'samplegen tbs simulate --help')" in err
+
+
+def test_no_command_prints_the_help_and_exits_2(capsys):
+    assert main([]) == 2
+    out, err = capsys.readouterr()
+    assert out == "" and err.startswith("usage: samplegen tbs") and "simulate" in err
+
+
 def test_module_entry_point(tmp_path):
-    proc = subprocess.run([sys.executable, "-m", "samplegen.tbs.cli", "simulate", "--n", "-5"],
+    proc = subprocess.run([sys.executable, "-m", "samplegen", "tbs", "simulate", "--n", "-5"],
                           capture_output=True, text=True)
-    assert proc.returncode == 2 and proc.stderr.strip() == "samplegen tbs: error: n must be an integer >= 1, got -5"
+    assert proc.returncode == 2
+    assert proc.stderr == "samplegen: error: n must be an integer >= 1, got -5\n"
+
+
+def test_outputs_missing_directories_are_created_a_file_parent_is_refused(tmp_path, capsys):
+    out = tmp_path / "new" / "dir" / "s.csv"
+    assert main(["simulate", "--batches", "30", "--n", "50", "--csv", str(out)]) == 0
+    assert len(list(csv.DictReader(out.open()))) == 60
+    (tmp_path / "afile").write_text("x")
+    capsys.readouterr()
+    assert main(["simulate", "--batches", "30", "--csv", str(tmp_path / "afile" / "s.csv")]) == 2
+    err = capsys.readouterr().err
+    assert err == (f"samplegen: error: cannot create {tmp_path / 'afile' / 's.csv'}: "
+                   f"{tmp_path / 'afile'} is a file, not a directory\n")
+    assert (tmp_path / "afile").read_text() == "x"
 
 
 def test_knn_and_regression_small_runs(tmp_path, capsys):
     table = tmp_path / "t.md"
-    rc = main(["knn", "--runs", "1", "--tune-runs", "0", "--patterns", "P(10,10)", "--test-batches", "30",
-               "--warmup", "20", "--k", "3", "--table", str(table), "--plot", str(tmp_path / "k.png")])
+    rc = main(["knn", "--runs", "1", "--tune-runs", "0", "--patterns", "P(10,10)",
+               "--test-batches", "30", "--warmup", "20", "--k", "3", "--table", str(table),
+               "--plot", str(tmp_path / "k.png")])
     assert rc == 0
     text = table.read_text()
     assert text.startswith("| Alg. | P(10,10) Miss% | P(10,10) ES |")
     assert "| SW |" in text and "| Unif |" in text and text.count("| R-TBS") == 6
-    rc = main(["regression", "--runs", "1", "--tune-runs", "0", "--patterns", "P(10,10)", "--test-batches", "25",
-               "--warmup", "10", "--csv", str(tmp_path / "r.csv")])
+    rc = main(["regression", "--runs", "1", "--tune-runs", "0", "--patterns", "P(10,10)",
+               "--test-batches", "25", "--warmup", "10", "--csv", str(tmp_path / "r.csv")])
     assert rc == 0
     rows = list(csv.DictReader((tmp_path / "r.csv").open()))
     assert len(rows) == 3 * 25 and all(float(r["mean_mse"]) > 0 for r in rows)
@@ -93,9 +120,10 @@ def test_knn_reproduces_the_papers_finding():
                if k in ("R-TBS exp: lambda = 0.07", "R-TBS poly: s = 2.0", "SW", "Unif")}
     flags = mode_pattern("P(10,10)", 60)
     ks = [3, 5]
-    scores = ex.stream_experiment(schemes, lambda rng, total, batch, f: ex.gaussian_mixture_stream(rng, total, batch, f),
-                                  lambda pts, lab: ex.knn_scores(pts, lab, ks), ks, runs=3, warmup=100,
-                                  test_batches=60, batch=100, abnormal=flags, seed=2024)
+    scores = ex.stream_experiment(
+        schemes, lambda rng, total, batch, f: ex.gaussian_mixture_stream(rng, total, batch, f),
+        lambda pts, lab: ex.knn_scores(pts, lab, ks), ks, runs=3, warmup=100, test_batches=60,
+        batch=100, abnormal=flags, seed=2024)
     res = ex.summarize(scores, ks, ex.tune(scores))
     best_miss = min(m for _, m, _ in res.values())
     for name in ("R-TBS exp: lambda = 0.07", "R-TBS poly: s = 2.0"):
@@ -103,7 +131,7 @@ def test_knn_reproduces_the_papers_finding():
         assert res[name][2] < 0.85 * res["SW"][2]
 
 
-# ----------------------------------------------------------------------------- run: bounds checked up front
+# ------------------------------------------------------------------ run: bounds checked up front
 
 CREATE = ["--algorithm", "rtbs", "--decay", "exp", "--lambda", "0.1", "--size", "30", "--seed", "2"]
 
@@ -111,7 +139,7 @@ CREATE = ["--algorithm", "rtbs", "--decay", "exp", "--lambda", "0.1", "--size", 
 def _refused(capsys, argv, message):
     assert main(argv) == 2
     err = capsys.readouterr().err
-    assert err.count("\n") == 1 and err.startswith("samplegen tbs: error: ") and message in err, err
+    assert err.count("\n") == 1 and err.startswith("samplegen: error: ") and message in err, err
     assert "Traceback" not in err
 
 
@@ -151,7 +179,8 @@ def test_run_bounds_are_checked_before_an_existing_state_is_read(tmp_path, capsy
     names, digest = sorted(os.listdir(state)), tree_digest(state)
     capsys.readouterr()
     for argv, message in [(["--partitions", "100000"], "at most 1024"),
-                          (["--batches-per-job", "0"], "--batches-per-job must be an integer >= 1")]:
+                          (["--batches-per-job", "0"],
+                           "--batches-per-job must be an integer >= 1")]:
         _refused(capsys, ["run", batches, state] + argv, message)
         assert sorted(os.listdir(state)) == names and tree_digest(state) == digest
 
@@ -175,3 +204,74 @@ def test_run_bounds_have_one_home():
             job.check_options("inline", given, options)
         with pytest.raises(TBSError, match="must be an integer"):
             job.run("/nonexistent/batches", "/nonexistent/state", dict(given), options=options)
+
+
+# ----------------------------------------------------------------------------- one contract
+
+def test_tbs_errors_are_samplegen_errors():
+    """One hierarchy: TBSError is a SamplegenError (exit status 2 on the
+    command line); a bad argument is also a ParameterError; ``except
+    TBSError`` and ``except ValueError`` still catch both."""
+    from samplegen.tbs import RTBS, Exponential
+    from samplegen.tbs.errors import TBSParameterError
+    from samplegen.udfs.errors import ParameterError, SamplegenError
+    with pytest.raises(TBSError) as info:
+        RTBS(0, Exponential(0.1))
+    assert isinstance(info.value, TBSParameterError) and isinstance(info.value, ParameterError)
+    assert isinstance(info.value, ValueError) and info.value.exit_status == 2
+    assert issubclass(TBSError, SamplegenError) and not issubclass(TBSError, ParameterError)
+    with pytest.raises(ParameterError, match="n must be an integer >= 1, got 0"):
+        RTBS(0, Exponential(0.1))
+
+
+def test_run_messages_count_in_words(tmp_path, capsys):
+    batches, state = str(tmp_path / "b"), str(tmp_path / "s")
+    write_batches(batches, [20])
+    assert main(["run", batches, state] + CREATE) == 0
+    assert f"samplegen: {state}: 1 batch, |S_k| = " in capsys.readouterr().err
+    write_batches(batches, [20, 20], start=2)
+    assert main(["run", batches, state]) == 0
+    assert f"samplegen: {state}: 3 batches, |S_k| = " in capsys.readouterr().err
+    assert main(["sample", state, "--to", str(tmp_path / "new" / "s.csv")]) == 0
+    assert "samplegen: wrote 30 items to " in capsys.readouterr().err
+    assert len((tmp_path / "new" / "s.csv").read_text().splitlines()) == 31
+
+
+@pytest.mark.mrjob
+def test_mrjob_says_nothing_unless_verbose(tmp_path):
+    """mrjob's "No configs specified for local runner" is not shown (it is
+    one of the engine logs -v shows)."""
+    batches = str(tmp_path / "b")
+    write_batches(batches, [30, 30])
+    argv = [sys.executable, "-m", "samplegen", "tbs", "run", batches] + CREATE + ["--runner",
+                                                                                 "local"]
+    proc = subprocess.run(argv + [str(tmp_path / "s1")], capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    assert "mrjob." not in proc.stderr and "No configs" not in proc.stderr
+    assert proc.stderr.splitlines()[-1].startswith(f"samplegen: {tmp_path / 's1'}: 2 batches")
+    proc = subprocess.run(argv + [str(tmp_path / "s2"), "-v"], capture_output=True, text=True)
+    assert proc.returncode == 0 and "No configs specified for local runner" in proc.stderr
+
+
+def test_status_into_a_closed_pipe_is_quiet(tmp_path):
+    """``samplegen tbs status STATE | head -1``."""
+    batches, state = str(tmp_path / "b"), str(tmp_path / "s")
+    write_batches(batches, [20, 20])
+    assert main(["run", batches, state] + CREATE) == 0
+    proc = subprocess.run(f"'{sys.executable}' -m samplegen tbs status '{state}' | head -1",
+                          shell=True, capture_output=True, text=True)
+    assert proc.returncode == 0 and proc.stdout.startswith("STATE ") and proc.stderr == ""
+    proc = subprocess.Popen([sys.executable, "-m", "samplegen", "tbs", "status", state, "--json"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    proc.stdout.close()
+    assert proc.wait(timeout=120) == 141 and proc.stderr.read() == b""
+
+
+def test_run_seed_out_of_range_is_refused_before_state_exists(tmp_path, capsys):
+    """A seed samplegen's streams cannot key (>= 2**64) is refused like the
+    other bounds: before STATE is created."""
+    batches, state = str(tmp_path / "b"), str(tmp_path / "s")
+    write_batches(batches, [20, 20])
+    argv = ["run", batches, state] + [a if a != "2" else str(2 ** 64) for a in CREATE]
+    _refused(capsys, argv, "--seed must be an integer in [0, 2**64)")
+    assert not os.path.exists(state)

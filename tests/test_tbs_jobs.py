@@ -6,28 +6,37 @@ import os
 import signal
 import subprocess
 import sys
-import time
 
 import numpy as np
 import pandas as pd
 import pytest
 
 from samplegen.tbs import RTBS, TTBS, Exponential, Polynomial
-from samplegen.tbs.cli import main
 from samplegen.tbs.stream import current_sample, run, status
+from tests.conftest import tbs_main as main
 from tests.conftest import tree_digest
-from tests.tbs_jobs_util import (KEYS, apply_delta, batch_frame, delta, key_set, sort_by_key, write_batch,
-                                 write_batches)
+from tests.tbs_jobs_util import (
+    KEYS,
+    apply_delta,
+    batch_frame,
+    delta,
+    key_set,
+    sort_by_key,
+    write_batch,
+    write_batches,
+)
 
 SIZES = [40, 0, 95, 33, 120, 7, 64, 80, 51, 0, 90, 70]
 TIMES = [1.0, 2.0, 2.5, 4.0, 6.0, 6.2, 7.0, 9.0, 10.0, 11.5, 12.0, 14.0]
 
 ALGORITHMS = {
     "rtbs-exp": dict(algorithm="rtbs", decay="exp", size=150, **{"lambda": 0.15}),
-    "rtbs-poly": dict(algorithm="rtbs", decay="poly", size=100, power=2.0, shift=1.0, delta1=0.2, delta2=3.0),
-    "rtbs-poly-cap": dict(algorithm="rtbs", decay="poly", size=100, power=2.0, shift=1.0, delta1=0.2,
-                          delta2=3.0, max_weight=200.0),
-    "ttbs-exp": dict(algorithm="ttbs", decay="exp", size=150, mean_batch_size=60.0, **{"lambda": 0.15}),
+    "rtbs-poly": dict(algorithm="rtbs", decay="poly", size=100, power=2.0, shift=1.0, delta1=0.2,
+                      delta2=3.0),
+    "rtbs-poly-cap": dict(algorithm="rtbs", decay="poly", size=100, power=2.0, shift=1.0,
+                          delta1=0.2, delta2=3.0, max_weight=200.0),
+    "ttbs-exp": dict(algorithm="ttbs", decay="exp", size=150, mean_batch_size=60.0,
+                     **{"lambda": 0.15}),
     "ttbs-poly": dict(algorithm="ttbs", decay="poly", size=100, mean_batch_size=60.0),
 }
 
@@ -42,8 +51,8 @@ def _no_fsync(monkeypatch, request):
 
 def in_memory(name):
     p = ALGORITHMS[name]
-    decay = Exponential(p["lambda"]) if p["decay"] == "exp" else Polynomial(p.get("power", 2.0),
-                                                                          shift=p.get("shift", 10.0))
+    decay = (Exponential(p["lambda"]) if p["decay"] == "exp"
+             else Polynomial(p.get("power", 2.0), shift=p.get("shift", 10.0)))
     if p["algorithm"] == "ttbs":
         return TTBS(p["size"], decay, p["mean_batch_size"], seed=0)
     if p["decay"] == "exp":
@@ -71,7 +80,8 @@ def test_batch_by_batch_matches_the_in_memory_sampler(tmp_path, monkeypatch, nam
     import samplegen.tbs.stream.task as task_module
     by_offset = []
     read_points = task_module.read_points
-    monkeypatch.setattr(task_module, "read_points", lambda *a: by_offset.append(a[2].size) or read_points(*a))
+    monkeypatch.setattr(task_module, "read_points",
+                        lambda *a: by_offset.append(a[2].size) or read_points(*a))
     batches, state = str(tmp_path / "b"), str(tmp_path / "s")
     ref = in_memory(name)
     frames = {}
@@ -79,7 +89,8 @@ def test_batch_by_batch_matches_the_in_memory_sampler(tmp_path, monkeypatch, nam
     for i, (size, t) in enumerate(zip(SIZES, TIMES)):
         k = i + 1
         frame = None if text else batch_frame(k, size).drop(columns=["tag"])
-        frames[k] = write_batch(batches, k, size, time=t, as_dir=k % 4 == 0, files=2, row_group=7, frame=frame)
+        frames[k] = write_batch(batches, k, size, time=t, as_dir=k % 4 == 0, files=2, row_group=7,
+                                frame=frame)
         run(batches, state, params(name))
         ref.update(np.arange(size), time=t)
         info = status(state)
@@ -104,7 +115,8 @@ def test_batch_by_batch_matches_the_in_memory_sampler(tmp_path, monkeypatch, nam
             pd.testing.assert_frame_equal(original, rows.drop(columns=KEYS).reset_index(drop=True),
                                           check_dtype=False)
         ins, outs = delta(state, k)
-        assert list(ins.columns) == ["id", "x"] + ["tag"] * text + ["w"] + KEYS and list(outs.columns) == KEYS
+        assert (list(ins.columns) == ["id", "x"] + ["tag"] * text + ["w"] + KEYS
+                and list(outs.columns) == KEYS)
         replayed = apply_delta(previous, ins, outs)
         assert key_set(replayed) == key_set(sample) and len(replayed) == len(sample)
         previous = replayed
@@ -143,10 +155,12 @@ def test_state_layout_snapshots_and_delta_retention(tmp_path):
     assert info["snapshot"] == 10 and info["deltas_kept"] == [10, 11, 12]
     top = sorted(os.listdir(state))
     assert top == ["commits", "deltas", "parts", "snapshots"]
-    assert sorted(os.listdir(os.path.join(state, "commits"))) == ["0000000011.json", "0000000012.json"]
+    assert sorted(os.listdir(os.path.join(state, "commits"))) == ["0000000011.json",
+                                                                   "0000000012.json"]
     assert sorted(os.listdir(os.path.join(state, "snapshots"))) == ["0000000010"]
     # the previous commit (kept too) still references delta 9
-    assert sorted(os.listdir(os.path.join(state, "deltas"))) == [f"{k:010d}" for k in (9, 10, 11, 12)]
+    assert sorted(os.listdir(os.path.join(state, "deltas"))) == [f"{k:010d}"
+                                                                  for k in (9, 10, 11, 12)]
     assert [d for d, subdirs, files in os.walk(state) if not subdirs and not files] == []
     from tests.tbs_jobs_util import read_dir
     snap = read_dir(os.path.join(state, "snapshots", "0000000010"))
@@ -182,7 +196,8 @@ def test_sample_formats_and_status(tmp_path, capsys):
     assert main(["status", state, "--json"]) == 0
     info = json.loads(capsys.readouterr().out)
     assert info["batches"] == 6 and info["sample_size"] == len(expected) and info["partitions"] == 2
-    assert info["per_partition"][0]["sampled"] + info["per_partition"][1]["sampled"] == len(expected)
+    assert (info["per_partition"][0]["sampled"] + info["per_partition"][1]["sampled"]
+            == len(expected))
     assert main(["status", state]) == 0
     text = capsys.readouterr().out
     for field in ("W_k", "C_k", "rho", "|S_k|", "footprint", "batch-1 .. batch-6"):
@@ -254,7 +269,8 @@ def test_a_second_run_is_refused_and_a_dead_runs_lock_is_taken_over(tmp_path, ca
     run(batches, state, params("rtbs-exp"))
     write_batches(batches, SIZES[3:5], start=4)
     digest = tree_digest(state)
-    holder = subprocess.Popen([sys.executable, "-c", HOLD, state], stdout=subprocess.PIPE, text=True)
+    holder = subprocess.Popen([sys.executable, "-c", HOLD, state], stdout=subprocess.PIPE,
+                              text=True)
     try:
         assert holder.stdout.readline().strip() == "locked"
         capsys.readouterr()
@@ -329,7 +345,8 @@ def _reserved(folder):
 
 
 BAD_BATCHES = {
-    "schema (type)": (_bad_schema, "batch batch-3.parquet: its schema differs from the first batch's"),
+    "schema (type)": (_bad_schema,
+                      "batch batch-3.parquet: its schema differs from the first batch's"),
     "schema (column)": (_extra_column, "its schema differs from the first batch's"),
     "missing data files": (_missing_files, "batch batch-3: no Parquet data files"),
     "truncated file": (_corrupt, "batch-3.parquet is not a readable Parquet file"),
@@ -377,7 +394,8 @@ BAD_PARAMS = [
      "mean_batch_size must be >= n * gamma(decay) = 18.96"),
     (["--algorithm", "ttbs", "--lambda", "1", "--size", "40"],
      "mean_batch_size must be >= n * gamma(decay) = 25.28"),
-    (["--algorithm", "ttbs", "--decay", "poly", "--power", "0.8"], "decay must have a finite total weight"),
+    (["--algorithm", "ttbs", "--decay", "poly", "--power", "0.8"],
+     "decay must have a finite total weight"),
     (["--partitions", "0"], "--partitions must be an integer >= 1"),
     (["--decay", "poly", "--lambda", "0.0001"], "consolidation_rate must be >="),
     (["--power", "2"], "--power applies to --decay poly only"),
@@ -449,16 +467,20 @@ def test_partition_bounds_follow_row_groups():
     assert partition_bounds([[]], 2) == [(0, 0), (0, 0)]
     for groups in ([[3] * 7], [[1, 50, 2, 9, 40]], [[0, 0, 5, 0]]):
         b = partition_bounds(groups, 4)
-        assert b[0][0] == 0 and b[-1][1] == sum(groups[0]) and all(b[i][1] == b[i + 1][0] for i in range(3))
+        assert (b[0][0] == 0 and b[-1][1] == sum(groups[0])
+                and all(b[i][1] == b[i + 1][0] for i in range(3)))
 
 
 def _point_frames():
     rng = np.random.default_rng(3)
     n = 1000
     plain = pd.DataFrame({"id": np.arange(n, dtype=np.int64), "x": rng.standard_normal(n),
-                          "y": rng.random(n).astype(np.float32), "label": rng.integers(0, 9, n).astype(np.int32),
-                          "_sg_batch": np.full(n, 3, dtype=np.int64), "_sg_row": np.arange(n, dtype=np.int64)})
-    with_nan = plain.assign(x=np.where(rng.random(n) < 0.1, np.nan, plain["x"]))    # (fastparquet: a null)
+                          "y": rng.random(n).astype(np.float32),
+                          "label": rng.integers(0, 9, n).astype(np.int32),
+                          "_sg_batch": np.full(n, 3, dtype=np.int64),
+                          "_sg_row": np.arange(n, dtype=np.int64)})
+    # (fastparquet: a null)
+    with_nan = plain.assign(x=np.where(rng.random(n) < 0.1, np.nan, plain["x"]))
     snapshot = plain.assign(_sg_in_sample=rng.random(n) < 0.5)
     strings = plain.assign(tag=np.array(["a", "bb", "ccc"], dtype=object)[rng.integers(0, 3, n)])
     nulls = plain.assign(tag=pd.array(np.where(rng.random(n) < 0.2, None, "t"), dtype=object))
@@ -477,6 +499,7 @@ def test_rows_read_by_offset_equal_the_decoded_rows(tmp_path, name):
     equal the rows of the decoded file, dtypes included; the snapshot's
     _sg_in_sample column is left out."""
     import fastparquet
+
     from samplegen.tbs.stream.points import layout
     from samplegen.tbs.stream.storage import Store
     from samplegen.tbs.stream.task import IN_SAMPLE, POINT_ROWS, _source_parts, stack

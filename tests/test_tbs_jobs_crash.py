@@ -17,24 +17,25 @@ import time
 import numpy as np
 import pytest
 
-from samplegen.tbs.stream import current_sample, run, status
+from samplegen.tbs.stream import current_sample, status
 from tests.conftest import tree_digest
 from tests.tbs_jobs_util import write_batches
 
 pytestmark = pytest.mark.slow
 
-SIZES = [300, 120, 0, 420, 250, 380, 90, 310, 270, 200, 330, 150, 260, 410, 180, 240, 350, 60, 290, 220]
+SIZES = [300, 120, 0, 420, 250, 380, 90, 310, 270, 200, 330, 150, 260, 410, 180, 240, 350, 60,
+         290, 220]
 PARAMS = ["--partitions", "3", "--compact-every", "3", "--keep-deltas", "4", "--seed", "5"]
 ALGORITHMS = {
-    "rtbs-poly": ["--algorithm", "rtbs", "--decay", "poly", "--power", "2", "--shift", "1", "--size", "300",
-                  "--max-weight", "600", "--delta1", "0.2", "--delta2", "5"],
+    "rtbs-poly": ["--algorithm", "rtbs", "--decay", "poly", "--power", "2", "--shift", "1",
+                  "--size", "300", "--max-weight", "600", "--delta1", "0.2", "--delta2", "5"],
     "rtbs-exp": ["--algorithm", "rtbs", "--decay", "exp", "--lambda", "0.2", "--size", "400"],
 }
 
 
 def _cli(batches, state, name, per_job=2):
-    return [sys.executable, "-m", "samplegen.tbs.cli", "run", batches, state, "-q", "--batches-per-job", str(per_job)] \
-        + PARAMS + ALGORITHMS[name]
+    return [sys.executable, "-m", "samplegen", "tbs", "run", batches, state, "-q",
+            "--batches-per-job", str(per_job)] + PARAMS + ALGORITHMS[name]
 
 
 def _env(**extra):
@@ -46,7 +47,8 @@ def _env(**extra):
 
 def _consistent(state):
     """A killed run leaves a STATE that reads back whole (or none at all)."""
-    if not os.path.isdir(os.path.join(state, "commits")) or not os.listdir(os.path.join(state, "commits")):
+    if (not os.path.isdir(os.path.join(state, "commits"))
+            or not os.listdir(os.path.join(state, "commits"))):
         return 0
     info = status(state)
     assert len(current_sample(state)) == info["sample_size"]
@@ -80,9 +82,10 @@ def test_sigkill_at_random_moments(tmp_path, batches):
     for cycle in range(40):  # until enough kills hit runs mid-work (timing varies with load)
         state = str(tmp_path / f"s{cycle}")
         for attempt in range(10):
-            threads = ["--num-cores", "3" if attempt % 2 else "1"]   # killed while tasks run on threads, too
-            proc = subprocess.Popen(_cli(batches, state, "rtbs-poly", per_job=1) + threads, env=_env(),
-                                    stderr=subprocess.PIPE)
+            # killed while tasks run on threads, too
+            threads = ["--num-cores", "3" if attempt % 2 else "1"]
+            proc = subprocess.Popen(_cli(batches, state, "rtbs-poly", per_job=1) + threads,
+                                    env=_env(), stderr=subprocess.PIPE)
             time.sleep(float(rng.uniform(0.5, duration)))
             if proc.poll() is not None:
                 assert proc.returncode == 0, proc.stderr.read()
@@ -91,7 +94,8 @@ def test_sigkill_at_random_moments(tmp_path, batches):
             proc.wait()
             kills += 1
             progress.append(_consistent(state))
-        final = subprocess.run(_cli(batches, state, "rtbs-poly"), env=_env(), capture_output=True, text=True)
+        final = subprocess.run(_cli(batches, state, "rtbs-poly"), env=_env(), capture_output=True,
+                               text=True)
         assert final.returncode == 0, final.stderr
         assert tree_digest(state) == digest
         if kills >= 12 and len({p for p in progress if 0 < p < len(SIZES)}) >= 4:

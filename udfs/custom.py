@@ -20,6 +20,7 @@ A function may carry a ``sample_names`` attribute (a list, or a callable
 ``(params, n_rows) -> list``) to name its samples; otherwise sample ``i`` is
 called ``sample-<i>``.
 """
+import argparse
 import importlib
 import inspect
 
@@ -27,8 +28,8 @@ import numpy as np
 
 from .base import Occurrences, SamplingUDF, UDFError, check_sample_names
 from .builtin import Bootstrap, HoldOut, KFold
-from .errors import ParameterError
-from .rng import SkipAheadRNG
+from .errors import MissingParameterError, ParameterError
+from .rng import SkipAheadRNG, check_seed
 
 BUILTIN = {"holdout": HoldOut, "kfold": KFold, "bootstrap": Bootstrap}
 
@@ -51,13 +52,30 @@ def _names_for(func, params, n_rows):
     return None if names is None else list(names)
 
 
+def _needs(spec, key):
+    return MissingParameterError(f"UDF {spec} needs parameter {key!r} (--param {key}=VALUE)")
+
+
+class UDFParams(dict):
+    """The parameters a user function receives: ``params["p"]`` for a
+    parameter nobody gave is a :class:`MissingParameterError` naming it and
+    the UDF (a KeyError too); ``params.get("p", default)`` is unchanged."""
+
+    def __init__(self, params, spec):
+        super().__init__(params)
+        self.spec = spec
+
+    def __missing__(self, key):
+        raise _needs(self.spec, key)
+
+
 class FunctionUDF(SamplingUDF):
     """A vectorized user function ``f(start, stop, rng, params)``."""
 
     def __init__(self, n_rows, func, params, spec):
         super().__init__(n_rows)
         self.func = func
-        self.user_params = dict(params)
+        self.user_params = UDFParams(params, spec)
         self.name = spec
         self._names = _names_for(func, self.user_params, self.n_rows)
 
@@ -126,6 +144,16 @@ def parse_param(text):
     return key, value
 
 
+def parse_seed(text):
+    """A ``--seed`` on the command line (an argparse type): an integer in
+    [0, 2**64)."""
+    try:
+        return check_seed(int(text))
+    except ValueError:  # ParameterError included
+        raise argparse.ArgumentTypeError(f"seed must be an integer in [0, 2**64), "
+                                         f"got {text!r}") from None
+
+
 def load_udf(spec, n_rows, params=None):
     """Instantiate the sampling-UDF named by *spec* for a matrix of *n_rows*.
 
@@ -187,7 +215,25 @@ def udf_source(udf):
     return os.path.dirname(path), top
 
 
+def _missing_arguments(cls, n_rows, params):
+    """Required keyword parameters of ``cls(n_rows, ...)`` that *params* lacks."""
+    try:
+        signature = inspect.signature(cls)
+    except (TypeError, ValueError):  # no signature to inspect
+        return []
+    try:
+        signature.bind(n_rows, **params)
+    except TypeError:
+        required = (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)
+        return [name for name, p in list(signature.parameters.items())[1:]
+                if p.kind in required and p.default is p.empty and name not in params]
+    return []
+
+
 def _construct(cls, n_rows, params, spec):
+    missing = _missing_arguments(cls, n_rows, params)
+    if missing:
+        raise _needs(spec, missing[0])
     try:
         return cls(n_rows, **params)
     except TypeError as exc:

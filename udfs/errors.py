@@ -18,6 +18,15 @@ class ParameterError(SamplegenError, ValueError):
     """A parameter is out of range or of the wrong type."""
 
 
+class MissingParameterError(ParameterError, KeyError):
+    """A sampling-UDF read a parameter nobody gave it (``params["p"]``
+    without ``--param p=...``).  Also a KeyError, so a UDF that catches
+    KeyError to fall back on a default keeps working."""
+
+    def __str__(self):  # KeyError would quote the message
+        return str(self.args[0]) if self.args else ""
+
+
 class InputError(SamplegenError):
     """Input data is missing, unreadable, corrupt, or not a matrix."""
 
@@ -44,7 +53,8 @@ def check_int(name, value, lo=None, hi=None):
         raise ParameterError(f"{name} must be an integer, got {value!r}") from None
     if isinstance(value, float) and value != as_int:
         raise ParameterError(f"{name} must be an integer, got {value!r}")
-    if isinstance(value, str) and value.strip() != str(as_int) and not value.strip().lstrip("+").isdigit():
+    text = value.strip() if isinstance(value, str) else None
+    if text is not None and text != str(as_int) and not text.lstrip("+").isdigit():
         raise ParameterError(f"{name} must be an integer, got {value!r}")
     if lo is not None and as_int < lo:
         raise ParameterError(f"{name} must be >= {lo}, got {as_int}")

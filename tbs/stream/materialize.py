@@ -1,11 +1,11 @@
 """Reading a STATE: the current sample S_k (``samplegen tbs sample``) and its
 numbers (``samplegen tbs status``)."""
-from __future__ import annotations
-
 import io
 import os
 
 import numpy as np
+
+from samplegen.jobs import fs as fsmod
 
 from ..errors import TBSError
 from .decide import sample_weight, total_weight
@@ -16,7 +16,7 @@ from .task import KEY_COLUMNS, Partition, empty_frame
 FORMATS = (".parquet", ".npy", ".csv")
 
 
-def open_state(state_url: str):
+def open_state(state_url):
     store = Store(state_url)
     if not store.isdir():
         raise TBSError(f"STATE {state_url} does not exist")
@@ -26,7 +26,7 @@ def open_state(state_url: str):
     return store, commit
 
 
-def current_sample(state_url: str, keys: bool = True):
+def current_sample(state_url, keys=True):
     """S_k as a pandas DataFrame: every item column, plus the keys
     ``_sg_batch`` (arrival batch) and ``_sg_row`` (row in that batch) unless
     ``keys`` is False; partitions in order, rows in storage order."""
@@ -46,15 +46,17 @@ def current_sample(state_url: str, keys: bool = True):
         part = Partition.load(store, 0, commit["partitions"][0]["struct"], commit["writer"])
         df = empty_frame(store, part.sources, "partition 0")
     else:
-        df = pd.DataFrame({KEY_COLUMNS[0]: np.zeros(0, np.int64), KEY_COLUMNS[1]: np.zeros(0, np.int64)})
+        df = pd.DataFrame({KEY_COLUMNS[0]: np.zeros(0, np.int64),
+                           KEY_COLUMNS[1]: np.zeros(0, np.int64)})
     if len(df) != commit["driver"]["size"]:
-        raise TBSError(f"corrupt STATE: {len(df)} items read, the state says {commit['driver']['size']}")
+        raise TBSError(f"corrupt STATE: {len(df)} items read, "
+                       f"the state says {commit['driver']['size']}")
     if not keys:
         df = df.drop(columns=list(KEY_COLUMNS))
     return df
 
 
-def _npy_bytes(df) -> bytes:
+def _npy_bytes(df):
     """A structured array: numbers keep their dtype, text becomes fixed-width unicode."""
     fields = []
     columns = []
@@ -77,15 +79,13 @@ def _npy_bytes(df) -> bytes:
     return buf.getvalue()
 
 
-def write_sample(state_url: str, path: str, keys: bool = True) -> int:
-    """Write S_k to ``path`` (.parquet, .npy or .csv), atomically; returns its size."""
-    from ..cli import _write_atomic
+def write_sample(state_url, path, keys=True):
+    """Write S_k to ``path`` (.parquet, .npy or .csv), atomically (missing
+    parent directories are created); returns its size."""
     ext = os.path.splitext(path)[1].lower()
     if ext not in FORMATS:
         raise TBSError(f"--to must end in .parquet, .npy or .csv, got {path!r}")
-    folder = os.path.dirname(os.path.abspath(path))
-    if not os.path.isdir(folder):
-        raise TBSError(f"--to: directory {folder!r} does not exist")
+    fsmod.missing_dirs(path)  # a parent that is a file: refused before reading
     df = current_sample(state_url, keys)
     if ext == ".parquet":
         from .storage import parquet_bytes
@@ -94,11 +94,11 @@ def write_sample(state_url: str, path: str, keys: bool = True) -> int:
         data = _npy_bytes(df)
     else:
         data = df.to_csv(index=False).encode()
-    _write_atomic(path, data)
+    fsmod.write_atomic(path, data)
     return len(df)
 
 
-def status(state_url: str) -> dict:
+def status(state_url):
     """Batches processed, W_k, C_k, rho, |S_k| and the footprint of a STATE."""
     store, commit = open_state(state_url)
     params = commit["params"]
@@ -109,7 +109,8 @@ def status(state_url: str) -> dict:
         "algorithm": params["algorithm"], "decay": params["decay"],
         "params": params,
         "batches": len(commit["ledger"]),
-        "first_batch": commit["first_batch"], "last_batch": commit["last_batch"], "time": commit["time"],
+        "first_batch": commit["first_batch"], "last_batch": commit["last_batch"],
+        "time": commit["time"],
         "total_weight": total_weight(params, d, commit["ledger"]),
         "sample_weight": sample_weight(params, d),
         "rho": d.get("rho") if params["algorithm"] == "rtbs" else None,
@@ -132,7 +133,7 @@ def status(state_url: str) -> dict:
     return info
 
 
-def format_status(info: dict) -> str:
+def format_status(info):
     def num(x):
         return "-" if x is None else (f"{x:.6g}" if isinstance(x, float) else str(x))
     p = info["params"]
@@ -142,13 +143,16 @@ def format_status(info: dict) -> str:
         f"STATE      {info['state']}",
         f"algorithm  {info['algorithm']}, decay {decay}, N = {p['size']}, seed {p['seed']}, "
         f"{info['partitions']} partitions",
-        f"batches    {info['batches']}" + (f" (batch-{info['first_batch']} .. batch-{info['last_batch']}, "
-                                           f"last time {num(info['time'])})" if info["batches"] else ""),
+        f"batches    {info['batches']}"
+        + (f" (batch-{info['first_batch']} .. batch-{info['last_batch']}, "
+           f"last time {num(info['time'])})" if info["batches"] else ""),
         f"W_k        {num(info['total_weight'])}",
         f"C_k        {num(info['sample_weight'])}",
-        f"rho        {num(info['rho'])}" if info["algorithm"] == "rtbs" else f"q          {num(info['q'])}",
+        f"rho        {num(info['rho'])}" if info["algorithm"] == "rtbs"
+        else f"q          {num(info['q'])}",
         f"|S_k|      {info['sample_size']}",
-        f"footprint  {info['items_stored']} items stored in {info['latent_samples']} latent sample(s); "
+        f"footprint  {info['items_stored']} items stored in "
+        f"{info['latent_samples']} latent sample{'' if info['latent_samples'] == 1 else 's'}; "
         f"{info['files']} files, {info['bytes'] / 1e6:.1f} MB",
         f"snapshot   {num(info['snapshot'])}; deltas kept for batches "
         + (f"{info['deltas_kept'][0]}..{info['deltas_kept'][-1]}" if info["deltas_kept"] else "-"),

@@ -6,16 +6,14 @@ that does not exist yet (atomic on POSIX and HDFS), listing a directory tree,
 and deleting files.  It never renames over an existing file, which HDFS
 refuses and object stores cannot do atomically.
 
-* Local paths (and ``file://`` URLs) use the os module: every file is
-  written to ``.<name>.tmp-<random>``, flushed with ``fsync`` and renamed;
-  directories are ``fsync``-ed once per commit so that a power loss cannot
-  lose a rename.  The lock is an ``flock`` on ``STATE/_lock`` (see
-  :class:`Lock`).
+* Local paths (and ``file://`` URLs) use the os module and
+  :func:`samplegen.jobs.fs.write_atomic`: every file is written to
+  ``.<name>.tmp-<random>``, flushed with ``fsync`` and renamed; directories
+  are ``fsync``-ed once per commit so that a power loss cannot lose a rename.
+  The lock is an ``flock`` on ``STATE/_lock`` (see :class:`Lock`).
 * Other URLs go through fsspec (``hdfs://`` needs pyarrow's HDFS driver);
   the same temporary-name-then-rename writes, an exclusive-create lock file.
 """
-from __future__ import annotations
-
 import io
 import json
 import mmap
@@ -24,16 +22,18 @@ import socket
 import time
 import uuid
 
+from samplegen.jobs import fs as fsmod
+
 from ..errors import TBSError
 
 LOCK = "_lock"
 
 
-def is_local(url: str) -> bool:
+def is_local(url):
     return "://" not in url or url.startswith("file://")
 
 
-def _strip_file(url: str) -> str:
+def _strip_file(url):
     return url[len("file://"):] if url.startswith("file://") else url
 
 
@@ -47,18 +47,19 @@ class _Sink(io.BytesIO):
 _POPULATE = getattr(mmap, "MAP_POPULATE", 0)
 
 
-def parquet_bytes(df, **options) -> bytes:
+def parquet_bytes(df, **options):
     """The bytes of ``df`` as one Parquet file (fastparquet)."""
     import fastparquet
     sink = _Sink()
-    fastparquet.write("mem.parquet", df, open_with=lambda path, mode: sink, write_index=False, **options)
+    fastparquet.write("mem.parquet", df, open_with=lambda path, mode: sink, write_index=False,
+                      **options)
     return sink.getvalue()
 
 
 class Store:
     """Files under one root directory, addressed by '/'-separated relative names."""
 
-    def __init__(self, url: str, fsync: bool | None = None):
+    def __init__(self, url, fsync=None):
         self.url = url.rstrip("/") or url
         self.local = is_local(url)
         if fsync is None:
@@ -75,26 +76,26 @@ class Store:
         self._made = set()
 
     # -- naming ----------------------------------------------------------
-    def path(self, rel: str = "") -> str:
+    def path(self, rel=""):
         """Path (local) or filesystem path (fsspec) of a relative name."""
         if not rel:
             return self.root
         return (os.path.join(self.root, *rel.split("/")) if self.local else f"{self.root}/{rel}")
 
-    def uri(self, rel: str = "") -> str:
+    def uri(self, rel=""):
         """A URL other processes can open (tasks, Spark, pandas)."""
         if self.local:
             return self.path(rel)
         return self.fs.unstrip_protocol(self.path(rel))
 
     # -- queries -------------------------------------------------------------
-    def exists(self, rel: str = "") -> bool:
+    def exists(self, rel=""):
         return os.path.exists(self.path(rel)) if self.local else self.fs.exists(self.path(rel))
 
-    def isdir(self, rel: str = "") -> bool:
+    def isdir(self, rel=""):
         return os.path.isdir(self.path(rel)) if self.local else self.fs.isdir(self.path(rel))
 
-    def listdir(self, rel: str = "") -> list:
+    def listdir(self, rel=""):
         """Names in a directory (empty if it does not exist)."""
         if self.local:
             try:
@@ -103,7 +104,8 @@ class Store:
                 return []
         if not self.fs.exists(self.path(rel)):
             return []
-        return sorted(p.rstrip("/").rsplit("/", 1)[-1] for p in self.fs.ls(self.path(rel), detail=False))
+        return sorted(p.rstrip("/").rsplit("/", 1)[-1]
+                      for p in self.fs.ls(self.path(rel), detail=False))
 
     def walk(self):
         """Every file under the root as (relative name, size in bytes), sorted."""
@@ -123,25 +125,25 @@ class Store:
                 out.append((full[len(self.root) + 1:], int(info.get("size") or 0)))
         return sorted(out)
 
-    def names(self) -> list:
+    def names(self):
         """Every file under the root (relative names), without their sizes."""
         if not self.local:
             return [rel for rel, _ in self.walk()]
         out = []
-        for dirpath, dirnames, filenames in os.walk(self.root):
+        for dirpath, _, filenames in os.walk(self.root):
             rel_dir = os.path.relpath(dirpath, self.root)
             prefix = "" if rel_dir == "." else rel_dir.replace(os.sep, "/") + "/"
             out += [prefix + name for name in filenames]
         return out
 
     # -- reading ---------------------------------------------------------------
-    def read_bytes(self, rel: str) -> bytes:
+    def read_bytes(self, rel):
         if self.local:
             with open(self.path(rel), "rb") as f:
                 return f.read()
         return self.fs.cat_file(self.path(rel))
 
-    def read_range(self, rel: str, start: int, length: int) -> bytes:
+    def read_range(self, rel, start, length):
         """``length`` bytes of a file from offset ``start``."""
         if self.local:
             with open(self.path(rel), "rb") as f:
@@ -149,7 +151,7 @@ class Store:
                 return f.read(length)
         return self.fs.cat_file(self.path(rel), start=start, end=start + length)
 
-    def map_tail(self, rel: str, count: int, head: int, dtype="<i8"):
+    def map_tail(self, rel, count, head, dtype="<i8"):
         """The last ``count`` values of a file and its first ``head`` bytes (one
         open; the values memory-mapped for local files).  None if the file is
         shorter than ``head`` bytes plus the values."""
@@ -168,24 +170,25 @@ class Store:
                 start = (size - width) // mmap.ALLOCATIONGRANULARITY * mmap.ALLOCATIONGRANULARITY
                 mapped = mmap.mmap(f.fileno(), size - start, prot=mmap.PROT_READ,
                                    flags=mmap.MAP_SHARED | _POPULATE, offset=start)
-                return np.frombuffer(mapped, dtype=dtype, count=count, offset=size - width - start), first
+                return np.frombuffer(mapped, dtype=dtype, count=count,
+                                     offset=size - width - start), first
         size = self.fs.size(self.path(rel))
         if size < head + width:
             return None
         data = self.fs.cat_file(self.path(rel), start=size - width, end=size) if count else b""
         return np.frombuffer(data, dtype=dtype), self.read_range(rel, 0, head)
 
-    def read_json(self, rel: str):
+    def read_json(self, rel):
         return json.loads(self.read_bytes(rel))
 
-    def open_parquet(self, rel: str):
+    def open_parquet(self, rel):
         import fastparquet
         if self.local:
             return fastparquet.ParquetFile(self.path(rel))
         return fastparquet.ParquetFile(self.path(rel), open_with=self.fs.open)
 
     # -- writing -----------------------------------------------------------------
-    def makedirs(self, rel: str = "") -> None:
+    def makedirs(self, rel=""):
         """Create a directory and its parents; a new directory's parent is
         fsync-ed at the next :meth:`sync` (so that its entry survives a power loss)."""
         if rel in self._made:
@@ -201,43 +204,34 @@ class Store:
             self.fs.makedirs(self.path(rel), exist_ok=True)
         self._made.add(rel)
 
-    def _tmp_name(self, rel: str) -> str:
+    def _tmp_name(self, rel):
         head, _, name = rel.rpartition("/")
         tmp = f".{name}.tmp-{uuid.uuid4().hex[:12]}"
         return f"{head}/{tmp}" if head else tmp
 
-    def write_bytes(self, rel: str, data: bytes) -> None:
+    def write_bytes(self, rel, data):
         """Write ``data`` to ``rel`` atomically: temporary name, (fsync), rename."""
         head = rel.rpartition("/")[0]
         self.makedirs(head)
-        tmp = self._tmp_name(rel)
         if self.local:
-            path = self.path(tmp)
-            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-            try:
-                view = memoryview(data)
-                while view:
-                    view = view[os.write(fd, view):]
-                if self.fsync:
-                    os.fsync(fd)
-            finally:
-                os.close(fd)
-            os.replace(path, self.path(rel))
+            fsmod.write_atomic(self.path(rel), data, fsync=self.fsync)
             self._dirty_dirs.add(self.path(head))
         else:
+            tmp = self._tmp_name(rel)
             with self.fs.open(self.path(tmp), "wb") as f:
                 f.write(data)
             if self.fs.exists(self.path(rel)):
                 self.fs.rm(self.path(rel))
             self.fs.mv(self.path(tmp), self.path(rel))
 
-    def write_json(self, rel: str, value) -> None:
-        self.write_bytes(rel, json.dumps(value, sort_keys=True, separators=(",", ":")).encode() + b"\n")
+    def write_json(self, rel, value):
+        text = json.dumps(value, sort_keys=True, separators=(",", ":"))
+        self.write_bytes(rel, text.encode() + b"\n")
 
-    def write_parquet(self, rel: str, df, **options) -> None:
+    def write_parquet(self, rel, df, **options):
         self.write_bytes(rel, parquet_bytes(df, **options))
 
-    def sync(self) -> None:
+    def sync(self):
         """fsync the directories that received renames since the last call."""
         if self.local and self.fsync:
             for path in sorted(self._dirty_dirs, key=len, reverse=True):
@@ -251,7 +245,7 @@ class Store:
                     os.close(fd)
         self._dirty_dirs.clear()
 
-    def remove(self, rel: str) -> None:
+    def remove(self, rel):
         try:
             if self.local:
                 os.remove(self.path(rel))
@@ -260,7 +254,7 @@ class Store:
         except FileNotFoundError:
             pass
 
-    def remove_parents_if_empty(self, rels) -> None:
+    def remove_parents_if_empty(self, rels):
         """Delete the directories of the files *rels* (and their parents below
         the root) that are now empty: what :meth:`remove_empty_dirs` would
         remove after deleting *rels*, without walking the whole tree."""
@@ -276,12 +270,12 @@ class Store:
                     break
                 head = head.rpartition("/")[0]
 
-    def remove_empty_dirs(self) -> None:
+    def remove_empty_dirs(self):
         """Delete empty directories below the root (after garbage collection)."""
         self._made.clear()
         if not self.local:
             return
-        for dirpath, dirnames, filenames in os.walk(self.root, topdown=False):
+        for dirpath, _, _ in os.walk(self.root, topdown=False):
             if dirpath != self.root and not os.listdir(dirpath):
                 try:
                     os.rmdir(dirpath)
@@ -291,12 +285,12 @@ class Store:
 
 # ----------------------------------------------------------------------------- lock
 
-def _lock_info() -> dict:
+def _lock_info():
     return {"pid": os.getpid(), "host": socket.gethostname(),
             "since": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
 
 
-def _describe(info) -> str:
+def _describe(info):
     if not isinstance(info, dict):
         return "another run"
     return f"pid {info.get('pid')} on {info.get('host')} since {info.get('since')}"
@@ -322,12 +316,12 @@ class Lock:
     checking that no run is active (the error message says so).
     """
 
-    def __init__(self, store: Store):
+    def __init__(self, store):
         self.store = store
         self.fd = None
         self.previous = None
 
-    def acquire(self) -> "Lock":
+    def acquire(self):
         store = self.store
         if store.local:
             import fcntl
@@ -363,12 +357,13 @@ class Lock:
                 info = json.loads(store.fs.cat_file(path))
             except Exception:
                 info = None
-            raise TBSError(f"STATE {store.url} is in use by {_describe(info)}; a second run on the "
-                           f"same STATE is refused (if that run has died, remove {store.uri(LOCK)})") from None
+            raise TBSError(f"STATE {store.url} is in use by {_describe(info)}; a second run on "
+                           f"the same STATE is refused (if that run has died, remove "
+                           f"{store.uri(LOCK)})") from None
         self.fd = True
         return self
 
-    def release(self) -> None:
+    def release(self):
         if self.fd is None:
             return
         store = self.store

@@ -1,0 +1,302 @@
+"""The ``samplegen`` command line: one parser, one contract, three command sets.
+
+    samplegen COMMAND ...         matrices and sampling runs   (samplegen.jobs.cli)
+    samplegen tbs COMMAND ...     time-biased sampling         (samplegen.tbs.cli)
+    samplegen hive COMMAND ...    HiveQL                       (samplegen.hive.cli)
+
+A command set only adds its subcommands to a subparsers object
+(``add_commands(sub)``) and runs them (``dispatch(args, log)``); it imports
+neither this module nor the other sets.  Everything else is here, the same for
+every command:
+
+* a usage error is one line on stderr and exit status 2;
+* a :class:`~samplegen.udfs.errors.SamplegenError` is one line and its
+  ``exit_status`` (2: bad input); an OSError the user can fix (permissions,
+  space, names) one sentence and 2; any other failure one line and 1;
+* ``-v`` shows the engines' logs and the traceback of a failure, ``-q``
+  silences progress; progress is shown on a terminal only;
+* Ctrl-C exits with status 130 and SIGTERM with 143, after every ``with``
+  block (staged outputs, engine runners, locks) has cleaned up;
+* a reader that goes away (``samplegen tbs status STATE | head -1``) ends
+  the command quietly with status 141, as SIGPIPE ends other tools.
+"""
+import argparse
+import contextlib
+import errno
+import logging
+import os
+import re
+import select
+import signal
+import sys
+
+from samplegen import __version__
+from samplegen.hive import cli as hive_cli
+from samplegen.jobs import cli as jobs_cli
+from samplegen.tbs import cli as tbs_cli
+from samplegen.udfs.errors import SamplegenError
+
+PROG = "samplegen"
+
+#: (group of commands, or None for the top-level ones; what it does; its module)
+COMMAND_SETS = (
+    (None, None, jobs_cli),
+    ("tbs", "time-biased sampling: experiments, and micro-batch jobs with durable state",
+     tbs_cli),
+    ("hive", "HiveQL: block tables, table-to-table sampling, scripts for beeline", hive_cli),
+)
+
+
+class _UsageError(Exception):
+    """A command line argparse refuses (the message, without the program)."""
+
+
+class Parser(argparse.ArgumentParser):
+    """argparse, but a usage error is raised (and reported by :func:`main`
+    as one line, exit status 2) instead of printing the usage and exiting."""
+
+    def error(self, message):
+        raise _UsageError(f"{message} (see '{self.prog} --help')")
+
+
+def _add_common(parser):
+    """-q and -v, on every parser: they may come before or after a command."""
+    parser.add_argument("-q", "--quiet", action="store_true", default=argparse.SUPPRESS,
+                        help="no progress messages")
+    parser.add_argument("-v", "--verbose", action="store_true", default=argparse.SUPPRESS,
+                        help="the engines' logs, and a traceback on failure")
+
+
+def _add_set(sub, module):
+    """The commands of *module* under *sub*, each with -q/-v and its dispatch."""
+    before = set(map(id, sub.choices.values()))
+    module.add_commands(sub)
+    for parser in {id(p): p for p in sub.choices.values()}.values():
+        if id(parser) not in before:
+            _add_common(parser)
+            parser.set_defaults(dispatch=module.dispatch)
+
+
+def build_parser():
+    parser = Parser(prog=PROG, description="Single-pass sample generation from "
+                    "block-partitioned matrices, and time-biased sampling of streams.")
+    parser.add_argument("--version", action="version", version=f"{PROG} {__version__}",
+                        help="print the version and exit")
+    _add_common(parser)
+    parser.set_defaults(dispatch=None, usage_parser=parser)
+    sub = _add_subparsers(parser)
+    for name, help_, module in COMMAND_SETS:
+        if name is None:
+            _add_set(sub, module)
+            continue
+        group = sub.add_parser(name, help=f"{help_} (see '{PROG} {name} --help')",
+                               description=f"{help_[0].upper()}{help_[1:]}.")
+        _add_common(group)
+        group.set_defaults(usage_parser=group)
+        _add_set(_add_subparsers(group), module)
+    return parser
+
+
+def _add_subparsers(parser):
+    return parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=Parser,
+                                 help=f"one of these ('{parser.prog} COMMAND --help' for its "
+                                      "options):")
+
+
+def main(argv=None):
+    """``samplegen ...``: the exit status of the command *argv* (default:
+    the process's arguments)."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if "" not in sys.path and os.getcwd() not in sys.path:
+        sys.path.insert(0, os.getcwd())  # --udf mymodule:f, as with `python -m`
+    parser = build_parser()
+    try:
+        try:
+            args = parser.parse_args([str(a) for a in argv])
+        except SystemExit as exc:  # --help, --version
+            return _flushed(exc.code or 0)
+    except _UsageError as exc:
+        sys.stderr.write(f"{PROG}: error: {exc}\n")
+        return 2
+    except BrokenPipeError:
+        return _reader_gone_status()
+    if args.dispatch is None:  # a command set without a command
+        args.usage_parser.print_help(sys.stderr)
+        return 2
+    return run_command(args.dispatch, args)
+
+
+def run_command(dispatch, args):
+    """``dispatch(args, log)`` under the contract of the module docstring;
+    returns the exit status."""
+    verbose, quiet = getattr(args, "verbose", False), getattr(args, "quiet", False)
+    interactive = verbose or sys.stderr.isatty()
+    _configure_logging(verbose, show_progress=interactive and not quiet)
+
+    def log(message, progress=False):
+        """Results always (unless -q); progress only on a terminal or with -v,
+        so that a failing command in a script prints exactly one line."""
+        if not quiet and (interactive or not progress):
+            sys.stderr.write(f"{PROG}: {message}\n")
+
+    def checked():
+        try:
+            return _flushed(dispatch(args, log))
+        except BrokenPipeError as exc:
+            if _stdout_reader_gone():
+                return _reader_gone_status()
+            return _failure(exc, verbose)
+        except Exception as exc:
+            if _signalled["term"]:  # SIGTERM's exception was swallowed and broke something
+                raise Terminated() from None
+            return _failure(exc, verbose)
+    return stoppable(checked)
+
+
+def _failure(exc, verbose):
+    """One line on stderr for *exc*, and the exit status (re-raised with -v)."""
+    if verbose:
+        raise exc
+    if isinstance(exc, SamplegenError):
+        message, status = str(exc), exc.exit_status
+    elif isinstance(exc, OSError) and os_error_message(exc):
+        message, status = os_error_message(exc), 2
+    else:  # engine failures
+        message, status = f"{type(exc).__name__}: {exc}", 1
+    sys.stderr.write(f"{PROG}: error: {' '.join(message.splitlines())}\n")
+    return status
+
+
+def _flushed(status):
+    """*status*, once what the command printed has reached stdout (a reader
+    that went away shows here, not at interpreter exit)."""
+    sys.stdout.flush()
+    return status
+
+
+# ----------------------------------------------------------------------------- stdout closed
+
+def _stdout_reader_gone():
+    """Whether stdout is a pipe whose reader has closed it (poll says POLLERR)."""
+    try:
+        fd = sys.stdout.fileno()
+    except (AttributeError, ValueError, OSError):  # replaced (tests) or closed
+        return False
+    if not hasattr(select, "poll"):
+        return True
+    poller = select.poll()
+    poller.register(fd, select.POLLOUT)
+    return any(events & select.POLLERR for _, events in poller.poll(0))
+
+
+def _reader_gone_status():
+    """Stop writing to stdout, quietly: its pending output goes to /dev/null
+    (nothing is printed at exit), and the status is SIGPIPE's, 128 + 13."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    except (AttributeError, ValueError, OSError):
+        pass
+    return 128 + signal.SIGPIPE
+
+
+# ----------------------------------------------------------------------------- Ctrl-C, SIGTERM
+
+def stoppable(call):
+    """``call()``, stopped by Ctrl-C (exit status 130) or SIGTERM (143) the
+    same way: every ``with`` block unwinds, then one line says so."""
+    try:
+        with _terminate_as_interrupt():
+            return call()
+    except Terminated:
+        sys.stderr.write(f"{PROG}: terminated\n")
+        return 128 + signal.SIGTERM
+    except KeyboardInterrupt:
+        sys.stderr.write(f"{PROG}: interrupted\n")
+        return 130
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM, raised in the main thread so that every ``with`` block --
+    staged outputs, engine runners, locks -- cleans up as on Ctrl-C."""
+
+
+#: whether SIGTERM arrived: Python drops an exception raised by a signal
+#: handler while a finalizer runs, so the failure that may follow is reported
+#: as the termination it is
+_signalled = {"term": False}
+
+
+@contextlib.contextmanager
+def _terminate_as_interrupt():
+    owner = os.getpid()
+
+    def handler(signum, frame):
+        if os.getpid() != owner:  # a forked worker (mrjob's pool): end quietly
+            os._exit(128 + signal.SIGTERM)
+        _signalled["term"] = True
+        raise Terminated()
+    try:
+        previous = signal.signal(signal.SIGTERM, handler)
+    except ValueError:  # not the main thread: leave signals alone
+        yield
+        return
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+# ----------------------------------------------------------------------------- messages and logs
+
+#: OSErrors that are the user's to fix, with the sentence that says so
+_OS_ERRORS = {errno.EACCES: "permission denied", errno.EPERM: "operation not permitted",
+              errno.EROFS: "read-only file system", errno.ENOSPC: "no space left on device",
+              errno.EDQUOT: "disk quota exceeded", errno.ENAMETOOLONG: "file name too long",
+              errno.ENOTDIR: "not a directory", errno.EISDIR: "is a directory"}
+
+
+def os_error_message(exc):
+    """One sentence for an OSError the user can fix (permissions, space,
+    names), or None for other failures."""
+    reason = _OS_ERRORS.get(exc.errno)
+    if reason is None:
+        return None
+    path = exc.filename if exc.filename is not None else ""
+    return f"{reason}: {path}" if path else reason
+
+
+#: the engines' loggers: silent unless -v (mrjob's "No configs specified ..." included)
+ENGINE_LOGGERS = ("mrjob", "py4j", "pyspark", "pyhive")
+
+
+class _ProgressHandler(logging.Handler):
+    """Engine log lines worth showing on a terminal: steps and percentages."""
+
+    KEEP = re.compile(r"Running step \d+ of \d+|map +\d+% +reduce +\d+%")
+
+    def emit(self, record):
+        message = record.getMessage()
+        if self.KEEP.search(message):
+            sys.stderr.write(f"{PROG}: {message.strip()}\n")
+
+
+def _configure_logging(verbose, show_progress):
+    if verbose:
+        logging.basicConfig(level=logging.INFO, format="%(name)s: %(message)s")
+        for name in ENGINE_LOGGERS:
+            logging.getLogger(name).setLevel(logging.NOTSET)
+        mrjob = logging.getLogger("mrjob")
+        mrjob.propagate = True
+        for handler in [h for h in mrjob.handlers if isinstance(h, _ProgressHandler)]:
+            mrjob.removeHandler(handler)
+        return
+    for name in ENGINE_LOGGERS:
+        logging.getLogger(name).setLevel(logging.CRITICAL + 1)
+    if show_progress:
+        logger = logging.getLogger("mrjob")
+        logger.setLevel(logging.INFO)
+        logger.propagate = False
+        if not any(isinstance(h, _ProgressHandler) for h in logger.handlers):
+            logger.addHandler(_ProgressHandler())
