@@ -1,4 +1,4 @@
-"""Time-biased sampling (issue 3): T-TBS, R-TBS and baselines.
+"""Time-biased sampling: T-TBS, R-TBS and baselines.
 
 Implements the schemes of Hentschel, Haas and Tian, "Temporally-Biased
 Sampling Schemes for Online Model Management": every sampler takes batches of

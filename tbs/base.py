@@ -6,15 +6,15 @@ names to numpy arrays (items keep their dtype, so structured records survive
 ``np.savez`` / ``np.load(allow_pickle=False)``) and ``meta`` is a dict of JSON
 values (floats round-trip exactly through ``json``).  ``from_state(arrays,
 meta)`` rebuilds a sampler that continues exactly as the original would have:
-all randomness is derived from (seed entropy, batch number, stream), so no
-generator state is stored.
+all randomness is derived from (seed, batch number, stream) by
+:mod:`samplegen.udfs.rng` (see :mod:`.randomness`), so no generator state is
+stored; ``meta["entropy"]`` is the seed (a fresh one for ``seed=None``).
 """
-from __future__ import annotations
-
 from abc import ABC, abstractmethod
 
 import numpy as np
 
+from .decay import as_decay, decay_from_json
 from .errors import TBSError, check_items, check_real
 from .randomness import batch_generator, derive_key
 
@@ -58,7 +58,7 @@ class Sampler(ABC):
 
     # -- batch bookkeeping -------------------------------------------------
     @property
-    def batches(self) -> int:
+    def batches(self):
         """Number of batches processed so far (k)."""
         return self._batches
 
@@ -67,7 +67,8 @@ class Sampler(ABC):
         """Arrival time t_k of the last batch (None before the first batch)."""
         return self._time
 
-    def _generator(self, stream: int, sub: int = 0) -> np.random.Generator:
+    def _generator(self, stream, sub=0):
+        """The draws of the current batch for (stream, sub) (tbs.randomness.batch_generator)."""
         return batch_generator(self._key, self._batches, stream, sub)
 
     def _prepare(self, items, time):
@@ -78,7 +79,8 @@ class Sampler(ABC):
         else:
             t = check_real("time", time)
         if self._time is not None and not t > self._time:
-            raise TBSError(f"time must increase from batch to batch, got {time!r} after {self._time!r}")
+            raise TBSError(f"time must increase from batch to batch, "
+                           f"got {time!r} after {self._time!r}")
         if arr.size:
             if self._dtype is None:
                 pass
@@ -91,7 +93,7 @@ class Sampler(ABC):
         dt = None if self._time is None else t - self._time
         return arr, t, dt
 
-    def update(self, items, time=None) -> None:
+    def update(self, items, time=None):
         """Process batch B_k (a 1-D array of items) arriving at ``time``.
 
         ``time`` defaults to the previous time + 1 (1.0 for the first batch)
@@ -104,7 +106,7 @@ class Sampler(ABC):
         self._time = t
         self._update(arr, t, dt)
 
-    def _empty(self) -> np.ndarray:
+    def _empty(self):
         return np.empty(0, dtype=self._dtype if self._dtype is not None else np.int64)
 
     @abstractmethod
@@ -112,7 +114,7 @@ class Sampler(ABC):
         """Implemented by every concrete class."""
 
     @abstractmethod
-    def sample(self) -> np.ndarray:
+    def sample(self):
         """Implemented by every concrete class."""
 
     # -- state -----------------------------------------------------------------
@@ -145,7 +147,11 @@ class Sampler(ABC):
             raise TBSError(f"state version must be {STATE_VERSION}, got {meta.get('version')!r}")
         obj = cls._from_params(meta["params"], decay)
         if cls._randomized:
-            obj._key = derive_key(meta["entropy"])
+            try:
+                obj._key = derive_key(meta["entropy"])
+            except TBSError:
+                raise TBSError(f"state entropy (the seed) must be an integer in [0, 2**64), "
+                               f"got {meta['entropy']!r}") from None
         obj._batches = int(meta["batches"])
         obj._time = None if meta["time"] is None else float(meta["time"])
         obj._dtype = dtype_from_json(meta["dtype"])
@@ -153,7 +159,7 @@ class Sampler(ABC):
         return obj
 
     @abstractmethod
-    def _params(self) -> dict:
+    def _params(self):
         """Implemented by every concrete class."""
 
     @classmethod
@@ -170,14 +176,13 @@ class Sampler(ABC):
         """Implemented by every concrete class."""
 
 
-def decay_params(decay) -> dict:
+def decay_params(decay):
     spec = decay.to_json()
     return {"decay": spec}
 
 
 def restore_decay(params, decay):
     """The decay for from_state: the stored spec, or the one passed by the caller."""
-    from .decay import as_decay, decay_from_json
     if decay is not None:
         return as_decay(decay)
     if params.get("decay") is None:

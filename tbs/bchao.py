@@ -16,8 +16,6 @@ arriving item is accepted with probability n / W and replaces a uniformly
 chosen slot, which is simulated for the whole run at once (the last accepted
 item written to a slot wins).
 """
-from __future__ import annotations
-
 import numpy as np
 
 from .base import Sampler, get_array
@@ -45,19 +43,19 @@ class BChao(Sampler):
         self._V_w = []           # their weights
 
     @property
-    def sample_weight(self) -> float:
+    def sample_weight(self):
         return float(self._size + len(self._V_items))
 
     @property
-    def total_weight(self) -> float:
+    def total_weight(self):
         """Total decayed weight of all items seen (non-overweight + overweight)."""
         return self._W + sum(self._V_w)
 
     @property
-    def overweight_count(self) -> int:
+    def overweight_count(self):
         return len(self._V_items)
 
-    def sample(self) -> np.ndarray:
+    def sample(self):
         if self._S is None:
             return self._empty()
         return np.concatenate([self._S[: self._size]] + self._V_items)
@@ -147,7 +145,7 @@ class BChao(Sampler):
             big_u = dec.random()
             alpha = 0.0
             victim = -1
-            for i, (z, wz) in enumerate(A):
+            for i, (_z, wz) in enumerate(A):
                 alpha += (1.0 - (n - len(V_items)) * wz / self._W) / pi_x
                 if big_u <= alpha:
                     victim = i

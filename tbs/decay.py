@@ -22,8 +22,6 @@ the extrapolated values are accelerated with Aitken's delta-squared process and
 the sum is accepted once two successive accelerated values agree to a relative
 1e-12 (within 2**26 terms, otherwise a TBSError is raised).
 """
-from __future__ import annotations
-
 import math
 from abc import ABC, abstractmethod
 
@@ -47,7 +45,7 @@ _BERNOULLI_OVER_FACT = [
 ]
 
 
-def _scaled_hurwitz(s: float, q: float) -> float:
+def _scaled_hurwitz(s, q):
     """Return q^s * zeta(s, q) = sum_{j>=0} (1 + j/q)^(-s) for s > 1, q > 0."""
     # Sum the first m terms directly, then the Euler--Maclaurin remainder at a = q + m.
     m = max(0, int(math.ceil(max(20.0, s + 20.0) - q)))
@@ -66,7 +64,7 @@ def _scaled_hurwitz(s: float, q: float) -> float:
     return head + math.exp(-s * math.log(a / q)) * corr
 
 
-def hurwitz_zeta(s: float, q: float) -> float:
+def hurwitz_zeta(s, q):
     """Hurwitz zeta function zeta(s, q) = sum_{j>=0} (q + j)^(-s), for s > 1 and q > 0."""
     s = check_real("s", s, low=1.0, low_open=True)
     q = check_real("q", q, low=0.0, low_open=True)
@@ -85,22 +83,22 @@ class Decay(ABC):
         """Implemented by every concrete class."""
 
     @abstractmethod
-    def tail_sum(self, age: float, delta: float = 1.0) -> float:
+    def tail_sum(self, age, delta=1.0):
         """sum_{j >= 0} f(age + j * delta); ``inf`` if the series diverges."""
 
     @abstractmethod
-    def age_below(self, level: float) -> float:
+    def age_below(self, level):
         """inf{a >= 0 : f(a) < level} (``inf`` if f never drops below ``level``)."""
 
     @abstractmethod
-    def hazard_sup(self, age: float) -> float:
+    def hazard_sup(self, age):
         """sup over a >= age of -d/da log f(a) (``inf`` if f can reach 0)."""
 
     def to_json(self):
         """JSON description (dict), or None when the decay cannot be serialized."""
         return None
 
-    def gamma(self, delta: float = 1.0) -> float:
+    def gamma(self, delta=1.0):
         """1 / F_inf with F_inf = sum_{i>=0} f(i * delta); 0 when F_inf diverges."""
         total = self.tail_sum(0.0, delta)
         return 0.0 if math.isinf(total) else 1.0 / total
@@ -111,30 +109,30 @@ class Exponential(Decay):
 
     is_exponential = True
 
-    def __init__(self, lam: float):
+    def __init__(self, lam):
         self.lam = check_real("lam", lam, low=0.0)
 
     def __call__(self, age):
         return np.exp(-self.lam * np.asarray(age, dtype=np.float64))
 
-    def factor(self, dt: float) -> float:
+    def factor(self, dt):
         """f(a + dt) / f(a), the same for every age a."""
         return math.exp(-self.lam * dt)
 
-    def tail_sum(self, age: float, delta: float = 1.0) -> float:
+    def tail_sum(self, age, delta=1.0):
         delta = check_real("delta", delta, low=0.0, low_open=True)
         if self.lam == 0.0:
             return math.inf
         return math.exp(-self.lam * age) / -math.expm1(-self.lam * delta)
 
-    def age_below(self, level: float) -> float:
+    def age_below(self, level):
         if level > 1.0:
             return 0.0
         if self.lam == 0.0 or level <= 0.0:
             return math.inf
         return -math.log(level) / self.lam
 
-    def hazard_sup(self, age: float) -> float:
+    def hazard_sup(self, age):
         return self.lam
 
     def to_json(self):
@@ -147,7 +145,7 @@ class Exponential(Decay):
 class Polynomial(Decay):
     """f(a) = (1 + d)^s / (1 + d + a)^s with power ``s > 0`` and ``shift=d >= 0``."""
 
-    def __init__(self, s: float, shift: float = 0.0):
+    def __init__(self, s, shift=0.0):
         self.s = check_real("s", s, low=0.0, low_open=True)
         self.shift = check_real("shift", shift, low=0.0)
 
@@ -156,21 +154,21 @@ class Polynomial(Decay):
         base = 1.0 + self.shift
         return np.exp(-self.s * np.log1p(a / base))
 
-    def tail_sum(self, age: float, delta: float = 1.0) -> float:
+    def tail_sum(self, age, delta=1.0):
         delta = check_real("delta", delta, low=0.0, low_open=True)
         if self.s <= 1.0:
             return math.inf
         q = (1.0 + self.shift + age) / delta
         return float(self(age)) * _scaled_hurwitz(self.s, q)
 
-    def age_below(self, level: float) -> float:
+    def age_below(self, level):
         if level > 1.0:
             return 0.0
         if level <= 0.0:
             return math.inf
         return (1.0 + self.shift) * (level ** (-1.0 / self.s) - 1.0)
 
-    def hazard_sup(self, age: float) -> float:
+    def hazard_sup(self, age):
         return self.s / (1.0 + self.shift + age)
 
     def to_json(self):
@@ -187,7 +185,7 @@ _CHECK_GRID = np.concatenate([[0.0], np.geomspace(1e-3, 1e6, 400)])
 class CustomDecay(Decay):
     """Wraps a user callable; checked for f(0) = 1, 0 <= f <= 1 and monotonicity."""
 
-    def __init__(self, func, name: str | None = None):
+    def __init__(self, func, name=None):
         if not callable(func):
             raise TBSError(f"decay must be a Decay or a callable f(age), got {func!r}")
         self.func = func
@@ -200,7 +198,8 @@ class CustomDecay(Decay):
             raise TBSError(f"decay {self.name!r} must return finite values, got "
                            f"{float(values[~np.isfinite(values)][0])!r}")
         if abs(values[0] - 1.0) > 1e-12:
-            raise TBSError(f"decay {self.name!r} must satisfy f(0) = 1, got f(0) = {float(values[0])!r}")
+            raise TBSError(f"decay {self.name!r} must satisfy f(0) = 1, "
+                           f"got f(0) = {float(values[0])!r}")
         if np.any(values < 0.0) or np.any(values > 1.0 + 1e-12):
             raise TBSError(f"decay {self.name!r} must take values in [0, 1]")
         rises = np.flatnonzero(np.diff(values) > 1e-12 * np.maximum(values[1:], 1e-300))
@@ -216,10 +215,11 @@ class CustomDecay(Decay):
             if out.shape != a.shape:
                 raise ValueError("shape")
         except Exception:
-            out = np.asarray(np.vectorize(lambda x: float(self.func(float(x))))(a), dtype=np.float64)
+            out = np.asarray(np.vectorize(lambda x: float(self.func(float(x))))(a),
+                             dtype=np.float64)
         return out if out.ndim else float(out)
 
-    def tail_sum(self, age: float, delta: float = 1.0) -> float:
+    def tail_sum(self, age, delta=1.0):
         delta = check_real("delta", delta, low=0.0, low_open=True)
         total = float(self(age))
         start, width, prev = 1, 1, None
@@ -249,7 +249,7 @@ class CustomDecay(Decay):
         raise TBSError(f"decay {self.name!r}: sum of f(age + j*{delta:g}) does not converge "
                        "to 1e-12 within 2**26 terms; F_inf must be finite")
 
-    def age_below(self, level: float) -> float:
+    def age_below(self, level):
         if level > 1.0:
             return 0.0
         hi = 1.0
@@ -268,7 +268,7 @@ class CustomDecay(Decay):
                 break
         return hi
 
-    def hazard_sup(self, age: float) -> float:
+    def hazard_sup(self, age):
         # Largest -d log f / da on a geometric grid beyond `age` (finite differences).
         x = age + np.concatenate([[0.0], np.geomspace(1e-3, 1e6, 2000)])
         h = 1e-6 * (1.0 + x)
@@ -282,14 +282,14 @@ class CustomDecay(Decay):
         return f"CustomDecay({self.name})"
 
 
-def as_decay(decay) -> Decay:
+def as_decay(decay):
     """Return ``decay`` as a :class:`Decay` (wrapping plain callables)."""
     if isinstance(decay, Decay):
         return decay
     return CustomDecay(decay)
 
 
-def gamma(f, delta: float = 1.0) -> float:
+def gamma(f, delta=1.0):
     """gamma(f) = 1 / sum_{i>=0} f(i * delta); 0 if the sum diverges.
 
     See the module docstring for the precision of each decay kind.
@@ -297,7 +297,7 @@ def gamma(f, delta: float = 1.0) -> float:
     return as_decay(f).gamma(delta)
 
 
-def decay_from_json(spec) -> Decay:
+def decay_from_json(spec):
     """Inverse of ``Decay.to_json``."""
     if not isinstance(spec, dict) or "kind" not in spec:
         raise TBSError(f"decay spec must be a dict with a 'kind', got {spec!r}")

@@ -11,8 +11,6 @@
 The functions return plain numpy arrays / dicts; :mod:`tbs.cli` writes the
 CSV, Markdown and PNG files.
 """
-from __future__ import annotations
-
 import math
 
 import numpy as np
@@ -29,9 +27,9 @@ REGIMES = ("constant", "growing", "shrinking", "uniform", "periodic")
 
 # ----------------------------------------------------------------------------- sample sizes
 
-def batch_sizes(regime: str, batches: int, batch_size: float = 100, *, phi: float | None = None,
-                change_at: int = 200, high: float | None = None, period: int = 2000,
-                seed: int = 0) -> np.ndarray:
+def batch_sizes(regime, batches, batch_size=100, *, phi=None,
+                change_at=200, high=None, period=2000,
+                seed=0):
     """Batch sizes B_1..B_batches for one of the section-6.2 regimes.
 
     constant  -- B_k = batch_size
@@ -63,7 +61,7 @@ def batch_sizes(regime: str, batches: int, batch_size: float = 100, *, phi: floa
     return np.rint(sizes).astype(np.int64)
 
 
-def make_decay(kind: str, lam: float = 0.1, power: float = 2.0, shift: float = 10.0):
+def make_decay(kind, lam=0.1, power=2.0, shift=10.0):
     if kind == "exp":
         return Exponential(lam)
     if kind == "poly":
@@ -71,8 +69,8 @@ def make_decay(kind: str, lam: float = 0.1, power: float = 2.0, shift: float = 1
     raise TBSError(f"decay must be 'exp' or 'poly', got {kind!r}")
 
 
-def simulate(algorithms, decay, n: int, sizes: np.ndarray, *, mean_batch_size: float, seed: int = 0,
-             rtbs_options: dict | None = None, realize: bool = True) -> dict:
+def simulate(algorithms, decay, n, sizes, *, mean_batch_size, seed=0,
+             rtbs_options=None, realize=True):
     """Run each algorithm on the batch-size sequence; per-batch traces.
 
     Returns {algorithm: {"sample_size", "sample_weight", "total_weight", "rho"}}
@@ -90,7 +88,8 @@ def simulate(algorithms, decay, n: int, sizes: np.ndarray, *, mean_batch_size: f
             raise TBSError(f"algorithm must be 'ttbs' or 'rtbs', got {name!r}")
     out = {}
     for name, s in samplers.items():
-        trace = {key: np.empty(sizes.size) for key in ("sample_size", "sample_weight", "total_weight", "rho")}
+        trace = {key: np.empty(sizes.size)
+                 for key in ("sample_size", "sample_weight", "total_weight", "rho")}
         nxt = 0
         for k, size in enumerate(sizes):
             s.update(np.arange(nxt, nxt + size, dtype=np.int64), time=float(k + 1))
@@ -106,7 +105,7 @@ def simulate(algorithms, decay, n: int, sizes: np.ndarray, *, mean_batch_size: f
 
 # ----------------------------------------------------------------------------- streams with modes
 
-def mode_pattern(pattern: str, length: int) -> np.ndarray:
+def mode_pattern(pattern, length):
     """Abnormal-mode flags for test batches t = 1..length.
 
     ``single``   -- abnormal for 10 < t <= 20 only (a single event);
@@ -125,15 +124,15 @@ def mode_pattern(pattern: str, length: int) -> np.ndarray:
     raise TBSError(f"pattern must be 'single' or 'P(d,e)' with positive integers, got {pattern!r}")
 
 
-def expected_shortfall(losses: np.ndarray, level: float = 0.1) -> float:
+def expected_shortfall(losses, level=0.1):
     """Mean of the worst ``level`` fraction (at least one) of the losses."""
     losses = np.sort(np.asarray(losses, dtype=np.float64))[::-1]
     m = max(1, int(math.ceil(level * losses.size - 1e-9)))
     return float(losses[:m].mean())
 
 
-def gaussian_mixture_stream(rng, batches: int, batch: int, abnormal: np.ndarray, classes: int = 100,
-                            box: float = 80.0, ratio: float = 5.0):
+def gaussian_mixture_stream(rng, batches, batch, abnormal, classes=100,
+                            box=80.0, ratio=5.0):
     """Points and labels for a kNN stream (section 6.4).  ``abnormal`` flags each
     batch; in normal mode the first half of the classes is ``ratio`` times more
     frequent than the second half, in abnormal mode the reverse."""
@@ -178,7 +177,7 @@ def knn_scores(points, labels, ks):
     return evaluate
 
 
-def linear_stream(rng, batches: int, batch: int, abnormal: np.ndarray, scale: float = 1.0):
+def linear_stream(rng, batches, batch, abnormal, scale=1.0):
     """(x, y) for the regression stream of section 6.5: y = b . x + N(0, 1) with
     b = (4.2, -0.4) in normal and (-3.6, 3.8) in abnormal mode, x ~ U(0, 1)^2."""
     b = np.where(abnormal[:, None], [-3.6, 3.8], [4.2, -0.4]) * scale
@@ -205,11 +204,12 @@ def ridge_scores(x, y, penalties):
     return evaluate
 
 
-def default_schemes(n: int = 1000):
+def default_schemes(n=1000):
     """The sampling schemes of Table 1 (section 6.4): name -> factory(seed)."""
     schemes = {}
     for lam in (0.05, 0.07, 0.10):
-        schemes[f"R-TBS exp: lambda = {lam:.2f}"] = (lambda seed, lam=lam: RTBS(n, Exponential(lam), seed=seed))
+        schemes[f"R-TBS exp: lambda = {lam:.2f}"] = (
+            lambda seed, lam=lam: RTBS(n, Exponential(lam), seed=seed))
     for s in (1.8, 2.0, 2.2):
         schemes[f"R-TBS poly: s = {s:.1f}"] = (
             lambda seed, s=s: RTBS(n, Polynomial(s, shift=10), seed=seed, max_weight=2 * n,
@@ -219,8 +219,8 @@ def default_schemes(n: int = 1000):
     return schemes
 
 
-def stream_experiment(schemes: dict, make_data, evaluate_factory, hyper, *, runs: int, warmup: int,
-                      test_batches: int, batch: int, abnormal: np.ndarray, seed: int):
+def stream_experiment(schemes, make_data, evaluate_factory, hyper, *, runs, warmup,
+                      test_batches, batch, abnormal, seed):
     """Run every scheme on ``runs`` independently generated streams.
 
     For each run, ``make_data(rng, total_batches, batch, flags)`` builds the
@@ -248,7 +248,7 @@ def stream_experiment(schemes: dict, make_data, evaluate_factory, hyper, *, runs
     return out
 
 
-def summarize(scores: dict, hyper, tuned: dict, es_from: int = 20, level: float = 0.1) -> dict:
+def summarize(scores, hyper, tuned, es_from=20, level=0.1):
     """Per scheme: (hyper-parameter, mean loss, mean expected shortfall over the
     test batches t >= ``es_from``) using the tuned hyper-parameter index."""
     result = {}
@@ -260,6 +260,6 @@ def summarize(scores: dict, hyper, tuned: dict, es_from: int = 20, level: float 
     return result
 
 
-def tune(scores: dict) -> dict:
+def tune(scores):
     """Index of the hyper-parameter with the smallest mean loss, per scheme."""
     return {name: int(np.argmin(arr.mean(axis=(0, 1)))) for name, arr in scores.items()}

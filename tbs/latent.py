@@ -26,8 +26,6 @@ that integer (:func:`snap`), so the invariant "a partial item exists iff the
 weight is fractional" survives rounding; the effect on any inclusion
 probability is below 1e-12 * max(1, C).
 """
-from __future__ import annotations
-
 import math
 from dataclasses import dataclass
 
@@ -48,13 +46,13 @@ PARTIAL_KEEP = 1   # stays the partial item
 PARTIAL_FULL = 2   # becomes a full item
 
 
-def snap(c: float) -> float:
+def snap(c):
     """``c`` rounded to the nearest integer if within TOL * max(1, |c|) of it."""
     r = round(c)
     return float(r) if abs(c - r) <= TOL * max(1.0, abs(c)) else float(c)
 
 
-def _snap_array(c: np.ndarray) -> np.ndarray:
+def _snap_array(c):
     r = np.rint(c)
     return np.where(np.abs(c - r) <= TOL * np.maximum(1.0, np.abs(c)), r, c)
 
@@ -74,7 +72,7 @@ class DownsamplePlan:
     to_partial: int
     old_partial: int
 
-    def evicted(self, n_full: int) -> int:
+    def evicted(self, n_full):
         return n_full - self.keep_full - self.to_partial
 
 
@@ -143,7 +141,8 @@ def plan_downsample_many(n_full, has_partial, weight, theta, u):
     return new_c, keep, to_p, old
 
 
-def plan_downsample(n_full: int, has_partial: bool, weight: float, theta: float, u: float) -> DownsamplePlan:
+def plan_downsample(n_full, has_partial, weight, theta,
+                    u):
     """Algorithm 5 for one latent sample.
 
     Same case analysis as :func:`plan_downsample_many` in scalar Python (about
@@ -181,7 +180,8 @@ class UnionPlan:
     to_full: tuple
 
 
-def plan_union(n1: int, has1: bool, c1: float, n2: int, has2: bool, c2: float, u: float) -> UnionPlan:
+def plan_union(n1, has1, c1, n2, has2, c2,
+               u):
     """Algorithm 6 for two disjoint latent samples, as a plan."""
     f1 = c1 - n1 if has1 else 0.0
     f2 = c2 - n2 if has2 else 0.0
@@ -249,7 +249,7 @@ def plan_union_many(n_full, has_partial, weights, u):
     return c_run, owner, promoted
 
 
-def includes_partial(weight: float, n_full: int, u: float) -> bool:
+def includes_partial(weight, n_full, u):
     """Algorithm 4: whether the realized sample includes the partial item."""
     return u <= weight - n_full
 
@@ -269,7 +269,7 @@ class LatentSample:
         self.weight = 0.0
 
     @classmethod
-    def of_items(cls, items: np.ndarray, copy: bool = True) -> "LatentSample":
+    def of_items(cls, items, copy=True):
         """The latent sample (items, no partial, |items|)."""
         ls = cls(items.dtype)
         ls.buf = items.copy() if copy else items
@@ -282,17 +282,17 @@ class LatentSample:
         return self.buf.dtype
 
     @property
-    def has_partial(self) -> bool:
+    def has_partial(self):
         return self.partial is not None
 
-    def full(self) -> np.ndarray:
+    def full(self):
         """View of the full items."""
         return self.buf[: self.size]
 
-    def footprint(self) -> int:
+    def footprint(self):
         return self.size + (1 if self.partial is not None else 0)
 
-    def append(self, items: np.ndarray) -> None:
+    def append(self, items):
         m = int(items.size)
         if m == 0:
             return
@@ -304,7 +304,7 @@ class LatentSample:
         self.buf[self.size:need] = items
         self.size = need
 
-    def remove(self, positions: np.ndarray) -> None:
+    def remove(self, positions):
         """Delete the full items at the given distinct positions (O(len(positions)))."""
         e = int(positions.size)
         if e == 0:
@@ -320,7 +320,7 @@ class LatentSample:
         if self.size < self.buf.size // 4 and self.buf.size > 64:
             self.buf = self.buf[: max(2 * self.size, 16)].copy()
 
-    def replace(self, positions: np.ndarray, items: np.ndarray) -> None:
+    def replace(self, positions, items):
         """Delete the full items at ``positions`` and add ``items`` (new items
         first fill the freed slots, so the work is O(len(positions) + len(items)))."""
         m = min(int(positions.size), int(items.size))
@@ -331,15 +331,15 @@ class LatentSample:
         elif items.size > m:
             self.append(items[m:])
 
-    def realize(self, include_partial: bool) -> np.ndarray:
+    def realize(self, include_partial):
         """A copy of the realized sample (full items, plus the partial item if asked)."""
         if include_partial and self.partial is not None:
             return np.concatenate([self.buf[: self.size], self.partial])
         return self.buf[: self.size].copy()
 
 
-def select_for_downsample(rng: np.random.Generator, n_full: int, plan: DownsamplePlan,
-                          scratch=None, tag: str = "sel"):
+def select_for_downsample(rng, n_full, plan,
+                          scratch=None, tag="sel"):
     """Which full items a plan keeps: returns ``(mode, positions, partial_pos)``.
 
     ``mode`` is ``"remove"`` (``positions`` are to be deleted) or ``"keep"``
@@ -364,7 +364,7 @@ def select_for_downsample(rng: np.random.Generator, n_full: int, plan: Downsampl
     return mode, pos, partial_pos
 
 
-def split_plan(rng: np.random.Generator, sizes, moved: int, to_partial: int = 0):
+def split_plan(rng, sizes, moved, to_partial=0):
     """A plan's choice of items, split over partitions (distributed decisions).
 
     ``moved`` of the full items, held in partitions of the given ``sizes``,
@@ -385,7 +385,7 @@ def split_plan(rng: np.random.Generator, sizes, moved: int, to_partial: int = 0)
     return counts, partial
 
 
-def partition_plan(n_full: int, moved: int, to_partial: int) -> DownsamplePlan:
+def partition_plan(n_full, moved, to_partial):
     """The plan one partition applies after :func:`split_plan`: of its
     ``n_full`` full items, ``moved`` leave the full set and, if
     ``to_partial``, one of those becomes the partial item.  (Only the counts
@@ -393,8 +393,8 @@ def partition_plan(n_full: int, moved: int, to_partial: int) -> DownsamplePlan:
     return DownsamplePlan(math.nan, int(n_full) - int(moved), int(to_partial), PARTIAL_NONE)
 
 
-def apply_downsample(ls: LatentSample, plan: DownsamplePlan, rng: np.random.Generator,
-                     incoming: np.ndarray | None = None, scratch=None) -> None:
+def apply_downsample(ls, plan, rng,
+                     incoming=None, scratch=None):
     """Carry out ``plan`` on ``ls`` in place.
 
     ``incoming`` (optional) are items to add as full items afterwards; they
@@ -422,17 +422,18 @@ def apply_downsample(ls: LatentSample, plan: DownsamplePlan, rng: np.random.Gene
                 ls.append(incoming)
     if plan.old_partial == PARTIAL_FULL:
         ls.append(old)
-    ls.partial = new_partial if plan.to_partial else (old if plan.old_partial == PARTIAL_KEEP else None)
+    kept = old if plan.old_partial == PARTIAL_KEEP else None
+    ls.partial = new_partial if plan.to_partial else kept
     ls.weight = plan.weight
 
 
-def get_sample(ls: LatentSample, u: float) -> np.ndarray:
+def get_sample(ls, u):
     """Algorithm 4 (GetSample): the full items, plus the partial item if
     ``u <= frac(C)``; ``u`` is a uniform on (0, 1]."""
     return ls.realize(includes_partial(ls.weight, ls.size, u))
 
 
-def apply_union(dst: LatentSample, src: LatentSample, plan: UnionPlan) -> LatentSample:
+def apply_union(dst, src, plan):
     """Merge ``src`` into ``dst`` (in place) according to ``plan``; returns ``dst``."""
     p1, p2 = dst.partial, src.partial
     dst.append(src.full())

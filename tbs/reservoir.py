@@ -8,9 +8,6 @@ slots first and otherwise overwriting uniformly chosen victims.  (The paper's
 pseudocode for Algorithm 2 is lost in the source text; this follows its prose
 description and the proof in Appendix B.)
 """
-from __future__ import annotations
-
-import numpy as np
 
 from .base import Sampler, get_array
 from .errors import check_int
@@ -31,11 +28,11 @@ class BatchedReservoir(Sampler):
         self._res = None
 
     @property
-    def sample_weight(self) -> float:
+    def sample_weight(self):
         return float(0 if self._res is None else self._res.size)
 
     @property
-    def total_weight(self) -> float:
+    def total_weight(self):
         """W_k: the number of items seen so far."""
         return float(self._seen)
 
@@ -58,7 +55,7 @@ class BatchedReservoir(Sampler):
         overwrite = accepted - min(free, accepted)
         res.replace(choose(rng, res.size, overwrite), new)
 
-    def sample(self) -> np.ndarray:
+    def sample(self):
         """The current uniform sample (a new array)."""
         return self._empty() if self._res is None else self._res.full().copy()
 
@@ -76,4 +73,5 @@ class BatchedReservoir(Sampler):
     def _load(self, arrays, meta):
         items = get_array(arrays, "items")
         self._seen = int(meta["seen"])
-        self._res = LatentSample.of_items(items) if (items.size or self._dtype is not None) else None
+        started = items.size or self._dtype is not None
+        self._res = LatentSample.of_items(items) if started else None

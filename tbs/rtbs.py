@@ -14,8 +14,6 @@ Decisions are computed from numbers only (:func:`exp_step` for Algorithm 7;
 the general update computes the per-latent-sample factors and plans in a
 vectorized pass) and then applied to the item arrays; see ``docs/TBS.md``.
 """
-from __future__ import annotations
-
 import math
 from dataclasses import dataclass
 
@@ -24,9 +22,22 @@ import numpy as np
 from .base import Sampler, decay_params, get_array, restore_decay
 from .decay import as_decay
 from .errors import TBSError, check_int, check_real
-from .latent import (PARTIAL_FULL, PARTIAL_KEEP, DownsamplePlan, LatentSample, UnionPlan,
-                     apply_downsample, apply_union, includes_partial, plan_downsample,
-                     plan_downsample_many, plan_union, plan_union_many, select_for_downsample, snap)
+from .latent import (
+    PARTIAL_FULL,
+    PARTIAL_KEEP,
+    DownsamplePlan,
+    LatentSample,
+    UnionPlan,
+    apply_downsample,
+    apply_union,
+    includes_partial,
+    plan_downsample,
+    plan_downsample_many,
+    plan_union,
+    plan_union_many,
+    select_for_downsample,
+    snap,
+)
 from .randomness import STREAM_APPLY, STREAM_DECIDE, STREAM_OUTPUT, Scratch, open_uniform
 
 __all__ = ["RTBS", "ExpStep", "exp_step", "GeneralStep", "general_step"]
@@ -43,9 +54,9 @@ class ExpStep:
     union: UnionPlan            # UNION(batch latent, reservoir latent)
 
 
-def exp_step(n: int, lam: float, total_weight: float, rho: float, n_full: int, has_partial: bool,
-             weight: float, batch_size: int, dt, u_reservoir: float, u_batch: float,
-             u_union: float) -> ExpStep:
+def exp_step(n, lam, total_weight, rho, n_full, has_partial,
+             weight, batch_size, dt, u_reservoir, u_batch,
+             u_union):
     """Decide one step of Algorithm 7 from the current numbers.
 
     ``dt`` is t_k - t_{k-1} (None for the first batch); the three uniforms
@@ -75,13 +86,17 @@ class GeneralStep:
     """The numbers of one Algorithm-8 step, before any random decision."""
     total_weight: float     # W_k (consolidated batches decay at the consolidation rate)
     rho: float              # rho_k = min(1, n' / W_k, rho*)
-    thetas: np.ndarray      # downsampling factor of each recent latent sample (empty for the first batch)
-    cons_factor: float      # exp(-lambda (t_k - t_{k-1})) of the consolidated sample (1 for the first batch)
-    cons_theta: float       # its downsampling factor (rho_k / rho_{k-1}) cons_factor (1 for the first batch)
+    thetas: np.ndarray      # downsampling factor of each recent latent sample
+                            # (empty for the first batch)
+    cons_factor: float      # exp(-lambda (t_k - t_{k-1})) of the consolidated sample
+                            # (1 for the first batch)
+    cons_theta: float       # its downsampling factor (rho_k / rho_{k-1}) cons_factor
+                            # (1 for the first batch)
 
 
-def general_step(decay, max_weight: float, consolidation_rate: float, rho: float, times, sizes,
-                 cons_weight: float, cons_batches: int, batch_size: int, t: float, dt) -> GeneralStep:
+def general_step(decay, max_weight, consolidation_rate, rho, times, sizes,
+                 cons_weight, cons_batches, batch_size, t,
+                 dt):
     """Decide the numbers of one step of Algorithm 8 from the recent batches'
     arrival times and sizes, the consolidated batches' total weight and count,
     and the new batch's size, time and gap ``dt`` (None for the first batch);
@@ -108,12 +123,13 @@ def general_step(decay, max_weight: float, consolidation_rate: float, rho: float
     thetas = np.zeros(0)
     if dt is not None and count:
         with np.errstate(divide="ignore", invalid="ignore"):
-            thetas = _factor_at_most_one(np.where(f_prev > 0.0, (new_rho * f_now) / (rho * f_prev), 0.0))
+            ratio = np.where(f_prev > 0.0, (new_rho * f_now) / (rho * f_prev), 0.0)
+            thetas = _factor_at_most_one(ratio)
     cons_theta = 1.0 if dt is None else (new_rho / rho) * cons_factor
     return GeneralStep(w, new_rho, thetas, cons_factor, cons_theta)
 
 
-def _take_from_batch(items: np.ndarray, plan: DownsamplePlan, rng, scratch=None):
+def _take_from_batch(items, plan, rng, scratch=None):
     """Apply a downsample plan to a fresh batch: (full items, partial item or None).
 
     With ``scratch`` the returned full items may be a view of a reusable buffer."""
@@ -165,16 +181,19 @@ class RTBS(Sampler):
         self.n = check_int("n", n, 1)
         self.decay = as_decay(decay)
         if algorithm not in ("auto", "exponential", "general"):
-            raise TBSError(f"algorithm must be 'auto', 'exponential' or 'general', got {algorithm!r}")
+            raise TBSError("algorithm must be 'auto', 'exponential' or 'general', "
+                           f"got {algorithm!r}")
         if algorithm == "auto":
             algorithm = "exponential" if self.decay.is_exponential else "general"
         if algorithm == "exponential" and not self.decay.is_exponential:
-            raise TBSError(f"algorithm='exponential' needs an Exponential decay, got {self.decay!r}")
+            raise TBSError("algorithm='exponential' needs an Exponential decay, "
+                           f"got {self.decay!r}")
         self.algorithm = algorithm
         self._scratch = Scratch()
         if algorithm == "exponential":
-            given = [name for name, v in (("max_weight", max_weight), ("consolidation_rate", consolidation_rate),
-                                          ("delta1", delta1), ("delta2", delta2)) if v is not None]
+            options = (("max_weight", max_weight), ("consolidation_rate", consolidation_rate),
+                       ("delta1", delta1), ("delta2", delta2))
+            given = [name for name, v in options if v is not None]
             if given:
                 raise TBSError(f"{given[0]} applies only to the general algorithm (Algorithm 8); "
                                "pass algorithm='general' to use it with exponential decay")
@@ -196,7 +215,8 @@ class RTBS(Sampler):
         else:
             rate = check_real("consolidation_rate", consolidation_rate, low=0.0, low_open=True)
             if rate < needed * (1.0 - 1e-9):
-                raise TBSError(f"consolidation_rate must be >= {needed:.6g} so that the consolidated "
+                raise TBSError(f"consolidation_rate must be >= {needed:.6g} so that the "
+                               "consolidated "
                                f"sample decays at least as fast as f beyond age {cutoff:.6g} "
                                f"(condition (12)), got {consolidation_rate!r}")
             self.consolidation_rate = rate
@@ -212,12 +232,12 @@ class RTBS(Sampler):
 
     # ------------------------------------------------------------------ properties
     @property
-    def rho(self) -> float:
+    def rho(self):
         """rho_k: Pr[x in S_k] = rho_k f(age) (general decay: for ages below the cutoff)."""
         return self._rho
 
     @property
-    def sample_rho(self) -> float:
+    def sample_rho(self):
         """The factor r_k with Pr[x in S_k] = r_k f(age of x): rho_k, times
         n / (rho_k W_k) when the general algorithm caps the output at n."""
         if self.algorithm == "exponential":
@@ -226,12 +246,12 @@ class RTBS(Sampler):
         return self._rho * (min(1.0, self.n / w) if w > 0.0 else 1.0)
 
     @property
-    def total_weight(self) -> float:
+    def total_weight(self):
         """W_k (general decay: consolidated batches decay at ``consolidation_rate``)."""
         return self._W
 
     @property
-    def latent_weight(self) -> float:
+    def latent_weight(self):
         """Total weight of the latent sample(s) before the cap at n (= rho_k W_k)."""
         if self.algorithm == "exponential":
             return 0.0 if self._latent is None else self._latent.weight
@@ -241,24 +261,24 @@ class RTBS(Sampler):
         return snap(total)
 
     @property
-    def sample_weight(self) -> float:
+    def sample_weight(self):
         """C_k, the expected size of S_k (general decay: after the cap at n)."""
         return min(self.latent_weight, float(self.n))
 
     @property
-    def latent_count(self) -> int:
+    def latent_count(self):
         """Number of latent samples held (general decay: recent ones + the consolidated one)."""
         if self.algorithm == "exponential":
             return 1
         return len(self._recent) + 1
 
     @property
-    def consolidated_batches(self) -> int:
+    def consolidated_batches(self):
         """How many of the earliest batches have been merged into the consolidated sample."""
         return 0 if self.algorithm == "exponential" else self._cons_batches
 
     @property
-    def footprint(self) -> int:
+    def footprint(self):
         """Number of items stored (full and partial, all latent samples)."""
         if self.algorithm == "exponential":
             return 0 if self._latent is None else self._latent.footprint()
@@ -292,7 +312,7 @@ class RTBS(Sampler):
         p_batch, p_res = new_partial, latent.partial
         for which in step.union.to_full:
             latent.append(p_batch if which == 1 else p_res)
-        latent.partial = p_batch if step.union.partial == 1 else (p_res if step.union.partial == 2 else None)
+        latent.partial = {1: p_batch, 2: p_res}.get(step.union.partial)
         latent.weight = step.union.weight
         self._W = step.total_weight
         self._rho = step.rho
@@ -326,15 +346,17 @@ class RTBS(Sampler):
                 n_full = np.fromiter((ls.size for ls in lat), np.int64, count)
                 has_p = np.fromiter((ls.partial is not None for ls in lat), bool, count)
                 weights = np.fromiter((ls.weight for ls in lat), np.float64, count)
-                new_w, keep, to_p, old = plan_downsample_many(n_full, has_p, weights, thetas, u[:count])
+                new_w, keep, to_p, old = plan_downsample_many(n_full, has_p, weights, thetas,
+                                                              u[:count])
                 unchanged = (keep == n_full) & (to_p == 0) & ((old == PARTIAL_KEEP) | ~has_p)
                 for i in range(count):
                     ls = lat[i]
                     if unchanged[i]:
                         ls.weight = float(new_w[i])
                     else:
-                        apply_downsample(ls, DownsamplePlan(float(new_w[i]), int(keep[i]), int(to_p[i]),
-                                                            int(old[i])), rng)
+                        plan = DownsamplePlan(float(new_w[i]), int(keep[i]), int(to_p[i]),
+                                              int(old[i]))
+                        apply_downsample(ls, plan, rng)
             self._recent = recent = [r for r in recent if r[2].weight > 0.0]
         if dt is not None and self._cons is not None and self._cons.weight > 0.0:
             factor = float(_factor_at_most_one(np.array([step.cons_theta]))[0])
@@ -381,7 +403,7 @@ class RTBS(Sampler):
             _check_latent(self._cons)
 
     # ------------------------------------------------------------------ output
-    def sample(self) -> np.ndarray:
+    def sample(self):
         """The realized sample S_k (a new array; the same on every call for a given k)."""
         if self._batches == 0:
             return self._empty()
@@ -451,10 +473,12 @@ class RTBS(Sampler):
         arrays["recent_nfull"] = np.array([ls.size for ls in lat], dtype=np.int64)
         arrays["recent_has_partial"] = np.array([ls.partial is not None for ls in lat], dtype=bool)
         arrays["recent_full"] = np.concatenate([empty] + [ls.full() for ls in lat])
-        arrays["recent_partial"] = np.concatenate([empty] + [ls.partial for ls in lat if ls.partial is not None])
+        arrays["recent_partial"] = np.concatenate(
+            [empty] + [ls.partial for ls in lat if ls.partial is not None])
         cons = self._cons
         arrays["cons_full"] = empty if cons is None else cons.full().copy()
-        arrays["cons_partial"] = empty if cons is None or cons.partial is None else cons.partial.copy()
+        no_partial = cons is None or cons.partial is None
+        arrays["cons_partial"] = empty if no_partial else cons.partial.copy()
         meta.update(cons_weight=0.0 if cons is None else cons.weight, has_cons=cons is not None,
                     cons_W=self._cons_W, cons_batches=self._cons_batches, bstar=self._bstar,
                     gap=self._gap, consolidate=self._consolidate)
@@ -464,8 +488,8 @@ class RTBS(Sampler):
         self._rho = float(meta["rho"])
         if self.algorithm == "exponential":
             if meta["has_latent"]:
-                self._latent = _restore_latent(get_array(arrays, "full"), get_array(arrays, "partial"),
-                                               meta["weight"])
+                self._latent = _restore_latent(get_array(arrays, "full"),
+                                               get_array(arrays, "partial"), meta["weight"])
             return
         times = get_array(arrays, "recent_time", np.float64)
         sizes = get_array(arrays, "recent_size", np.int64)
@@ -480,12 +504,12 @@ class RTBS(Sampler):
         offsets = np.concatenate([[0], np.cumsum(nfull)])
         pidx = np.concatenate([[0], np.cumsum(has_p)])
         self._recent = [(float(times[i]), int(sizes[i]),
-                         _restore_latent(full[offsets[i]:offsets[i + 1]], partial[pidx[i]:pidx[i + 1]],
-                                         weights[i]))
+                         _restore_latent(full[offsets[i]:offsets[i + 1]],
+                                         partial[pidx[i]:pidx[i + 1]], weights[i]))
                         for i in range(times.size)]
         if meta["has_cons"]:
-            self._cons = _restore_latent(get_array(arrays, "cons_full"), get_array(arrays, "cons_partial"),
-                                         meta["cons_weight"])
+            self._cons = _restore_latent(get_array(arrays, "cons_full"),
+                                         get_array(arrays, "cons_partial"), meta["cons_weight"])
         self._cons_W = float(meta["cons_W"])
         self._cons_batches = int(meta["cons_batches"])
         self._bstar = int(meta["bstar"])
@@ -493,14 +517,14 @@ class RTBS(Sampler):
         self._consolidate = bool(meta["consolidate"])
 
 
-def _factor_at_most_one(factors: np.ndarray) -> np.ndarray:
+def _factor_at_most_one(factors):
     """Downsampling factors are <= 1 by the choice of rho (rho*); allow rounding only."""
     if factors.size and float(np.max(factors)) > 1.0 + 1e-9:
         raise TBSError(f"internal error: downsampling factor {float(np.max(factors))!r} > 1")
     return np.minimum(factors, 1.0)
 
 
-def _restore_latent(full: np.ndarray, partial: np.ndarray, weight) -> LatentSample:
+def _restore_latent(full, partial, weight):
     ls = LatentSample.of_items(full)
     ls.partial = partial.copy() if partial.size else None
     ls.weight = float(weight)
@@ -508,7 +532,7 @@ def _restore_latent(full: np.ndarray, partial: np.ndarray, weight) -> LatentSamp
     return ls
 
 
-def _check_latent(ls: LatentSample) -> None:
+def _check_latent(ls):
     """Internal invariant: floor(C) full items, a partial item iff C is fractional."""
     if ls.size != math.floor(ls.weight) or (ls.partial is not None) != (ls.weight > ls.size):
         raise TBSError(f"corrupt latent sample: {ls.size} full items, partial="

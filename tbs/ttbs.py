@@ -10,8 +10,6 @@ shows the two are equivalent).  New items enter with probability q
 With exponential decay every item has the same retention probability, so a
 single group suffices and no arrival times are stored.
 """
-from __future__ import annotations
-
 import numpy as np
 
 from .base import Sampler, decay_params, get_array, restore_decay
@@ -35,12 +33,12 @@ class _BernoulliTBS(Sampler):
         self._scratch = Scratch()  # reusable work arrays (not part of the state)
 
     @property
-    def sample_weight(self) -> float:
+    def sample_weight(self):
         """C_k = |S_k| (the sample size)."""
         return float(sum(g[1].size for g in self._groups))
 
     @property
-    def total_weight(self) -> float:
+    def total_weight(self):
         """W_k = sum over batches of |B_i| f(t_k - t_i)."""
         if self.decay.is_exponential or not self._hist_t:
             return self._W
@@ -48,10 +46,10 @@ class _BernoulliTBS(Sampler):
         return float(np.dot(np.asarray(self._hist_b, dtype=np.float64), self.decay(self._time - t)))
 
     @property
-    def group_count(self) -> int:
+    def group_count(self):
         return len(self._groups)
 
-    def sample(self) -> np.ndarray:
+    def sample(self):
         """S_k: all items currently in the sample (a new array)."""
         if not self._groups:
             return self._empty()
@@ -85,7 +83,7 @@ class _BernoulliTBS(Sampler):
         else:
             new_items = items
         if kept is not None:
-            for (gt, ls), size, keep in zip(groups, sizes, kept):
+            for (_t, ls), size, keep in zip(groups, sizes, kept):
                 evict = int(size - keep)
                 if evict == 0:
                     continue
@@ -149,12 +147,13 @@ class TTBS(_BernoulliTBS):
     def __init__(self, n, decay, mean_batch_size, seed=None, *, delta=1.0):
         decay = as_decay(decay)
         self.n = check_int("n", n, 1)
-        self.mean_batch_size = check_real("mean_batch_size", mean_batch_size, low=0.0, low_open=True)
+        self.mean_batch_size = check_real("mean_batch_size", mean_batch_size, low=0.0,
+                                          low_open=True)
         self.delta = check_real("delta", delta, low=0.0, low_open=True)
         g = decay.gamma(self.delta)
         if g <= 0.0:
-            raise TBSError(f"decay must have a finite total weight F_inf = sum_i f(i*delta) for T-TBS, "
-                           f"got {decay!r}")
+            raise TBSError("decay must have a finite total weight F_inf = sum_i f(i*delta) "
+                           f"for T-TBS, got {decay!r}")
         self.gamma = g
         q = self.n * g / self.mean_batch_size
         if q > 1.0 + 1e-12:

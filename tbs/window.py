@@ -1,7 +1,5 @@
 """Sliding window: the most recent n items (by arrival; within a batch, the
 last items of the array)."""
-from __future__ import annotations
-
 import numpy as np
 
 from .base import Sampler, get_array
@@ -24,11 +22,11 @@ class SlidingWindow(Sampler):
         self._seen = 0
 
     @property
-    def sample_weight(self) -> float:
+    def sample_weight(self):
         return float(self._size)
 
     @property
-    def total_weight(self) -> float:
+    def total_weight(self):
         """The number of items seen so far."""
         return float(self._seen)
 
@@ -52,7 +50,7 @@ class SlidingWindow(Sampler):
         self._start = (self._start + overflow) % n
         self._size = min(n, self._size + b)
 
-    def sample(self) -> np.ndarray:
+    def sample(self):
         """The window, oldest item first (a new array)."""
         if self._ring is None:
             return self._empty()

@@ -6,8 +6,20 @@ import numpy as np
 import pytest
 
 from samplegen.tbs.errors import TBSError
-from samplegen.tbs.randomness import (Scratch, _hypergeometric_by_inversion, _sorted_positions, batch_generator,
-                            choose, derive_key, hypergeometric, split_count)
+from samplegen.tbs.randomness import (
+    STREAM_APPLY,
+    STREAM_DECIDE,
+    STREAM_OUTPUT,
+    Scratch,
+    _hypergeometric_by_inversion,
+    _sorted_positions,
+    batch_generator,
+    choose,
+    derive_key,
+    hypergeometric,
+    split_count,
+)
+from samplegen.udfs.rng import PositionRNG, Purpose, stream
 from tests.tbs_stats import ALPHA, assert_means, chi2_gof, chi2_sf
 
 
@@ -17,18 +29,44 @@ def test_generators_are_reproducible_and_distinct():
     b = batch_generator(key, 5, 1).random(4)
     assert np.array_equal(a, b)
     others = [batch_generator(key, 6, 1).random(4), batch_generator(key, 5, 2).random(4),
-              batch_generator(key, 5, 1, sub=3).random(4), batch_generator(derive_key(8), 5, 1).random(4)]
+              batch_generator(key, 5, 1, sub=3).random(4),
+              batch_generator(derive_key(8), 5, 1).random(4)]
     for o in others:
         assert not np.array_equal(a, o)
-    with pytest.raises(TBSError, match="seed must be a non-negative integer or None, got -1"):
-        derive_key(-1)
-    assert derive_key(123) == 123 and derive_key(None) != derive_key(None)
+
+
+def test_batch_draws_come_from_the_keyed_streams():
+    # One home for keyed randomness: batch k's draws for (stream, sub) are the
+    # udfs.rng draws of stream (TBS_DECIDE + stream, k, sub) under the seed.
+    for which, purpose in [(STREAM_DECIDE, Purpose.TBS_DECIDE), (STREAM_APPLY, Purpose.TBS_APPLY),
+                           (STREAM_OUTPUT, Purpose.TBS_OUTPUT)]:
+        expected = PositionRNG(42).draws(stream(purpose, 9, 3)).raw(8)
+        assert np.array_equal(batch_generator(42, 9, which, sub=3).raw(8), expected)
+
+
+def test_seeds_are_checked_once():
+    assert derive_key(123) == 123 and derive_key(np.uint64(2**64 - 1)) == 2**64 - 1
+    fresh = {derive_key(None) for _ in range(4)}
+    assert len(fresh) == 4 and all(0 <= f < 2**64 for f in fresh)
+    for bad in (-1, 2**64, 1.5, "7", True):
+        with pytest.raises(TBSError, match=r"seed must be an integer in \[0, 2\*\*64\) or None"):
+            derive_key(bad)
+
+
+def test_stream_job_salt_and_partial_uniforms_are_keyed():
+    from samplegen.tbs.stream.decide import PID_INCLUDE, Driver, initial_state, output_salt
+    assert output_salt(5) == int(PositionRNG(5).lane(stream(Purpose.TBS_SALT), 0, 1)[0])
+    params = {"algorithm": "rtbs", "decay": "exp", "size": 10, "lambda": 0.1, "seed": 5}
+    driver = Driver(params, initial_state(params, 2), 2, None)
+    u = driver.pid_uniform(3, PID_INCLUDE)
+    assert u == 1.0 - PositionRNG(5).draws(stream(Purpose.TBS_PARTIAL, 3, PID_INCLUDE)).random()
+    assert 0.0 < u <= 1.0
 
 
 @pytest.mark.parametrize("population, k", [
     (1, 0), (1, 1), (10, 0), (10, 10), (10, 3), (10, 7),          # edge cases, complement
-    (10000, 5000), (10001, 150), (10001, 3000), (10001, 6000),    # Floyd / skips / complement
-    (2_000_000, 30_000), (2_000_000, 500_000), (2_000_000, 1_999_999),
+    (10000, 5000), (10001, 150), (10001, 3000), (10001, 6000),    # subset / complement
+    (2_000_000, 30_000), (2_000_000, 500_000), (2_000_000, 1_999_999),  # subset / skips
 ])
 def test_choose_returns_k_distinct_positions(population, k):
     rng = batch_generator(derive_key(1), 1, 1)
@@ -62,7 +100,7 @@ def test_skip_sampler_gives_uniform_subsets(shortfall_sd):
     assert p > ALPHA, f"chi2 = {stat:.1f}, p = {p:.2e}"
 
 
-@pytest.mark.parametrize("population, k", [(40, 7), (40, 29), (20011, 3000)])
+@pytest.mark.parametrize("population, k", [(40, 7), (40, 29), (20011, 3000), (300_007, 90_000)])
 def test_choose_inclusion_is_uniform(population, k):
     # Every position is included with probability k/N: per-position counts,
     # chi-square (binomial variance) with N - 1 dof (the counts sum to R k),
@@ -85,12 +123,12 @@ def _hypergeometric_pmf(ngood, nbad, nsample):
                      for x in range(nsample + 1)])
 
 
-@pytest.mark.parametrize("sampler", ["numpy", "inversion"])
+@pytest.mark.parametrize("sampler", ["legacy", "inversion"])
 def test_hypergeometric_matches_pmf(sampler):
     ngood, nbad, nsample = 30, 50, 25
     rng = batch_generator(derive_key(13), 1, 0)
     reps = 20000
-    if sampler == "numpy":
+    if sampler == "legacy":
         draws = [hypergeometric(rng, ngood, nbad, nsample) for _ in range(reps)]
     else:
         draws = [_hypergeometric_by_inversion(rng, ngood, nbad, nsample) for _ in range(reps)]
@@ -104,7 +142,8 @@ def test_hypergeometric_matches_pmf(sampler):
 
 
 def test_hypergeometric_beyond_numpy_limit():
-    # numpy refuses populations >= 1e9; the inversion sampler takes over.
+    # numpy's legacy algorithm loses precision for huge populations; from 1e9 on
+    # the inversion sampler takes over.
     rng = batch_generator(derive_key(14), 1, 0)
     ngood, nbad, nsample = 10_000_000, 3_000_000_000, 20_000_000
     draws = np.array([[hypergeometric(rng, ngood, nbad, nsample)] for _ in range(400)], dtype=float)

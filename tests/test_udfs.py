@@ -6,8 +6,16 @@ from itertools import product
 import numpy as np
 import pytest
 
-from samplegen.udfs import (Bootstrap, HoldOut, KFold, ParameterError, PositionRNG, UDFError,
-                  load_udf, parse_param)
+from samplegen.udfs import (
+    Bootstrap,
+    HoldOut,
+    KFold,
+    ParameterError,
+    PositionRNG,
+    UDFError,
+    load_udf,
+    parse_param,
+)
 from samplegen.udfs.multinomial import CHUNK_ROWS, MultinomialTree, chunk_depth
 
 from .stats import ALPHA, binomial_p, chisq_gof, spearman
@@ -193,6 +201,18 @@ def test_multinomial_tree_is_exact_above_the_chunk_level():
     assert normal_two_sided(z) > ALPHA
 
 
+def test_bootstrap_chunk_is_drawn_as_documented():
+    """Below CHUNK_ROWS rows the tree is one chunk: its T picks are
+    Draws.integers from stream (BOOTSTRAP_CHUNK, sample) at node 0, then one
+    raw word per occurrence as relative position (the sampling contract)."""
+    from samplegen.udfs.rng import Purpose, stream
+    n, total = 700, 900
+    rows, relpos = MultinomialTree(PositionRNG(9), n, total, sample=2).occurrences(0, n)
+    draws = PositionRNG(9).draws(stream(Purpose.BOOTSTRAP_CHUNK, 2), 0)
+    picks = draws.integers(0, n, total)
+    assert np.array_equal(rows, np.sort(picks)) and np.array_equal(relpos, draws.raw(total))
+
+
 def test_bootstrap_samples_are_distinct_streams():
     rows, sample, _ = all_occurrences(Bootstrap(1000, 2), PositionRNG(6), [])
     a = np.bincount(rows[sample == 0], minlength=1000)
@@ -217,7 +237,8 @@ def test_bad_holdout_parameters(kwargs):
 
 # -- user UDFs ------------------------------------------------------------------------
 def test_scalar_paper_udf_through_the_adapter():
-    udf = load_udf("samplegen.udfs.examples:paper_holdout_series", 2000, {"repeats": 2, "ratio": 0.75})
+    udf = load_udf("samplegen.udfs.examples:paper_holdout_series", 2000,
+                   {"repeats": 2, "ratio": 0.75})
     assert udf.sample_names() == ["train-0", "test-0", "train-1", "test-1"]
     rows, sample, relpos = all_occurrences(udf, PositionRNG(1), [500, 501])
     for w in range(2):
@@ -252,7 +273,8 @@ def test_broken_user_udfs_are_reported(func, match, monkeypatch):
         udf(0, 10, PositionRNG(1))
 
 
-@pytest.mark.parametrize("spec,match", [("nope", "unknown UDF"), ("no_such_module:f", "cannot import"),
+@pytest.mark.parametrize("spec,match", [("nope", "unknown UDF"),
+                                        ("no_such_module:f", "cannot import"),
                                         ("samplegen.udfs.examples:missing", "no attribute")])
 def test_unknown_udfs_are_refused(spec, match):
     with pytest.raises(ParameterError, match=match):

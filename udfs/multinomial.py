@@ -15,13 +15,15 @@ whatever the blocking or the task layout.  Two levels of keying keep the cost
 per block at O(rows + log m):
 
 * nodes above the *chunk level* (the first depth at which no node has more
-  than ``CHUNK_ROWS`` rows) each draw from a generator keyed by
-  (BOOTSTRAP_NODE, sample, depth, node index); these few draws are memoized;
+  than ``CHUNK_ROWS`` rows) each draw their binomial (numpy's legacy,
+  frozen algorithm) from draws keyed by (BOOTSTRAP_NODE, sample, depth,
+  node index); these few draws are memoized;
 * below that level the tree is not split further: a chunk node with count T
   draws its conditional multinomial directly, as T independent uniform picks
   among its rows (the paper's "temporary multinomial" for the rows of a
-  block), followed by one 64-bit relative position per occurrence, all from
-  one generator keyed by (BOOTSTRAP_CHUNK, sample, chunk index).  A block
+  block; :meth:`udfs.rng.Draws.integers`), followed by one raw 64-bit word per
+  occurrence as its relative position, all from draws keyed by
+  (BOOTSTRAP_CHUNK, sample, chunk index).  A block
   that covers part of a chunk computes the whole chunk (at most
   ``CHUNK_ROWS`` rows) and keeps its share; chunks are memoized so a task
   walking consecutive blocks draws each chunk once.
@@ -29,7 +31,8 @@ per block at O(rows + log m):
 Both stages are exact, so the counts are exactly multinomial; the result is
 the same for any split of the rows into blocks and tasks.
 
-``CHUNK_ROWS`` is part of the sampling contract: changing it changes samples.
+``CHUNK_ROWS`` is part of the sampling contract (udfs.rng.SAMPLER_VERSION):
+changing it changes samples.
 """
 from collections import OrderedDict
 
@@ -79,8 +82,8 @@ class MultinomialTree:
             if count == 0:
                 left = 0
             else:
-                gen = self.rng.keyed(stream(Purpose.BOOTSTRAP_NODE, self.sample, depth), index)
-                left = int(gen.binomial(count, (size // 2) / size))
+                draws = self.rng.keyed(stream(Purpose.BOOTSTRAP_NODE, self.sample, depth), index)
+                left = int(draws.binomial(count, (size // 2) / size))
             self._node_counts[key] = left
         return left
 
@@ -106,11 +109,11 @@ class MultinomialTree:
         if chunk is not None:
             self._chunks.move_to_end(index)
             return chunk
-        gen = self.rng.keyed(stream(Purpose.BOOTSTRAP_CHUNK, self.sample), index)
-        picks = gen.integers(0, size, count, dtype=np.int64)
+        draws = self.rng.keyed(stream(Purpose.BOOTSTRAP_CHUNK, self.sample), index)
+        picks = draws.integers(0, size, count)
         rows = np.repeat(np.arange(lo, lo + size, dtype=np.int64),
                          np.bincount(picks, minlength=size))
-        relpos = gen.bit_generator.random_raw(count).astype(np.uint64, copy=False)
+        relpos = draws.raw(count)
         chunk = _Chunk(rows, relpos)
         self._chunks[index] = chunk
         if len(self._chunks) > self._cache_chunks:

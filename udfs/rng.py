@@ -1,48 +1,95 @@
-"""Position-addressable random numbers: the RNG contract of samplegen.
+"""Keyed random numbers and frozen distributions: the RNG contract of samplegen.
 
-Every random number samplegen draws is a pure function of ``(seed, stream,
-position)``.  Machines that hold different column blocks of the same row, or
-that were handed a different share of the blocks, therefore reach the same
-decision for that row without talking to each other.
+Every random number samplegen draws -- for a sample, a time-biased sample or
+a synthetic matrix -- is a pure function of ``(seed, stream, position)``.
+Machines that hold different column blocks of the same row, or that were
+handed a different share of the blocks or of a batch, therefore reach the
+same decision for that row without talking to each other; and the same seed
+gives the same bytes whatever the engine, the partitioning or the numpy
+version.
 
-The bits come from Philox4x64-10 (numpy's implementation of the counter-based
-generator of Salmon et al.), whose output for a 256-bit counter under a 128-bit
-key is a pure function of the two: skipping to any position costs O(1), and a
-contiguous range of positions is produced by one vectorized call.
+Bits and distributions are kept apart, as in ``numpy.random``.
+
+**Bits.**  Philox4x64-10 (numpy's implementation of the counter-based
+generator of Salmon et al.), whose output for a 256-bit counter under a
+128-bit key is a pure function of the two: skipping to any position costs
+O(1), and a contiguous range of positions is produced by one vectorized call.
 
 * The **key** is derived from the user's seed by hashing it with
   ``numpy.random.SeedSequence`` (so nearby seeds give unrelated keys).
 * A **stream** names a purpose: ``StreamId(purpose, index, sub)``, for instance
-  (HOLDOUT, repeat w, 0) or (BOOTSTRAP_NODE, sample i, tree depth d).
+  (HOLDOUT, repeat w, 0), (BOOTSTRAP_NODE, sample i, tree depth d) or
+  (TBS_APPLY, batch k, partition p).
 * A **position** is a row id, or a node of the bootstrap tree.
 
 Counter layout (word 0 is least significant)::
 
     lane block of `position`:        (position, purpose << 48 | sub, index, 0)
-    generator keyed at `position`:   (j, purpose << 48 | sub, index, position + 1)
-                                      for its draws j = 0, 1, 2, ...
+    draws keyed at `position`:       (j, purpose << 48 | sub, index, position + 1)
+                                      for the words j = 0, 1, 2, ... (4 per counter)
 
 Distinct ``(purpose, index, sub, position)`` therefore never share a counter,
-by construction: lane blocks have word 3 = 0 and generators word 3 >= 1, and a
-generator's draws only advance word 0, which 2**64 draws would not exhaust.
+by construction: lane blocks have word 3 = 0 and keyed draws word 3 >= 1, and
+keyed draws only advance word 0, which 2**64 counters would not exhaust.
+Each lane block is four 64-bit words ("lanes"); a purpose may use several
+lanes of one block (hold-out uses lane 0 for the decision and lane 1 for the
+row's relative position).  Raw words are pinned by known-answer tests
+(Random123's vectors, tests/test_rng.py).
 
-Each lane block is four 64-bit words ("lanes"); a purpose may use several lanes
-of one block (hold-out uses lane 0 for the decision and lane 1 for the row's
-relative position).  Raw words are pinned by known-answer tests; distributions
-drawn from :meth:`PositionRNG.generator` depend on numpy's algorithms and are
-only guaranteed stable for one numpy version.
+**Distributions.**  numpy pins its bit generators but may change the output
+of ``Generator`` methods between versions (NEP 19); only its legacy
+``RandomState`` distributions are frozen.  So nothing here uses a
+``numpy.random.Generator``: :class:`Draws`, a cursor on one keyed stream,
+draws
+
+* uniform doubles as ``(word >> 11) * 2**-53`` (the top 53 bits);
+* integers below ``n <= 2**32`` by Lemire's multiply-shift with rejection on
+  the 32-bit halves of the words (low half first), and below larger ``n``
+  from the top bits of whole words, rejected when ``>= n``;
+* uniform k-subsets (:meth:`Draws.subset`) from such integers;
+* standard normals by Kinderman and Monahan's ratio of uniforms, so each
+  value is ``v / u`` in IEEE arithmetic (a ``log`` only decides acceptance);
+* binomial and hypergeometric variates with numpy's legacy ``RandomState``
+  algorithms over the same bit generator (:attr:`Draws.legacy`), frozen by
+  numpy's policy.
+
+What is still left to the platform: a few algorithms call ``exp``/``log``
+(libm, or numpy's vectorized ``log``), whose last bit can differ between
+CPUs or libraries.  Such a difference changes an outcome only when a random
+number falls within a rounding error of a threshold (about once in 1e15
+draws); the values written (uniforms, integers, normals, relative positions)
+never depend on them.
+
+:data:`SAMPLER_VERSION` names this whole contract and is written into every
+run manifest (:meth:`PositionRNG.describe`).
 """
 import enum
+import math
+import secrets
 from typing import NamedTuple
 
 import numpy as np
 
 from .errors import ParameterError
 
+#: The version of the sampler streams: recorded in every run's manifest and
+#: asserted by the golden tests (tests/test_golden.py).  Bump it -- and
+#: regenerate the golden digests in the same commit -- whenever the same seed
+#: and parameters could give different bytes: a change of the key derivation,
+#: the counter layout, a Purpose value, the words a draw consumes or their
+#: order, a distribution's algorithm or constants (CHUNK_ROWS, the subset and
+#: skip methods, the Lemire threshold rule, ...), a sampler's sequence of
+#: draws, or the bytes make_matrix writes.  Do not bump it for speed-ups that
+#: keep every golden digest, nor for new streams that old runs never used.
+SAMPLER_VERSION = "samplegen-streams/2"
+
 LANES = 4
 _MASK64 = (1 << 64) - 1
 _MASK256 = (1 << 256) - 1
 _TWO_M53 = 2.0 ** -53
+_TWO_M52 = 2.0 ** -52
+_U64_11 = np.uint64(11)
+_U64_32 = np.uint64(32)
 
 
 class Purpose(enum.IntEnum):
@@ -50,10 +97,16 @@ class Purpose(enum.IntEnum):
 
     HOLDOUT = 1          # lanes; index = repeat w: lane 0 decision, lane 1 order
     FOLD = 2             # lanes; lane 0 fold, lane 1 order
-    BOOTSTRAP_NODE = 3   # generators; index = sample, sub = depth, position = node
-    BOOTSTRAP_CHUNK = 4  # generators; index = sample, position = chunk node
+    BOOTSTRAP_NODE = 3   # draws; index = sample, sub = depth, position = node
+    BOOTSTRAP_CHUNK = 4  # draws; index = sample, position = chunk node
     SCALAR = 5           # lanes; the sequential stream seen by scalar UDFs
-    SCALAR_DRAW = 6      # generators keyed at a position of the scalar stream
+    SCALAR_DRAW = 6      # draws keyed at a position of the scalar stream
+    MATRIX = 7           # draws; position = row block of a synthetic matrix (make_matrix)
+    TBS_DECIDE = 8       # draws; index = batch k, sub = 0 (driver) or 1 + partition (T-TBS counts)
+    TBS_APPLY = 9        # draws; index = batch k, sub = partition: which items
+    TBS_OUTPUT = 10      # draws; index = batch k: producing S_k
+    TBS_PARTIAL = 11     # draws; index = partial item id, sub = which of its uniforms
+    TBS_SALT = 12        # lanes; the salt of the stream jobs' item priorities
     USER = 0x100         # free for user UDFs (choose your own index / sub)
 
 
@@ -78,7 +131,9 @@ def stream(purpose, index=0, sub=0):
 
 
 def check_seed(seed):
-    """Return *seed* as an int in [0, 2**64), or raise ParameterError."""
+    """Return *seed* as an int in [0, 2**64), or raise ParameterError.
+
+    The one check of a seed, for every entry point (jobs, API, tbs)."""
     if isinstance(seed, (bool, float)) or seed is None:
         raise ParameterError(f"seed must be an integer in [0, 2**64), got {seed!r}")
     try:
@@ -88,6 +143,11 @@ def check_seed(seed):
     if not 0 <= value <= _MASK64:
         raise ParameterError(f"seed must be an integer in [0, 2**64), got {seed!r}")
     return value
+
+
+def fresh_seed():
+    """A seed from the operating system's entropy (for ``seed=None``)."""
+    return secrets.randbits(64)
 
 
 def seed_key(seed):
@@ -106,13 +166,322 @@ def _counter(stream_id, word0, word3):
 
 def to_unit(words):
     """Map uint64 words to doubles in [0, 1) using their top 53 bits."""
-    return (words >> np.uint64(11)).astype(np.float64) * _TWO_M53
+    return (words >> _U64_11).astype(np.float64) * _TWO_M53
+
+
+def splitmix64(x):
+    """SplitMix64's output function (Steele, Lea and Flood), vectorized: the
+    word the generator returns from state ``x``, i.e. its finalizer applied to
+    ``x + 0x9E3779B97F4A7C15``.  A bijection of uint64; a pure hash (keyed by
+    the caller, e.g. by xor with a salt drawn from a keyed stream)."""
+    z = np.array(x, dtype=np.uint64, copy=True)
+    with np.errstate(over="ignore"):
+        z += np.uint64(0x9E3779B97F4A7C15)
+        z ^= z >> np.uint64(30)
+        z *= np.uint64(0xBF58476D1CE4E5B9)
+        z ^= z >> np.uint64(27)
+        z *= np.uint64(0x94D049BB133111EB)
+        z ^= z >> np.uint64(31)
+    return z
+
+
+def _check_size(size):
+    """(count, shape) for a numpy-style ``size`` (None: one scalar)."""
+    if size is None:
+        return 1, None
+    if isinstance(size, (int, np.integer)):
+        shape = (int(size),)
+    else:
+        shape = tuple(int(s) for s in size)
+    if any(s < 0 for s in shape):
+        raise ParameterError(f"size must be non-negative, got {size!r}")
+    return math.prod(shape), shape
+
+
+def _shaped(values, shape):
+    if shape is None:
+        return values[0].item()
+    return values.reshape(shape)
+
+
+_SMALL = 32          # draws of at most this many values are made in pure Python
+_KM_BOUND = 0.8578   # >= sqrt(2/e) = 0.857763..., the half-width of the ratio-of-uniforms box
+
+
+class Draws:
+    """Frozen draws from one keyed stream (a cursor on its raw words).
+
+    Obtained from :meth:`PositionRNG.draws` (or :meth:`PositionRNG.keyed`).
+    Each method consumes the stream's words in a fixed, documented way, so a
+    sequence of calls is a pure function of (seed, stream, position) and of
+    the calls' arguments.  Not a ``numpy.random.Generator``: the method
+    names follow numpy's, but every algorithm is fixed here.
+    """
+
+    __slots__ = ("bit_generator", "_legacy")
+
+    def __init__(self, bit_generator):
+        self.bit_generator = bit_generator
+        self._legacy = None
+
+    @property
+    def legacy(self):
+        """numpy's legacy ``RandomState`` over this stream's bit generator:
+        its distributions are frozen by numpy's policy (NEP 19).  It shares
+        the cursor: its draws advance this stream."""
+        if self._legacy is None:
+            self._legacy = np.random.RandomState(self.bit_generator)
+        return self._legacy
+
+    # -- own algorithms on the raw words -------------------------------------
+    def raw(self, size=None):
+        """The next raw 64-bit words (uint64 array; an int if ``size`` is None)."""
+        if size is None:
+            return int(self.bit_generator.random_raw())
+        return self.bit_generator.random_raw(int(size))
+
+    def random(self, size=None):
+        """Doubles in [0, 1): ``(word >> 11) * 2**-53``, one word each."""
+        if size is None:
+            return (int(self.bit_generator.random_raw()) >> 11) * _TWO_M53
+        n, shape = _check_size(size)
+        words = self.bit_generator.random_raw(n)
+        np.right_shift(words, _U64_11, out=words)
+        out = words.view(np.float64)     # converted in place: one array, not two
+        np.multiply(words, _TWO_M53, out=out)
+        return out.reshape(shape)
+
+    def integers(self, low, high=None, size=None):
+        """Uniform integers in ``[low, high)`` (``[0, low)`` if ``high`` is
+        None), int64 (a Python int if ``size`` is None).
+
+        For a range ``n <= 2**32``: Lemire's method on 32-bit halves -- a half
+        ``x`` (the low half of each word first) gives ``(x * n) >> 32``
+        unless ``(x * n) mod 2**32 < 2**32 mod n``, when it is rejected; the
+        first ``size`` accepted halves are used and the rest of the last word
+        is dropped.  For a larger range: the top ``bit_length(n - 1)`` bits of
+        each word, rejected when ``>= n``.  Exactly uniform in both cases.
+        """
+        if high is None:
+            low, high = 0, low
+        low, high = int(low), int(high)
+        n = high - low
+        if n < 1 or low < -(1 << 63) or high > 1 << 63:
+            raise ParameterError("integers needs -2**63 <= low < high <= 2**63, "
+                                 f"got [{low}, {high})")
+        if size is None:
+            return low + self._below_list(n, 1)[0]
+        count, shape = _check_size(size)
+        if count <= _SMALL:      # the same draws in pure Python: less overhead
+            values = np.array(self._below_list(n, count), dtype=np.int64)
+        else:
+            values = self._below32(n, count) if n <= 1 << 32 else self._below64(n, count)
+        if low:
+            values += np.int64(low)
+        return values.reshape(shape)
+
+    def _below_list(self, n, count):
+        """:meth:`integers` in ``[0, n)`` as a list, in pure Python (the
+        vectorized paths below draw exactly the same)."""
+        bg = self.bit_generator
+        out = []
+        if n <= 1 << 32:
+            threshold = (1 << 32) % n
+            while len(out) < count:
+                for word in bg.random_raw((count - len(out) + 1) // 2).tolist():
+                    for x in (word & 0xFFFFFFFF, word >> 32):
+                        m = x * n
+                        if (m & 0xFFFFFFFF) >= threshold:
+                            out.append(m >> 32)
+                del out[count:]
+            return out
+        shift = 64 - (n - 1).bit_length()
+        while len(out) < count:
+            words = bg.random_raw(count - len(out)).tolist()
+            out += [x for x in (w >> shift for w in words) if x < n]
+        del out[count:]
+        return out
+
+    def _below32(self, n, count):
+        threshold = (1 << 32) % n
+        bg = self.bit_generator
+        out = None
+        got = 0
+        while got < count:
+            need = count - got
+            halves = _halves(bg.random_raw((need + 1) // 2))
+            prod = np.multiply(halves, np.uint64(n), dtype=np.uint64)
+            if threshold and _low32(prod).min() < threshold:
+                prod = prod[_low32(prod) >= threshold]
+            prod >>= _U64_32
+            if out is None and prod.size >= need:
+                return prod[:need].view(np.int64)
+            if out is None:
+                out = np.empty(count, dtype=np.int64)
+            take = min(need, prod.size)
+            out[got:got + take] = prod[:take]
+            got += take
+        return np.empty(0, dtype=np.int64) if out is None else out
+
+    def _below64(self, n, count):
+        shift = np.uint64(64 - (n - 1).bit_length())
+        bg = self.bit_generator
+        out = np.empty(count, dtype=np.int64)
+        got = 0
+        while got < count:
+            need = count - got
+            cand = bg.random_raw(need) >> shift
+            cand = cand[cand < np.uint64(n)]
+            take = min(need, cand.size)
+            out[got:got + take] = cand[:take]
+            got += take
+        return out
+
+    def subset(self, population, k):
+        """A uniform k-subset of ``range(population)``: k distinct int64
+        values, every k-subset equally likely, in increasing order.
+
+        Method: for ``2k > population`` the complement of a uniform
+        ``(population - k)``-subset; otherwise :meth:`integers` draws, in
+        rounds until at least k of them are distinct (the draws of each round:
+        the missing ``s`` plus ``s (have + k) // (2 (population - k))``
+        plus its integer square root), and a surplus removed by dropping a
+        uniform subset of the distinct values (by this method, recursively).
+        The set of distinct values of i.i.d. uniform draws is, given its
+        size, a uniform subset (the draws' law is invariant under any
+        permutation of the population, and the stopping rule depends only on
+        counts), so the result is exact.  O(k log k) (a bitmap replaces the
+        sort when the population is small); the draws of each round are
+        counted in integers, so they are the same everywhere.
+        """
+        population, k = int(population), int(k)
+        if not 0 <= k <= population:
+            raise ParameterError(f"k must be an integer in [0, {population}], got {k}")
+        if k == 0:
+            return np.empty(0, dtype=np.int64)
+        if 2 * k > population:
+            mask = np.ones(population, dtype=bool)
+            mask[self.subset(population, population - k)] = False
+            return np.flatnonzero(mask)
+        if k <= _SMALL:
+            return self._small_subset(population, k)
+        values = _distinct(self.integers(0, population, _draws_for(population, 0, k)), population)
+        while values.size < k:
+            more = self.integers(0, population, _draws_for(population, values.size, k))
+            values = _distinct(np.concatenate([values, more]), population)
+        if values.size > k:
+            keep = np.ones(values.size, dtype=bool)
+            keep[self.subset(values.size, values.size - k)] = False
+            values = values[keep]
+        return values
+
+    def _small_subset(self, population, k):
+        """:meth:`subset` for ``k <= _SMALL`` and ``2k <= population`` in pure
+        Python: the same draws and the same result."""
+        values = sorted(set(self._below_list(population, _draws_for(population, 0, k))))
+        while len(values) < k:
+            more = self._below_list(population, _draws_for(population, len(values), k))
+            values = sorted(set(values).union(more))
+        if len(values) > k:
+            drop = set(self.subset(len(values), len(values) - k).tolist())
+            values = [v for i, v in enumerate(values) if i not in drop]
+        return np.array(values, dtype=np.int64)
+
+    def standard_normal(self, size=None):
+        """Standard normal doubles: Kinderman and Monahan's ratio of uniforms.
+
+        Attempts are made in rounds of ``m = need + need // 2 + 16``: a round
+        takes ``2m`` words, attempt i the words i and ``m + i`` (``w0``, ``w1``):
+        ``u = ((w0 >> 11) + 1) * 2**-53`` in (0, 1], ``v = ((w1 >> 11) *
+        2**-52 - 1) * 0.8578``, and ``x = v / u`` is accepted when ``x * x <=
+        -4 log(u)``; the first accepted ones are used.  The values are IEEE
+        quotients, identical on every platform.
+        """
+        count, shape = _check_size(size)
+        out = np.empty(count, dtype=np.float64)
+        got = 0
+        while got < count:
+            need = count - got
+            m = need + need // 2 + 16
+            words = self.bit_generator.random_raw(2 * m)
+            np.right_shift(words, _U64_11, out=words)
+            np.add(words[:m], np.uint64(1), out=words[:m])
+            u = np.multiply(words[:m], _TWO_M53)
+            x = np.multiply(words[m:], _TWO_M52)
+            x -= 1.0
+            x *= _KM_BOUND
+            x /= u
+            np.log(u, out=u)
+            u *= -4.0
+            x = x[x * x <= u]
+            take = min(need, x.size)
+            out[got:got + take] = x[:take]
+            got += take
+        return _shaped(out, shape)
+
+    # -- numpy's legacy (frozen) algorithms ------------------------------------
+    def binomial(self, n, p, size=None):
+        """Binomial(n, p) variates: numpy's legacy ``RandomState.binomial``
+        (inversion below a mean of 30, else BTPE), frozen."""
+        return self.legacy.binomial(n, p, size)
+
+    def hypergeometric(self, ngood, nbad, nsample, size=None):
+        """Hypergeometric variates: numpy's legacy
+        ``RandomState.hypergeometric`` (HYP / HRUA), frozen; its precision
+        degrades for populations beyond about 2**37 (numpy gh-11443), so
+        :func:`samplegen.tbs.randomness.hypergeometric` switches to an exact
+        inversion sampler from 1e9."""
+        return self.legacy.hypergeometric(ngood, nbad, nsample, size)
+
+
+def _halves(words):
+    """The 32-bit halves of uint64 words as uint32, the low half of each word first."""
+    if np.little_endian:
+        return words.view(np.uint32)
+    out = np.empty(2 * words.size, dtype=np.uint32)
+    out[0::2] = words & np.uint64(0xFFFFFFFF)
+    out[1::2] = words >> _U64_32
+    return out
+
+
+def _low32(prod):
+    """The low 32 bits of uint64 values (a strided view where possible)."""
+    if np.little_endian:
+        return prod.view(np.uint32)[0::2]
+    return prod & np.uint64(0xFFFFFFFF)
+
+
+def _distinct(values, population):
+    """The distinct values of ``values`` (in ``range(population)``), sorted:
+    by a bitmap when it is small next to them, else by sorting in place."""
+    if population <= 4 * values.size:
+        mask = np.zeros(population, dtype=bool)
+        mask[values] = True
+        return np.flatnonzero(mask)
+    values.sort()
+    if values.size < 2:
+        return values
+    keep = np.empty(values.size, dtype=bool)
+    keep[0] = True
+    np.not_equal(values[1:], values[:-1], out=keep[1:])
+    return values if keep.all() else values[keep]
+
+
+def _draws_for(population, have, k):
+    """How many uniform draws to add to ``have`` distinct values to reach
+    ``k``, in integers: the missing ``s``, plus about the expected repeats,
+    ``s (have + k) / (2 (population - k))``, plus their square root."""
+    s = k - have
+    repeats = s * (have + k) // (2 * (population - k))
+    return s + repeats + math.isqrt(repeats)
 
 
 class PositionRNG:
     """Random numbers addressed by (stream, position) under one seed.
 
-    Cheap to create; not thread-safe (it reuses one bit generator).
+    Cheap to create.  :meth:`block`, :meth:`lane`, :meth:`uniform` and
+    :meth:`keyed` reuse state of this object (not thread-safe);
+    :meth:`draws` does not.
     """
 
     def __init__(self, seed):
@@ -150,40 +519,40 @@ class PositionRNG:
         """Doubles in [0, 1), one per position in ``[start, stop)``."""
         return to_unit(self.block(stream_id, start, stop)[:, lane])
 
-    def generator(self, stream_id, position):
-        """A ``numpy.random.Generator`` keyed at one position of a stream.
-
-        Its draws never touch the lane blocks of any stream, nor another
-        position's generator.
-        """
+    @staticmethod
+    def _keyed_counter(stream_id, position):
         position = int(position)
         if not 0 <= position < _MASK64:
-            raise ParameterError(f"generator position must be in [0, 2**64 - 1), got {position}")
-        counter = (_counter(stream_id, 0, position + 1) - 1) & _MASK256
-        return np.random.Generator(np.random.Philox(key=self.key, counter=_words(counter)))
+            raise ParameterError(f"draw position must be in [0, 2**64 - 1), got {position}")
+        return _words((_counter(stream_id, 0, position + 1) - 1) & _MASK256)
+
+    def draws(self, stream_id, position=0):
+        """:class:`Draws` keyed at one position of a stream: a new cursor at
+        its first word.  Its words never touch the lane blocks of any stream,
+        nor another position's draws."""
+        counter = self._keyed_counter(stream_id, position)
+        return Draws(np.random.Philox(key=self.key, counter=counter))
 
     def keyed(self, stream_id, position):
-        """Like :meth:`generator`, but one shared ``Generator`` re-keyed in
-        place (about 4x cheaper): valid until the next ``keyed`` call on this
+        """Like :meth:`draws`, but one shared :class:`Draws` re-keyed in place
+        (about 4x cheaper): valid until the next ``keyed`` call on this
         PositionRNG.  For draws used at once, as the bootstrap tree's."""
-        position = int(position)
-        if not 0 <= position < _MASK64:
-            raise ParameterError(f"generator position must be in [0, 2**64 - 1), got {position}")
+        counter = self._keyed_counter(stream_id, position)
         if self._shared is None:
-            self._shared_bg = np.random.Philox(key=self.key)
-            self._shared = np.random.Generator(self._shared_bg)
-            self._shared_state = self._shared_bg.state
+            self._shared = Draws(np.random.Philox(key=self.key))
+            self._shared_state = self._shared.bit_generator.state
         state = self._shared_state
-        state["state"]["counter"] = _words((_counter(stream_id, 0, position + 1) - 1) & _MASK256)
+        state["state"]["counter"] = counter
         state["buffer_pos"] = LANES
         state["has_uint32"] = 0
-        self._shared_bg.state = state
+        self._shared.bit_generator.state = state
         return self._shared
 
     def describe(self):
         """A JSON-able description for run manifests."""
         return {
-            "generator": "Philox4x64-10 (numpy %s)" % np.__version__,
+            "generator": "Philox4x64-10",
+            "streams": SAMPLER_VERSION,
             "seed": self.seed,
             "key": ["%016x" % int(k) for k in self.key],
         }
@@ -194,9 +563,9 @@ class SkipAheadRNG:
 
     A single sequence ``p_0, p_1, ...`` of uniforms in [0, 1) with O(1)
     ``skip(j)``: element j is lane ``j % 4`` of the SCALAR lane block at
-    position ``j // 4``.  ``binomial`` draws from a generator keyed at the
-    current position, as Algorithm 7 of the sample-generation paper does after
-    "skip ahead to position mid".
+    position ``j // 4``.  ``binomial`` draws from :class:`Draws` keyed at the
+    current position, as Algorithm 7 of the sample-generation paper does
+    after "skip ahead to position mid".
     """
 
     def __init__(self, rng, index=0):
@@ -219,5 +588,6 @@ class SkipAheadRNG:
         return float(to_unit(self._cached[1][lane:lane + 1])[0])
 
     def binomial(self, n, p):
-        """Binomial(n, p) keyed at the current position (does not advance)."""
-        return int(self._rng.generator(self._draw_stream, self._pos).binomial(n, p))
+        """Binomial(n, p) keyed at the current position (does not advance);
+        numpy's legacy binomial algorithm (frozen)."""
+        return int(self._rng.keyed(self._draw_stream, self._pos).binomial(n, p))

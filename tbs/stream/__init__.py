@@ -1,4 +1,4 @@
-"""Distributed time-biased sampling over micro-batches (issue 5): D-R-TBS and
+"""Distributed time-biased sampling over micro-batches: D-R-TBS and
 D-T-TBS jobs with durable, crash-safe state.  See docs/TBS_JOBS.md.
 
 Unlike the rest of ``tbs``, this subpackage needs pandas and fastparquet (and

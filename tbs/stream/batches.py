@@ -23,8 +23,6 @@ Partition ``p`` of a batch is a contiguous range of its rows in (file name,
 row group, row) order, computed from the footers alone
 (:func:`partition_bounds`): whole row groups when there are at least ``P``.
 """
-from __future__ import annotations
-
 import math
 import re
 from dataclasses import dataclass, field
@@ -57,7 +55,7 @@ class Batch:
                 "size": self.size, "time": self.time}
 
 
-def open_fs(url: str):
+def open_fs(url):
     """(fsspec filesystem, root path) of a batch directory URL."""
     import fsspec
     try:
@@ -77,7 +75,7 @@ def _data_files(fs, path):
     return [f"{path}/{n}" for n in sorted(names)]
 
 
-def list_batches(url: str):
+def list_batches(url):
     """The batches present: ``(fs, root, {k: (name, is_dir)})``."""
     fs, root = open_fs(url)
     if not fs.isdir(root):
@@ -100,7 +98,7 @@ def list_batches(url: str):
     return fs, root, found
 
 
-def is_complete(fs, root, name, is_dir) -> bool:
+def is_complete(fs, root, name, is_dir):
     """Whether a directory batch has been committed by its producer."""
     if not is_dir:
         return True
@@ -108,7 +106,7 @@ def is_complete(fs, root, name, is_dir) -> bool:
     return "_temporary" not in names and ("_SUCCESS" in names or "_metadata" in names)
 
 
-def schema_of(pf) -> list:
+def schema_of(pf):
     """The columns of a Parquet file as comparable JSON: one entry per schema
     element below the root (name, physical type, converted type, logical
     type, repetition with OPTIONAL and REQUIRED treated alike, children)."""
@@ -120,11 +118,11 @@ def schema_of(pf) -> list:
     return out
 
 
-def object_encodings(schema) -> dict:
+def object_encodings(schema):
     """fastparquet's ``object_encoding`` per top-level byte-array column, so that
     files written from a batch keep the batch's column types."""
     enc = {}
-    for name, typ, converted, logical, repeated, children in schema:
+    for name, typ, converted, logical, _repeated, children in schema:
         if typ == 6 and not children:          # BYTE_ARRAY
             if converted == 0 or (logical or "").find("STRING: {}") >= 0:
                 enc[name] = "utf8"
@@ -135,7 +133,7 @@ def object_encodings(schema) -> dict:
     return enc
 
 
-def file_url(fs, path) -> str:
+def file_url(fs, path):
     """A URL for ``path`` that any process can open: a plain path for local
     files, ``protocol://path`` otherwise."""
     url = fs.unstrip_protocol(path)
@@ -165,7 +163,7 @@ def _parse_time(text, label, where):
     return t
 
 
-def describe(fs, root, k, name, is_dir) -> Batch:
+def describe(fs, root, k, name, is_dir):
     """Read the footers of batch k: files, row groups, schema, arrival time."""
     label = f"batch {name}"
     path = f"{root}/{name}"
@@ -199,11 +197,12 @@ def describe(fs, root, k, name, is_dir) -> Batch:
         raise TBSError(f"{label}: its files record different arrival times {values}")
     batch.time = values[0] if values else float(k)
     if batch.size >= MAX_ROWS:
-        raise TBSError(f"{label}: {batch.size} rows; at most {MAX_ROWS - 1} rows per batch are supported")
+        raise TBSError(f"{label}: {batch.size} rows; at most {MAX_ROWS - 1} rows per batch "
+                       "are supported")
     return batch
 
 
-def pending(url: str, after: int | None, last_time: float | None, schema, limit: int | None = None):
+def pending(url, after, last_time, schema, limit=None):
     """The batches to process after batch ``after`` (None: a new STATE).
 
     Returns ``(batches, note)``: complete batches in order, and a note when
@@ -226,8 +225,8 @@ def pending(url: str, after: int | None, last_time: float | None, schema, limit:
                            f"{found[ks[i - 1]][0]} (a gap in k)")
         name, is_dir = found[k]
         if not is_complete(fs, root, name, is_dir):
-            note = (f"{name} has no _SUCCESS or _metadata yet (or still has _temporary): treated as "
-                    f"being written; stopping before it")
+            note = (f"{name} has no _SUCCESS or _metadata yet (or still has _temporary): "
+                    f"treated as being written; stopping before it")
             # the later batches must still be well-formed: check them, but do not process them
             for k2 in ks[i + 1:]:
                 if is_complete(fs, root, *found[k2]):
@@ -237,7 +236,8 @@ def pending(url: str, after: int | None, last_time: float | None, schema, limit:
             break
         b = describe(fs, root, k, name, is_dir)
         if not b.size:
-            pass                    # no rows: its column types (e.g. of empty text columns) do not matter
+            # no rows: its column types (e.g. of empty text columns) do not matter
+            pass
         elif schema is None:
             schema = b.schema
         elif b.schema != schema:
@@ -245,14 +245,14 @@ def pending(url: str, after: int | None, last_time: float | None, schema, limit:
                            f"(columns {[c[0] for c in b.schema]} vs {[c[0] for c in schema]}, "
                            "or their types)")
         if prev_time is not None and not b.time > prev_time:
-            raise TBSError(f"batch {name}: arrival time {b.time!r} does not come after {prev_time!r} "
-                           "(times must increase from batch to batch)")
+            raise TBSError(f"batch {name}: arrival time {b.time!r} does not come after "
+                           f"{prev_time!r} (times must increase from batch to batch)")
         prev_time = b.time
         out.append(b)
     return out, note
 
 
-def partition_bounds(row_groups, partitions: int) -> list:
+def partition_bounds(row_groups, partitions):
     """[lo, hi) of each partition of a batch, from its row groups (rows per row
     group, per file).
 
@@ -285,7 +285,7 @@ def _open(url):
     return fastparquet.ParquetFile(url[len("file://"):] if url.startswith("file://") else url)
 
 
-def read_rows(files, row_groups, lo: int, hi: int, label: str = "batch"):
+def read_rows(files, row_groups, lo, hi, label="batch"):
     """Rows [lo, hi) of the concatenation of ``files`` as one DataFrame
     (reads only the row groups that overlap the range)."""
     import pandas as pd
@@ -293,7 +293,8 @@ def read_rows(files, row_groups, lo: int, hi: int, label: str = "batch"):
         try:
             return _open(files[0])[0:0].to_pandas(index=False)
         except Exception as exc:
-            raise TBSError(f"{label}: cannot read {files[0]} ({type(exc).__name__}: {exc})") from None
+            raise TBSError(f"{label}: cannot read {files[0]} "
+                           f"({type(exc).__name__}: {exc})") from None
     frames = []
     offset = 0
     for url, groups in zip(files, row_groups):

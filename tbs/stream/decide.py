@@ -26,24 +26,40 @@ batch plus the consolidated group (id -1), which holds every batch up to
 Partial items are named by integers (``pid``) that the driver hands out; a
 partition remembers which of its rows each pid is.
 """
-from __future__ import annotations
-
 import math
 
 import numpy as np
 
+from samplegen.udfs.rng import PositionRNG, Purpose, stream
+
 from ..decay import Exponential, Polynomial
 from ..errors import TBSError
-from ..latent import (PARTIAL_FULL, PARTIAL_KEEP, PARTIAL_NONE, includes_partial, plan_downsample,
-                      plan_union, plan_union_many, split_plan)
-from ..randomness import STREAM_DECIDE, STREAM_OUTPUT, batch_generator, derive_key, open_uniform, split_count
+from ..latent import (
+    PARTIAL_FULL,
+    PARTIAL_KEEP,
+    PARTIAL_NONE,
+    includes_partial,
+    plan_downsample,
+    plan_union,
+    plan_union_many,
+    split_plan,
+)
+from ..randomness import (
+    STREAM_DECIDE,
+    STREAM_OUTPUT,
+    batch_generator,
+    derive_key,
+    keyed_rng,
+    open_uniform,
+    split_count,
+)
 from ..rtbs import RTBS, _factor_at_most_one, exp_step, general_step
 from ..ttbs import TTBS
 
 CONS = -1          # id of the consolidated group (Algorithm 8)
 
 
-def group_of(mapping: dict, batch: int) -> int:
+def group_of(mapping, batch):
     """The group id of an item that arrived with batch ``batch``."""
     if mapping["mode"] == "single":
         return 0
@@ -51,13 +67,13 @@ def group_of(mapping: dict, batch: int) -> int:
     return CONS if upto is not None and batch <= upto else batch
 
 
-def make_decay(params: dict):
+def make_decay(params):
     if params["decay"] == "exp":
         return Exponential(params["lambda"])
     return Polynomial(params["power"], shift=params["shift"])
 
 
-def sampler_of(params: dict):
+def sampler_of(params):
     """The in-memory sampler with these parameters: it validates them and
     supplies q, gamma, n', delta1, delta2 and the consolidation rate."""
     decay = make_decay(params)
@@ -73,9 +89,11 @@ def sampler_of(params: dict):
 PID_UNION, PID_INCLUDE = 1, 2      # the two uniforms of a partial item (see Driver.pid_uniform)
 
 
-def output_salt(key: int) -> int:
-    """Salt of the item priorities used when Algorithm 8 caps the output at n."""
-    return int(np.random.SeedSequence(key, spawn_key=(0xC0FFEE,)).generate_state(1, np.uint64)[0])
+def output_salt(key):
+    """Salt of the item priorities used when Algorithm 8 caps the output at n:
+    the first word of the seed's TBS_SALT stream.  (A PositionRNG of its own:
+    lane blocks reuse the object's state, which the tasks' cached one must not.)"""
+    return int(PositionRNG(key).lane(stream(Purpose.TBS_SALT), 0, 1)[0])
 
 
 def _group(gid, P, **extra):
@@ -84,7 +102,7 @@ def _group(gid, P, **extra):
     return g
 
 
-def initial_state(params: dict, P: int) -> dict:
+def initial_state(params, P):
     """The driver state of an empty STATE."""
     s = {"W": 0.0, "rho": 1.0, "next_pid": 0, "size": 0}
     if params["algorithm"] == "ttbs":
@@ -101,7 +119,7 @@ class Driver:
     """Plans batches: ``step(k, sizes_per_partition, time)`` returns the
     per-partition operations of batch k and advances the driver state."""
 
-    def __init__(self, params: dict, state: dict, P: int, time):
+    def __init__(self, params, state, P, time):
         self.params = params
         self.state = state
         self.P = P
@@ -112,12 +130,12 @@ class Driver:
         self.exp = params["decay"] == "exp"
 
     # ------------------------------------------------------------------ helpers
-    def mapping(self) -> dict:
+    def mapping(self):
         if self.exp:
             return {"mode": "single"}
         return {"mode": "batch", "cons_upto": self.state.get("cons_upto")}
 
-    def pid_uniform(self, pid: int, which: int) -> float:
+    def pid_uniform(self, pid, which):
         """The uniform on (0, 1] that decides, in every batch, whether partial
         item ``pid`` is in the realized sample (``PID_INCLUDE``, Algorithm 4)
         or how it fares in the union of the latent samples (``PID_UNION``,
@@ -129,10 +147,10 @@ class Driver:
         stream), so every S_k has its exact distribution -- and a partial item
         does not drop out of S and come back from one batch to the next,
         which would cost a copy of its row each time it comes back."""
-        ss = np.random.SeedSequence(self.key, spawn_key=(0x5A17, int(pid), int(which)))
-        return open_uniform(np.random.Generator(np.random.SFC64(ss)))
+        draws = keyed_rng(self.key).draws(stream(Purpose.TBS_PARTIAL, int(pid), int(which)))
+        return open_uniform(draws)
 
-    def _pid(self) -> int:
+    def _pid(self):
         pid = self.state["next_pid"]
         self.state["next_pid"] = pid + 1
         return pid
@@ -148,7 +166,8 @@ class Driver:
         pid = self._pid() if plan.to_partial else -1
         for p in range(self.P):
             if counts[p]:
-                ops[p]["moves"].append([group["id"], int(n[p]), int(counts[p]), pid if p == part else -1])
+                ops[p]["moves"].append([group["id"], int(n[p]), int(counts[p]),
+                                        pid if p == part else -1])
         n = n - counts
         old = group["partial"]
         if old is not None:
@@ -195,12 +214,13 @@ class Driver:
     @staticmethod
     def _check(group):
         total = sum(group["n"])
-        if total != math.floor(group["weight"]) or (group["partial"] is not None) != (group["weight"] > total):
+        has_partial = group["partial"] is not None
+        if total != math.floor(group["weight"]) or has_partial != (group["weight"] > total):
             raise TBSError(f"internal error: group {group['id']} has {total} full items, partial "
                            f"{group['partial']}, weight {group['weight']!r}")
 
     # ------------------------------------------------------------------ step
-    def step(self, k: int, sizes, t: float) -> dict:
+    def step(self, k, sizes, t):
         sizes = np.asarray(sizes, dtype=np.int64)
         dt = None if self.time is None else t - self.time
         ops = self._new_ops()
@@ -248,7 +268,8 @@ class Driver:
             keep_p = np.zeros(0)
         take = np.zeros(self.P, dtype=np.int64)
         for p in range(self.P):
-            rng = batch_generator(self.key, k, STREAM_DECIDE, sub=1 + p)   # what task p could draw itself
+            # (draws that task p could make itself)
+            rng = batch_generator(self.key, k, STREAM_DECIDE, sub=1 + p)
             if keep_p.size:
                 n_p = np.array([g["n"][p] for g in groups], dtype=np.int64)
                 kept = rng.binomial(n_p, keep_p)
@@ -281,7 +302,8 @@ class Driver:
         n_full = sum(g["n"])
         u = 1.0 - rng.random(3)
         step = exp_step(self.sampler.n, self.sampler.decay.lam, s["W"], s["rho"], n_full,
-                        g["partial"] is not None, g["weight"], int(sizes.sum()), dt, u[0], u[1], u[2])
+                        g["partial"] is not None, g["weight"], int(sizes.sum()), dt,
+                        u[0], u[1], u[2])
         self._downsample(rng, g, step.reservoir, ops)
         full, batch_partial = self._take(rng, sizes, step.batch, ops)
         keep, promoted = self._resolve(ops, (batch_partial, g["partial"]), step.union)
@@ -317,14 +339,16 @@ class Driver:
         u = 1.0 - rng.random(count + 2)
         if dt is not None and count:
             for i, g in enumerate(recent):
-                self._downsample(rng, g, plan_downsample(sum(g["n"]), g["partial"] is not None, g["weight"],
-                                                         float(step.thetas[i]), float(u[i])), ops)
+                plan = plan_downsample(sum(g["n"]), g["partial"] is not None, g["weight"],
+                                       float(step.thetas[i]), float(u[i]))
+                self._downsample(rng, g, plan, ops)
             recent = [g for g in recent if g["weight"] > 0.0]
         cons = s["cons"]
         if dt is not None and cons["weight"] > 0.0:
             factor = float(_factor_at_most_one(np.array([step.cons_theta]))[0])
-            self._downsample(rng, cons, plan_downsample(sum(cons["n"]), cons["partial"] is not None,
-                                                        cons["weight"], factor, float(u[count])), ops)
+            plan = plan_downsample(sum(cons["n"]), cons["partial"] is not None, cons["weight"],
+                                   factor, float(u[count]))
+            self._downsample(rng, cons, plan, ops)
         s["cons_W"] *= step.cons_factor
         if b:
             plan = plan_downsample(b, False, float(b), rho, float(u[count + 1]))
@@ -389,7 +413,8 @@ class Driver:
             s["size"] = 0
             return out
         rng = batch_generator(self.key, k, STREAM_OUTPUT)
-        u = [self.pid_uniform(g["partial"][0], PID_UNION) if g["partial"] is not None else 1.0 for g in parts]
+        u = [self.pid_uniform(g["partial"][0], PID_UNION) if g["partial"] is not None else 1.0
+             for g in parts]
         u += list(1.0 - rng.random(1))
         weight, owner, promoted = plan_union_many([sum(g["n"]) for g in parts],
                                                   [g["partial"] is not None for g in parts],
@@ -405,7 +430,8 @@ class Driver:
         total = int(fu.sum())
         n = self.sampler.n
         if weight > n:
-            plan = plan_downsample(total, owner_partial is not None, weight, n / weight, float(u[-1]))
+            plan = plan_downsample(total, owner_partial is not None, weight, n / weight,
+                                   float(u[-1]))
             if plan.to_partial:
                 raise TBSError("internal error: the output cap left a partial item")
             counts = split_count(rng, fu, plan.keep_full)
@@ -424,7 +450,7 @@ class Driver:
         return out
 
 
-def total_weight(params, state, ledger) -> float:
+def total_weight(params, state, ledger):
     """W_k: kept by the driver, except for T-TBS with a non-exponential decay,
     where it is summed over the ledger of processed batches."""
     if params["algorithm"] == "ttbs" and params["decay"] != "exp":
@@ -436,7 +462,7 @@ def total_weight(params, state, ledger) -> float:
     return float(state["W"])
 
 
-def sample_weight(params, state) -> float:
+def sample_weight(params, state):
     """C_k, the expected size of S_k (T-TBS: the size itself)."""
     groups = state["groups"] if "groups" in state else list(state["recent"]) + [state["cons"]]
     c = sum(g["weight"] for g in groups)

@@ -25,7 +25,8 @@ def write(folder, batches=24, size=20000, seed=0, start=1):
     rng = np.random.default_rng(seed)
     next_id = (start - 1) * 10 * size
     for k in range(start, start + batches):
-        t = k + 0.5 * (k // 5)                  # arrival time: one per batch, a longer gap before every fifth
+        # arrival time: one per batch, a longer gap before every fifth
+        t = k + 0.5 * (k // 5)
         b = int(rng.integers(size // 2, size * 3 // 2 + 1))
         drift = k / 10.0
         df = pd.DataFrame({
@@ -61,7 +62,8 @@ def main(argv=None):
     p.add_argument("--start", type=int, default=1)
     args = p.parse_args(argv)
     write(args.folder, args.batches, args.size, args.seed, args.start)
-    print(f"wrote batches {args.start}..{args.start + args.batches - 1} to {args.folder}", file=sys.stderr)
+    print(f"wrote batches {args.start}..{args.start + args.batches - 1} to {args.folder}",
+          file=sys.stderr)
 
 
 if __name__ == "__main__":

@@ -16,8 +16,6 @@ each wanted value with one ``pread``.  Anything else (compression,
 dictionaries, nulls, strings, booleans, logical types, several pages, no
 pandas metadata) leaves a row group without offsets and the caller decodes it.
 """
-from __future__ import annotations
-
 import json
 import os
 
@@ -29,7 +27,7 @@ _UNCOMPRESSED, _PLAIN, _RLE, _DATA_PAGE = 0, 0, 3, 0
 _HEAD = 512                       # bytes read to parse a page header and a definition-level run
 
 
-def _varint(buf: bytes, at: int):
+def _varint(buf, at):
     value = shift = 0
     while at < len(buf):
         byte = buf[at]
@@ -41,7 +39,7 @@ def _varint(buf: bytes, at: int):
     return None, at
 
 
-def _values_start(buf, md, rows: int, max_def: int):
+def _values_start(buf, md, rows, max_def):
     """Offset in ``buf`` -- the bytes of a column chunk from its data page on
     (at least the page header and the definition levels) -- of the chunk's
     first value, if the chunk is laid out as described in the module
@@ -57,7 +55,8 @@ def _values_start(buf, md, rows: int, max_def: int):
     except Exception:
         return None
     page = header.data_page_header
-    if header.type != _DATA_PAGE or page is None or page.num_values != rows or page.encoding != _PLAIN:
+    if (header.type != _DATA_PAGE or page is None or page.num_values != rows
+            or page.encoding != _PLAIN):
         return None
     at = stream.tell()
     start = at
@@ -67,19 +66,21 @@ def _values_start(buf, md, rows: int, max_def: int):
         length = int.from_bytes(buf[at:at + 4], "little")
         run, end = _varint(buf, at + 4)
         # one RLE run (even header) of `rows` values, each the level 1 in one byte
-        if run is None or run & 1 or run >> 1 != rows or end + 1 != at + 4 + length or buf[end] != 1:
+        if (run is None or run & 1 or run >> 1 != rows or end + 1 != at + 4 + length
+                or buf[end] != 1):
             return None
         at = end + 1
-    if header.compressed_page_size < at - start + rows * _FIXED[md.type].itemsize:   # (fastparquet pads)
+    # (fastparquet pads)
+    if header.compressed_page_size < at - start + rows * _FIXED[md.type].itemsize:
         return None
     return at
 
 
-def _text(value) -> str:
+def _text(value):
     return value.decode() if isinstance(value, (bytes, bytearray)) else str(value)
 
 
-def layout(fd: int, skip=()) -> dict | None:
+def layout(fd, skip=()):
     """Where the values of every column but ``skip`` start, per row group, in
     the Parquet file open as ``fd``: ``{"rows": [rows per row group],
     "columns": [[name, dtype], ...], "at": [[offset per column] or None per
@@ -97,7 +98,8 @@ def layout(fd: int, skip=()) -> dict | None:
         meta = ThriftObject.from_buffer(encoding.NumpyIO(os.pread(fd, length, size - 8 - length)),
                                         "FileMetaData")
         extra = {_text(kv.key): kv.value for kv in (meta.key_value_metadata or [])}
-        numpy_types = {c["name"]: c.get("numpy_type") for c in json.loads(extra["pandas"])["columns"]}
+        numpy_types = {c["name"]: c.get("numpy_type")
+                       for c in json.loads(extra["pandas"])["columns"]}
     except Exception:
         return None
     schema = meta.schema[1:]
@@ -116,12 +118,14 @@ def layout(fd: int, skip=()) -> dict | None:
         max_def[name], dtypes[name] = e.repetition_type, dtype      # (flat: OPTIONAL = level 1)
     rows, at = [], []
     for rg in meta.row_groups:
-        chunks = {".".join(_text(x) for x in c.meta_data.path_in_schema): c.meta_data for c in rg.columns}
+        chunks = {".".join(_text(x) for x in c.meta_data.path_in_schema): c.meta_data
+                  for c in rg.columns}
         offsets = []
         for name in names:
             md = chunks.get(name)
-            start = None if md is None else _values_start(os.pread(fd, _HEAD, md.data_page_offset), md,
-                                                          int(rg.num_rows), max_def[name])
+            start = (None if md is None
+                     else _values_start(os.pread(fd, _HEAD, md.data_page_offset), md,
+                                        int(rg.num_rows), max_def[name]))
             if start is None:
                 offsets = None
                 break
@@ -133,7 +137,7 @@ def layout(fd: int, skip=()) -> dict | None:
     return {"rows": rows, "columns": [[name, dtypes[name].str] for name in names], "at": at}
 
 
-def layout_plan(found: dict, group: int):
+def layout_plan(found, group):
     """``[(column, dtype, offset of its first value)]`` of row group ``group``
     from a :func:`layout`, for :func:`read_points` (None if that row group
     cannot be read by offset)."""
@@ -143,7 +147,7 @@ def layout_plan(found: dict, group: int):
     return [(name, np.dtype(dtype), offset) for (name, dtype), offset in zip(found["columns"], at)]
 
 
-def read_points(fd: int, plan, rows: np.ndarray) -> dict:
+def read_points(fd, plan, rows):
     """{column: values at the given rows of the row group} per :func:`layout_plan`."""
     out = {}
     for name, dtype, at in plan:

@@ -5,7 +5,8 @@ Layout::
     STATE/commits/<seq>.json            the commit log; the highest seq is the state
     STATE/parts/<p>/<k>.bin             partition p after batch k: bitmaps, partials, sources, keys
     STATE/deltas/<k>/in/part-<p>.parquet   rows that entered partition p's reservoir with batch k
-    STATE/deltas/<k>/out/part-<p>.parquet  keys (_sg_batch, _sg_row) that left S_k, or entered without
+    STATE/deltas/<k>/out/part-<p>.parquet  keys (_sg_batch, _sg_row) that left S_k, or
+                                           entered without
     STATE/snapshots/<k>/part-<p>.parquet   partition p's items after batch k, with _sg_in_sample
     STATE/_lock                         held by the running job (see storage.Lock)
 
@@ -29,14 +30,12 @@ modified.  Hence:
 
 Commits are never renamed over an existing file, which HDFS would refuse.
 """
-from __future__ import annotations
-
 import os
 import re
 import signal
 
 from ..errors import TBSError
-from .storage import LOCK, Store
+from .storage import LOCK
 
 FORMAT = "samplegen-tbs/1"
 COMMITS = "commits"
@@ -44,15 +43,15 @@ _COMMIT_RE = re.compile(r"^(\d{10})\.json$")
 KEEP_COMMITS = 2
 
 
-def commit_name(seq: int) -> str:
+def commit_name(seq):
     return f"{COMMITS}/{seq:010d}.json"
 
 
-def commit_seqs(store: Store) -> list:
+def commit_seqs(store):
     return sorted(int(m.group(1)) for m in map(_COMMIT_RE.match, store.listdir(COMMITS)) if m)
 
 
-def load_latest(store: Store):
+def load_latest(store):
     """The newest commit, or None for a STATE without any."""
     seqs = commit_seqs(store)
     if not seqs:
@@ -62,12 +61,13 @@ def load_latest(store: Store):
         commit = store.read_json(name)
     except (ValueError, OSError) as exc:
         raise TBSError(f"corrupt STATE {store.url}: cannot read {name} ({exc})") from None
-    if not isinstance(commit, dict) or commit.get("format") != FORMAT or commit.get("seq") != seqs[-1]:
+    if (not isinstance(commit, dict) or commit.get("format") != FORMAT
+            or commit.get("seq") != seqs[-1]):
         raise TBSError(f"{store.url} is not a samplegen tbs STATE (unexpected {name})")
     return commit
 
 
-def referenced(commit: dict) -> set:
+def referenced(commit):
     """Every file a commit needs (its own file included)."""
     refs = {commit_name(commit["seq"])}
     for part in commit["partitions"]:
@@ -80,7 +80,7 @@ def referenced(commit: dict) -> set:
     return refs
 
 
-def write_commit(store: Store, commit: dict) -> None:
+def write_commit(store, commit):
     crash_point("before-commit")
     store.sync()                                   # the files it references are durable first
     store.write_json(commit_name(commit["seq"]), commit)
@@ -88,7 +88,7 @@ def write_commit(store: Store, commit: dict) -> None:
     crash_point("after-commit")
 
 
-def forget(store: Store, seq: int) -> int:
+def forget(store, seq):
     """After commit ``seq``: delete the files only commit ``seq - KEEP_COMMITS``
     needed (the same result as :func:`collect_garbage` on a STATE without
     leftovers, without listing it)."""
@@ -109,7 +109,7 @@ def forget(store: Store, seq: int) -> int:
     return len(gone)
 
 
-def collect_garbage(store: Store) -> int:
+def collect_garbage(store):
     """Delete every file not referenced by the newest KEEP_COMMITS commits
     (leftovers of crashed runs, superseded structures, old snapshots and
     deltas beyond the retention).  Returns the number of files deleted."""
@@ -133,7 +133,7 @@ def collect_garbage(store: Store) -> int:
 _CRASH_COUNTS = {}
 
 
-def crash_point(name: str) -> None:
+def crash_point(name):
     """Fault injection for the crash tests: with SAMPLEGEN_TBS_CRASH=<name>[:<n>]
     the process kills itself (SIGKILL) the n-th time it passes ``name``."""
     spec = os.environ.get("SAMPLEGEN_TBS_CRASH")

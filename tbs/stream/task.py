@@ -45,12 +45,12 @@ sub=p)``:
 The task checks the driver's counts against its own before and after every
 batch, so a disagreement stops the run instead of corrupting the STATE.
 """
-from __future__ import annotations
-
 import json
 import os
 
 import numpy as np
+
+from samplegen.udfs.rng import splitmix64
 
 from ..errors import TBSError
 from ..latent import partition_plan, select_for_downsample
@@ -60,9 +60,9 @@ from .decide import group_of
 from .points import layout, layout_plan, read_points
 from .storage import Store
 
-ROW_GROUP = 1 << 16          # rows per row group of written files (bounds the cost of reading a few rows)
-POINT_ROWS = 128             # more rows of one row group than this: decode it whole (measured, 6 columns
-                             # of 65,536 rows: 128 rows by offset 0.8 ms, 512 rows 2.8 ms, decoding 1.3 ms)
+ROW_GROUP = 1 << 16   # rows per row group of written files (bounds the cost of reading a few rows)
+POINT_ROWS = 128      # more rows of one row group than this: decode it whole (measured, 6 columns
+                      # of 65,536 rows: 128 rows by offset 0.8 ms, 512 rows 2.8 ms, decoding 1.3 ms)
 KEY_COLUMNS = ("_sg_batch", "_sg_row")
 IN_SAMPLE = "_sg_in_sample"
 _MASK32 = np.int64(0xFFFFFFFF)
@@ -89,41 +89,30 @@ def split_keys(keys):
     return keys >> 32, keys & _MASK32
 
 
-def splitmix64(x: np.ndarray) -> np.ndarray:
-    """SplitMix64's finalizer (a bijection of uint64), vectorized."""
-    z = x.astype(np.uint64, copy=True)
-    with np.errstate(over="ignore"):
-        z += np.uint64(0x9E3779B97F4A7C15)
-        z ^= z >> np.uint64(30)
-        z *= np.uint64(0xBF58476D1CE4E5B9)
-        z ^= z >> np.uint64(27)
-        z *= np.uint64(0x94D049BB133111EB)
-        z ^= z >> np.uint64(31)
-    return z
-
-
-def priorities(keys: np.ndarray, salt: int) -> np.ndarray:
-    """A fixed pseudo-random uint64 per item key (distinct keys, distinct values)."""
+def priorities(keys, salt):
+    """A fixed pseudo-random uint64 per item key (distinct keys, distinct values):
+    SplitMix64 of the key xor the seed's salt (:func:`.decide.output_salt`)."""
     return splitmix64(np.asarray(keys, dtype=np.int64).view(np.uint64) ^ np.uint64(salt))
 
 
 class Partition:
     """The reservoir partition in memory: sources, the F/R bitmaps, partials."""
 
-    def __init__(self, store: Store, p: int, writer_options: dict):
+    def __init__(self, store, p, writer_options):
         self.store = store
         self.p = p
         self.options = writer_options
-        self.sources = []                 # [{"path", "keys", "rows", "segs": [[batch, lo, hi]], "points"}]
+        # [{"path", "keys", "rows", "segs": [[batch, lo, hi]], "points"}]
+        self.sources = []
         self.n = 0                        # rows of all sources (and, during a batch, the new rows)
         self._F = np.zeros(0, dtype=bool)  # growable buffers behind the F and R bitmaps
         self._R = np.zeros(0, dtype=bool)
         self.partials = {}                # pid -> row
-        self.all_mode = True              # R = F plus extra_rows (S is every full item and some partials)
+        self.all_mode = True              # R = F plus extra_rows (S: full items, some partials)
         self.extra_rows = np.zeros(0, dtype=np.int64)   # rows in R that are not in F
         self.realized = 0                 # rows in R
         self._keys = {}                   # source index -> key array (lazily loaded)
-        self._fresh = None                # keys of the source written by this batch (kept in its structure)
+        self._fresh = None                # keys of this batch's new source (kept in its structure)
 
     @property
     def F(self):
@@ -138,7 +127,7 @@ class Partition:
     def _set(self, F, R):
         self._F, self._R, self.n = F, R, int(F.size)     # (load then sets n below the capacity)
 
-    def _append(self, count: int, full: bool) -> None:
+    def _append(self, count, full):
         """Add ``count`` rows (F = ``full``, R = False) without copying the bitmaps
         every batch (capacity grows geometrically)."""
         need = self.n + count
@@ -154,7 +143,7 @@ class Partition:
 
     # ------------------------------------------------------------------ persistence
     @classmethod
-    def load(cls, store, p, rel, writer_options, headroom: int = 0):
+    def load(cls, store, p, rel, writer_options, headroom=0):
         """The partition after the commit that references structure file ``rel``
         (None: empty), with room for ``headroom`` more rows in its bitmaps."""
         part = cls(store, p, writer_options)
@@ -163,13 +152,13 @@ class Partition:
         head, base = read_struct_header(store, rel)
         n = head["rows"]
         f_at, f_len = head["F"]
-        r_at, r_len = head.get("R", (f_at + f_len, f_len))     # (older structure files always hold R)
+        r_at, r_len = head.get("R", (f_at + f_len, f_len))   # (older structure files always hold R)
         bits = np.frombuffer(store.read_range(rel, base + f_at, f_len + r_len), dtype=np.uint8)
-        F = np.unpackbits(bits[:f_len], count=n + headroom).view(bool)      # zero-padded
+        F = _unpack(bits[:f_len], n + headroom)
         part.all_mode = bool(head["all_mode"])
         part.extra_rows = np.array(head["extra_rows"], dtype=np.int64)
-        if r_len:
-            R = np.unpackbits(bits[r_at - f_at:], count=n + headroom).view(bool)
+        if r_len or not n:
+            R = _unpack(bits[r_at - f_at:], n + headroom)
         elif part.all_mode:                 # S = the full items and the realized partial ones
             R = F.copy()
             R[part.extra_rows] = True
@@ -183,18 +172,18 @@ class Partition:
         if sum(s["rows"] for s in part.sources) != n:
             raise TBSError(f"corrupt STATE: {rel} does not match its sources")
         if int(np.count_nonzero(R)) != part.realized:
-            raise TBSError(f"corrupt STATE: {rel} marks {int(np.count_nonzero(R))} rows as sampled, "
-                           f"its header {part.realized}")
+            raise TBSError(f"corrupt STATE: {rel} marks {int(np.count_nonzero(R))} rows as "
+                           f"sampled, its header {part.realized}")
         return part
 
     def save(self, rel):
         pids = sorted(self.partials)
         fresh = np.zeros(0, dtype=np.int64) if self._fresh is None else self._fresh
-        self.store.write_bytes(rel, struct_bytes(
-            {"rows": int(self.F.size), "pids": pids, "prows": [self.partials[i] for i in pids],
-             "sources": self.sources, "all_mode": self.all_mode, "extra_rows": self.extra_rows.tolist(),
-             "realized": self.realized}, np.packbits(self.F),
-            None if self.all_mode else np.packbits(self.R), fresh))     # (all mode: R = F + extra_rows)
+        head = {"rows": int(self.F.size), "pids": pids, "prows": [self.partials[i] for i in pids],
+                "sources": self.sources, "all_mode": self.all_mode,
+                "extra_rows": self.extra_rows.tolist(), "realized": self.realized}
+        r_bits = None if self.all_mode else np.packbits(self.R)   # (all mode: R = F + extra_rows)
+        self.store.write_bytes(rel, struct_bytes(head, np.packbits(self.F), r_bits, fresh))
         self._fresh = None
 
     # ------------------------------------------------------------------ rows
@@ -204,7 +193,7 @@ class Partition:
             out.append(out[-1] + s["rows"])
         return out
 
-    def keys(self, rows: np.ndarray) -> np.ndarray:
+    def keys(self, rows):
         """Keys of the given global rows (in any order; the keys follow it).
         Each source's keys are mapped once per task.  The rows are grouped by
         source: sorted rows as they are; almost sorted ones (evictions drawn
@@ -249,8 +238,8 @@ class Partition:
         (no header to parse: this runs for every source a batch touches)."""
         got = self.store.map_tail(source["keys"], source["rows"], len(_MAGIC))
         if got is None or got[1] != _MAGIC:
-            raise TBSError(f"corrupt STATE: {source['keys']} does not hold the {source['rows']} keys of "
-                           f"{source['path']}")
+            raise TBSError(f"corrupt STATE: {source['keys']} does not hold the {source['rows']} "
+                           f"keys of {source['path']}")
         return got[0]
 
     def group_ranges(self, mapping):
@@ -266,7 +255,7 @@ class Partition:
                     mine.append((off[i] + lo, off[i] + hi))
         return ranges
 
-    def group_rows(self, ranges, gid, only_group: bool = False):
+    def group_rows(self, ranges, gid, only_group=False):
         """The full rows of group ``gid``.  ``only_group``: it is the only group
         (rows outside the source segments -- copies -- are never full), so
         one pass over F without slicing and concatenating."""
@@ -281,7 +270,7 @@ class Partition:
             return parts[0]
         return np.concatenate(parts) if parts else np.zeros(0, dtype=np.int64)
 
-    def read(self, rows: np.ndarray, label: str):
+    def read(self, rows, label):
         """The data (all columns and keys) of the given global rows, in that order."""
         rows = np.asarray(rows, dtype=np.int64)
         order = np.argsort(rows, kind="stable")
@@ -292,7 +281,7 @@ class Partition:
         inverse[order] = np.arange(order.size)
         return stack(parts, inverse)
 
-    def read_parts(self, rows: np.ndarray, label: str) -> list:
+    def read_parts(self, rows, label):
         """The data of the given global rows (sorted), in that order, as parts for :func:`stack`."""
         off = self.offsets()
         parts = []
@@ -303,8 +292,8 @@ class Partition:
         return parts
 
     # ------------------------------------------------------------------ one batch
-    def apply(self, key: int, plan: dict, batch: dict, bounds, op: dict, expect: int, salt: int,
-              compact: bool) -> dict:
+    def apply(self, key, plan, batch, bounds, op, expect, salt,
+              compact):
         import pandas as pd
         k = plan["k"]
         p = self.p
@@ -319,9 +308,10 @@ class Partition:
         for gid, n_exp, moved, pid in op["moves"]:
             rows = self.group_rows(ranges, gid, single)
             if rows.size != n_exp:
-                raise TBSError(f"corrupt STATE: partition {p} holds {rows.size} full items of group {gid}, "
-                               f"the driver expects {n_exp}")
-            mode, pos, ppos = select_for_downsample(rng, n_exp, partition_plan(n_exp, moved, int(pid >= 0)))
+                raise TBSError(f"corrupt STATE: partition {p} holds {rows.size} full items of "
+                               f"group {gid}, the driver expects {n_exp}")
+            plan_p = partition_plan(n_exp, moved, int(pid >= 0))
+            mode, pos, ppos = select_for_downsample(rng, n_exp, plan_p)
             if mode == "remove":
                 gone = rows[pos]
                 self.F[gone] = False
@@ -355,6 +345,10 @@ class Partition:
         n_new = int(chosen.size)
         new_keys = (np.int64(k) << 32) | (chosen + lo).astype(np.int64)
         columns = {name: df[name].to_numpy()[chosen] for name in df.columns}
+        if not n_new:   # an empty batch file may type text columns as float: keep the STATE's types
+            for name in self.options.get("object_encoding") or ():
+                if name in columns and columns[name].dtype != object:
+                    columns[name] = columns[name].astype(object)
         columns[KEY_COLUMNS[0]], columns[KEY_COLUMNS[1]] = split_keys(new_keys)
         base = self.n
         self._append(n_new, True)
@@ -373,8 +367,8 @@ class Partition:
                 self.F[row] = True
         full_now = int(np.count_nonzero(self.F))
         if full_now != expect:
-            raise TBSError(f"corrupt STATE: partition {p} holds {full_now} full items after batch {k}, "
-                           f"the driver expects {expect}")
+            raise TBSError(f"corrupt STATE: partition {p} holds {full_now} full items after "
+                           f"batch {k}, the driver expects {expect}")
 
         # 4-5. the realized sample and the delta.  In "all" mode S is the full items
         # plus some partial items, so only rows touched above, partial items and
@@ -384,10 +378,12 @@ class Partition:
         union = np.array([self.partials[i] for i in out["union"]], dtype=np.int64)
         special = np.concatenate([extra, union])
         if out["mode"] == "all" and self.all_mode:
-            small = np.unique(np.concatenate([np.array(pid_rows, dtype=np.int64), special, self.extra_rows]))
+            small = np.unique(np.concatenate([np.array(pid_rows, dtype=np.int64), special,
+                                              self.extra_rows]))
             lefts, enters = [], []
             for cand in (np.concatenate(touched) if touched else small[:0], small[small < base]):
-                now = self.F[cand] | np.isin(cand, special)  # (a row of both lists changes in the first)
+                # (a row of both lists changes in the first)
+                now = self.F[cand] | np.isin(cand, special)
                 was = self.R[cand]
                 lefts.append(cand[was & ~now])
                 enters.append(cand[now & ~was])
@@ -455,10 +451,10 @@ class Partition:
         out[~old] = new_keys[rows[~old] - base]
         return out
 
-    def files(self) -> list:
+    def files(self):
         return sorted({s["path"] for s in self.sources} | {s["keys"] for s in self.sources})
 
-    def compact(self, k, label) -> str:
+    def compact(self, k, label):
         """Rewrite the partition's items as one snapshot source (ordered by
         arrival batch), dropping dead rows and copies."""
         live = self.F.copy()
@@ -480,7 +476,8 @@ class Partition:
         cuts = np.flatnonzero(np.diff(batches)) + 1
         starts = np.concatenate([[0], cuts]).astype(np.int64)
         ends = np.concatenate([cuts, [rows.size]]).astype(np.int64)
-        segs = [[int(batches[a]), int(a), int(b)] for a, b in zip(starts, ends)] if rows.size else []
+        segs = ([[int(batches[a]), int(a), int(b)] for a, b in zip(starts, ends)]
+                if rows.size else [])
         position = np.full(self.F.size, -1, dtype=np.int64)
         position[rows] = np.arange(rows.size)
         self.partials = {pid: int(position[row]) for pid, row in self.partials.items()}
@@ -493,15 +490,24 @@ class Partition:
         return path
 
 
-_ALMOST = 64      # fewer descents than one per this many values: almost sorted (a merge sort is fast)
+def _unpack(bits, size):
+    """A packed bitmap as ``size`` bools, zero-padded.  (numpy's unpackbits
+    pads with zeros, except that for an empty input it returns uninitialized
+    memory -- numpy 2.4 -- hence the special case.)"""
+    if not bits.size:
+        return np.zeros(size, dtype=bool)
+    return np.unpackbits(bits, count=size).view(bool)
 
 
-def _descents(values: np.ndarray) -> int:
+_ALMOST = 64  # fewer descents than one per this many values: almost sorted (a merge sort is fast)
+
+
+def _descents(values):
     """How many times ``values`` goes down from one element to the next."""
     return int(np.count_nonzero(values[1:] < values[:-1]))
 
 
-def _ascending(pos: np.ndarray, size: int) -> np.ndarray:
+def _ascending(pos, size):
     """Distinct positions in ``range(size)`` in ascending order: a merge sort
     when they come almost sorted (drawn by skips: it runs through the sorted
     stretches), else a pass over a mask (random order: sorting 37,000 of
@@ -517,7 +523,7 @@ def _ascending(pos: np.ndarray, size: int) -> np.ndarray:
 _MAGIC = b"SGTBSP1\n"
 
 
-def struct_bytes(head: dict, f_bits, r_bits, keys) -> bytes:
+def struct_bytes(head, f_bits, r_bits, keys):
     """A structure file: magic, the length of a JSON header, the header, then
     the F bitmap, the R bitmap (packed bits; absent -- None -- when S is every
     full item plus the realized partial ones, which the header lists) and the
@@ -544,11 +550,14 @@ def read_struct_header(store, rel):
         raise TBSError(f"corrupt STATE: {rel} is not a partition structure file")
     size = int.from_bytes(first[len(_MAGIC):len(_MAGIC) + 8], "little")
     start = len(_MAGIC) + 8
-    text = first[start:start + size] if start + size <= len(first) else store.read_range(rel, start, size)
+    if start + size <= len(first):
+        text = first[start:start + size]
+    else:
+        text = store.read_range(rel, start, size)
     return json.loads(text), start + size
 
 
-def _source_parts(store, source, local_rows, label) -> list:
+def _source_parts(store, source, local_rows, label):
     """Rows (local indices, sorted) of one source as parts for :func:`stack`,
     only from the row groups that hold them -- by offset where the layout
     allows (:mod:`.points`; the layout is found on the first read and kept in
@@ -584,7 +593,8 @@ def _source_parts(store, source, local_rows, label) -> list:
                     pf = store.open_parquet(path)
                 parts.append(pf[g:g + 1].to_pandas(columns=columns, index=False).take(sel))
     except Exception as exc:
-        raise TBSError(f"{label}: cannot read {store.uri(path)} ({type(exc).__name__}: {exc})") from None
+        raise TBSError(f"{label}: cannot read {store.uri(path)} "
+                       f"({type(exc).__name__}: {exc})") from None
     finally:
         if fd is not None:
             os.close(fd)
@@ -605,7 +615,8 @@ def stack(parts, order=None):
                                                    for t in dtypes[0].values()):
         columns = {}
         for name in dtypes[0]:
-            arrays = [part[name] if isinstance(part, dict) else part[name].to_numpy() for part in parts]
+            arrays = [part[name] if isinstance(part, dict) else part[name].to_numpy()
+                      for part in parts]
             values = arrays[0] if len(arrays) == 1 else np.concatenate(arrays)
             columns[name] = values if order is None else values[order]
         return pd.DataFrame(columns, copy=False)
@@ -622,7 +633,7 @@ def empty_frame(store, sources, label):
     return pf[0:0].to_pandas(index=False).drop(columns=[IN_SAMPLE], errors="ignore")
 
 
-def run_partition(plan: dict, p: int, store: Store | None = None) -> list:
+def run_partition(plan, p, store=None):
     """Process every batch of ``plan`` for partition ``p``; returns one summary per batch.
 
     This is the whole work of a task, whatever the runner (in-process, mrjob
@@ -637,8 +648,8 @@ def run_partition(plan: dict, p: int, store: Store | None = None) -> list:
     key = int(plan["key"])
     summaries = []
     for bp, batch in zip(plan["batches"], plan["batch_info"]):
-        summaries.append(part.apply(key, bp, batch, batch["bounds"][p], bp["ops"][p], bp["expect"][p],
-                                    int(plan["salt"]), bp["compact"]))
+        summaries.append(part.apply(key, bp, batch, batch["bounds"][p], bp["ops"][p],
+                                    bp["expect"][p], int(plan["salt"]), bp["compact"]))
     if not shared:
         store.sync()
     return summaries
