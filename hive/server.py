@@ -187,7 +187,7 @@ def _wait(pid, port, p, timeout, log, proc=None):
             log(f"HiveServer2 is up on 127.0.0.1:{port}")
             return pid, port
         if proc is not None and proc.poll() is not None or not _alive(pid):
-            raise ServerError(f"HiveServer2 exited during startup; last log lines:\n"
+            raise ServerError("HiveServer2 exited during startup; last log lines:\n"
                               + _tail(p["log"]))
         time.sleep(1.0)
     _stop(pid)
@@ -238,8 +238,8 @@ def down(workdir, log=print):
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(prog="python -m samplegen.hive.server", description=__doc__.split(
-        "\n\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m samplegen.hive.server",
+                                     description=__doc__.split("\n\n")[0])
     parser.add_argument("action", choices=("up", "down", "status"))
     parser.add_argument("--workdir", default=os.path.join("work", "hive"))
     parser.add_argument("--port", type=int, default=int(os.environ.get("HIVE_PORT",

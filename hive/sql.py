@@ -48,7 +48,8 @@ def identifier(value, what="table name", qualified=True):
     pattern = _QUALIFIED if qualified else IDENTIFIER
     if not isinstance(value, str) or not pattern.fullmatch(value):
         raise UnsafeValue(f"invalid {what} {value!r}: use letters, digits and _ "
-                          f"(not starting with a digit){', optionally db.name' if qualified else ''}")
+                          f"(not starting with a digit)"
+                          f"{', optionally db.name' if qualified else ''}")
     return value
 
 

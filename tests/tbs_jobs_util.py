@@ -1,6 +1,4 @@
 """Helpers for the micro-batch job tests: synthetic batches, reading deltas."""
-from __future__ import annotations
-
 import glob
 import os
 
@@ -19,7 +17,8 @@ def batch_frame(k, size, seed=0):
                          "w": rng.random(size).astype(np.float32)})
 
 
-def write_batch(folder, k, size, seed=0, time=None, as_dir=False, files=1, row_group=None, frame=None):
+def write_batch(folder, k, size, seed=0, time=None, as_dir=False, files=1, row_group=None,
+                frame=None):
     """Write batch k as a file ``batch-<k>.parquet`` or a directory ``batch-<k>/``
     of ``files`` part files plus ``_SUCCESS``; ``time`` goes into the key-value
     metadata ``samplegen.time``."""
@@ -37,7 +36,8 @@ def write_batch(folder, k, size, seed=0, time=None, as_dir=False, files=1, row_g
     os.makedirs(d, exist_ok=True)
     bounds = np.linspace(0, len(df), files + 1).astype(int)
     for i in range(files):
-        fastparquet.write(os.path.join(d, f"part-{i:05d}.parquet"), df.iloc[bounds[i]:bounds[i + 1]], **opts)
+        fastparquet.write(os.path.join(d, f"part-{i:05d}.parquet"),
+                          df.iloc[bounds[i]:bounds[i + 1]], **opts)
     open(os.path.join(d, "_SUCCESS"), "w").close()
     return df
 
@@ -46,7 +46,8 @@ def write_batches(folder, sizes, start=1, seed=0, times=None, dirs=()):
     frames = {}
     for i, size in enumerate(sizes):
         k = start + i
-        frames[k] = write_batch(folder, k, size, seed=seed, time=None if times is None else times[i],
+        frames[k] = write_batch(folder, k, size, seed=seed,
+                                time=None if times is None else times[i],
                                 as_dir=k in dirs, files=2 if k in dirs else 1,
                                 row_group=max(1, size // 3) if size else None)
     return frames

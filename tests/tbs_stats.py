@@ -5,8 +5,6 @@ Each statistical test in the tbs suite uses a fixed seed and a stated
 family-wise significance level; with Bonferroni correction a family of m
 comparisons at level ALPHA rejects a single comparison when p < ALPHA / m.
 """
-from __future__ import annotations
-
 import math
 
 import numpy as np
@@ -17,7 +15,7 @@ from tests.stats import chisq_sf as chi2_sf
 from tests.stats import normal_two_sided as two_sided_p
 
 
-def chi2_gof(observed, expected) -> tuple[float, float]:
+def chi2_gof(observed, expected):
     """Pearson goodness-of-fit statistic and p-value (dof = cells - 1)."""
     observed = np.asarray(observed, dtype=np.float64)
     expected = np.asarray(expected, dtype=np.float64)
@@ -25,7 +23,7 @@ def chi2_gof(observed, expected) -> tuple[float, float]:
     return stat, chi2_sf(stat, observed.size - 1)
 
 
-def mean_z(values, expected: float) -> float:
+def mean_z(values, expected):
     """z statistic of the mean of i.i.d. replicate values against ``expected``
     (standard error from the sample variance)."""
     values = np.asarray(values, dtype=np.float64)

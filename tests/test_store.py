@@ -1,5 +1,4 @@
 """Matrix directories: writing, reading, completeness, atomic outputs."""
-import json
 import os
 
 import numpy as np
@@ -97,7 +96,8 @@ def test_direct_writer_writes_exactly_the_bytes(tmp_path, monkeypatch, direct):
         pieces = [rng.bytes(int(n)) for n in lens]
         path = str(tmp_path / f"part-{i}")
         writer = fs.LOCAL.open_atomic(path, direct=True)
-        assert isinstance(writer, fs._DirectLocalWriter) == (direct == "1" and hasattr(os, "O_DIRECT"))
+        assert (isinstance(writer, fs._DirectLocalWriter)
+                == (direct == "1" and hasattr(os, "O_DIRECT")))
         for piece in pieces:
             writer.write(piece)
         assert not os.path.exists(path)
@@ -113,6 +113,7 @@ def test_direct_writer_writes_exactly_the_bytes(tmp_path, monkeypatch, direct):
 def test_direct_writer_falls_back_where_refused(tmp_path, monkeypatch):
     """A filesystem that refuses O_DIRECT writes (EINVAL) gets ordinary writes."""
     import errno
+
     from samplegen.jobs import fs
     if not hasattr(os, "O_DIRECT"):
         pytest.skip("no O_DIRECT on this platform")

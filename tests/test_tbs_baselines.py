@@ -9,9 +9,16 @@ import math
 import numpy as np
 import pytest
 
-from samplegen.tbs import RTBS, BatchedReservoir, BChao, Exponential, Polynomial, SlidingWindow, TBSError
+from samplegen.tbs import (
+    RTBS,
+    BatchedReservoir,
+    BChao,
+    Exponential,
+    Polynomial,
+    SlidingWindow,
+    TBSError,
+)
 from tests.tbs_stats import ALPHA, assert_means, chi2_gof, feed
-
 
 # ----------------------------------------------------------------------------- batched reservoir
 
@@ -37,7 +44,7 @@ def test_batched_reservoir_inclusion_and_size():
     hits = np.zeros((reps, sum(sizes)))
     for r in range(reps):
         s = BatchedReservoir(10, seed=r)
-        for k, seen in enumerate(feed(s, sizes)):
+        for _k, seen in enumerate(feed(s, sizes)):
             assert s.sample().size == min(seen, 10) == s.sample_weight
         hits[r, s.sample()] = 1
     assert s.total_weight == sum(sizes)
@@ -68,7 +75,7 @@ def test_sliding_window_keeps_the_last_n_items():
     rng = np.random.default_rng(3)
     s = SlidingWindow(25)
     stream = []
-    for k in range(300):
+    for _ in range(300):
         b = int(rng.choice([0, 1, 7, 24, 25, 26, 60]))
         batch = np.arange(len(stream), len(stream) + b)
         stream.extend(batch.tolist())

@@ -64,10 +64,12 @@ def test_gamma_of_custom_callables_to_stated_precision():
 
 
 def test_tail_sum_consistency():
-    for d in (Exponential(0.3), Polynomial(2, shift=10), CustomDecay(lambda a: (11 / (11 + a)) ** 2)):
+    for d in (Exponential(0.3), Polynomial(2, shift=10),
+              CustomDecay(lambda a: (11 / (11 + a)) ** 2)):
         # tail(a) = f(a) + tail(a + delta)
         for a in (0.0, 2.5, 40.0):
-            assert d.tail_sum(a, 0.5) == pytest.approx(float(d(a)) + d.tail_sum(a + 0.5, 0.5), rel=1e-10)
+            assert d.tail_sum(a, 0.5) == pytest.approx(float(d(a)) + d.tail_sum(a + 0.5, 0.5),
+                                                       rel=1e-10)
 
 
 def test_age_below_and_hazard():

@@ -29,7 +29,7 @@ import shutil
 import numpy as np
 import pytest
 
-from samplegen.tbs import RTBS, TTBS, Polynomial, Exponential
+from samplegen.tbs import RTBS, TTBS, Exponential, Polynomial
 from samplegen.tbs.stream import current_sample, run, status
 from samplegen.tbs.stream.batches import describe, list_batches, partition_bounds
 from tests.tbs_jobs_util import write_batches
@@ -46,11 +46,12 @@ CASES = {
                  lambda: RTBS(50, Exponential(0.4), seed=0)),
     "rtbs-exp-unsaturated": (dict(algorithm="rtbs", decay="exp", size=400, **{"lambda": 0.4}),
                              lambda: RTBS(400, Exponential(0.4), seed=0)),
-    "rtbs-poly": (dict(algorithm="rtbs", decay="poly", size=30, power=2.0, shift=1.0, delta1=0.01, delta2=0.5,
-                       max_weight=60.0),
+    "rtbs-poly": (dict(algorithm="rtbs", decay="poly", size=30, power=2.0, shift=1.0, delta1=0.01,
+                       delta2=0.5, max_weight=60.0),
                   lambda: RTBS(30, Polynomial(2.0, shift=1.0), seed=0, delta1=0.01, delta2=0.5,
                                max_weight=60.0)),
-    "ttbs-poly": (dict(algorithm="ttbs", decay="poly", size=40, power=2.0, shift=1.0, mean_batch_size=60.0),
+    "ttbs-poly": (dict(algorithm="ttbs", decay="poly", size=40, power=2.0, shift=1.0,
+                       mean_batch_size=60.0),
                   lambda: TTBS(40, Polynomial(2.0, shift=1.0), 60.0, seed=0)),
 }
 
@@ -118,12 +119,16 @@ def test_inclusion_frequencies_match_the_theory(tmp_path, name):
             if params["decay"] == "exp":
                 assert size in (math.floor(weight), math.ceil(weight))
     if name == "rtbs-exp-unsaturated":
-        # C_k = W_k is fractional: the partial item is in S_k with probability frac(C_k), so E|S_k| = C_k
+        # C_k = W_k is fractional: the partial item is in S_k with probability frac(C_k),
+        # so E|S_k| = C_k
         assert ref.sample_weight % 1 > 0.05 and ref.sample_weight < params["size"]
-        assert_means(np.column_stack([counts, sizes]), np.append(expected, ref.sample_weight), alpha=ALPHA,
+        assert_means(np.column_stack([counts, sizes]), np.append(expected, ref.sample_weight),
+                     alpha=ALPHA,
                      what=f"{name}: sampled items of (batch, partition, half), then |S_k|")
     elif name == "rtbs-poly":
         assert np.all(sizes == params["size"])          # capped at n
-        assert_means(counts, expected, alpha=ALPHA, what=f"{name}: sampled items of (batch, partition, half)")
+        assert_means(counts, expected, alpha=ALPHA,
+                     what=f"{name}: sampled items of (batch, partition, half)")
     else:
-        assert_means(counts, expected, alpha=ALPHA, what=f"{name}: sampled items of (batch, partition, half)")
+        assert_means(counts, expected, alpha=ALPHA,
+                     what=f"{name}: sampled items of (batch, partition, half)")

@@ -16,8 +16,19 @@ import math
 import numpy as np
 import pytest
 
-from samplegen.tbs.latent import (PARTIAL_FULL, PARTIAL_KEEP, PARTIAL_NONE, LatentSample, apply_downsample,
-                        apply_union, get_sample, plan_downsample, plan_downsample_many, plan_union, snap)
+from samplegen.tbs.latent import (
+    PARTIAL_FULL,
+    PARTIAL_KEEP,
+    PARTIAL_NONE,
+    LatentSample,
+    apply_downsample,
+    apply_union,
+    get_sample,
+    plan_downsample,
+    plan_downsample_many,
+    plan_union,
+    snap,
+)
 from samplegen.tbs.randomness import batch_generator, derive_key
 from tests.tbs_stats import assert_means
 
@@ -57,7 +68,8 @@ def test_downsample_decisions_scale_inclusion_exactly(case):
         p_full = np.mean((keep + to_p * frac_new) / n_full)
         assert p_full == pytest.approx(theta, abs=3 / GRID)
     if has_p:
-        p_part = np.mean(np.where(old == PARTIAL_FULL, 1.0, np.where(old == PARTIAL_KEEP, frac_new, 0.0)))
+        p_part = np.mean(np.where(old == PARTIAL_FULL, 1.0,
+                                  np.where(old == PARTIAL_KEEP, frac_new, 0.0)))
         assert p_part == pytest.approx(theta * (c - n_full), abs=3 / GRID)
 
 
@@ -72,13 +84,16 @@ def test_downsample_plan_structure():
     new_c, keep, to_p, old = plan_downsample_many(n_full, has_p, c, theta, u)
     full_after = keep + (old == PARTIAL_FULL)
     assert np.all(full_after == np.floor(new_c))                      # floor(C') full items
-    assert np.all((to_p + (old == PARTIAL_KEEP) == 1) == (new_c > np.floor(new_c)))  # partial iff fractional
+    # partial iff fractional
+    assert np.all((to_p + (old == PARTIAL_KEEP) == 1) == (new_c > np.floor(new_c)))
     assert np.all(keep >= 0) and np.all(keep + to_p <= n_full)        # only existing items move
-    assert np.all(~has_p <= (old == PARTIAL_NONE))                    # no partial -> nothing to keep
+    # no partial -> nothing to keep
+    assert np.all(~has_p <= (old == PARTIAL_NONE))
     assert np.all(new_c <= c + 1e-12)
     # The scalar implementation takes exactly the same decisions.
     for i in range(0, m, 7):
-        p = plan_downsample(int(n_full[i]), bool(has_p[i]), float(c[i]), float(theta[i]), float(u[i]))
+        p = plan_downsample(int(n_full[i]), bool(has_p[i]), float(c[i]), float(theta[i]),
+                            float(u[i]))
         assert (p.weight, p.keep_full, p.to_partial, p.old_partial) == \
             (new_c[i], keep[i], to_p[i], old[i])
 
@@ -159,7 +174,8 @@ def test_union_decisions_preserve_inclusion_exactly(case):
         assert math.floor(plan.weight) == n1 + n2 + len(plan.to_full)
     for which, has, c, n in ((1, h1, c1, n1), (2, h2, c2, n2)):
         if has:
-            p = np.mean([(which in pl.to_full) + (pl.partial == which) * (pl.weight - math.floor(pl.weight))
+            p = np.mean([(which in pl.to_full)
+                         + (pl.partial == which) * (pl.weight - math.floor(pl.weight))
                          for pl in plans])
             assert p == pytest.approx(c - n, abs=3 * 64 / GRID)
 
@@ -176,8 +192,8 @@ def test_union_application_theorem_4_2():
             rng = batch_generator(key, r, 0, sub=ci)
             l1, l2 = _latent(c1), _latent(c2, offset=100)
             before = _inclusion_values(l1, ids) + _inclusion_values(l2, ids)
-            plan = plan_union(l1.size, l1.has_partial, l1.weight, l2.size, l2.has_partial, l2.weight,
-                              1.0 - rng.random())
+            plan = plan_union(l1.size, l1.has_partial, l1.weight, l2.size, l2.has_partial,
+                              l2.weight, 1.0 - rng.random())
             out = apply_union(l1, l2, plan)
             _check_latent(out, ids)
             assert out.weight == pytest.approx(c1 + c2, abs=1e-12)
@@ -202,8 +218,9 @@ def test_iterated_union_and_getsample():
         acc = _latent(weights[0])
         for i, w in enumerate(weights[1:], start=1):
             other = _latent(w, 10 * i)
-            acc = apply_union(acc, other, plan_union(acc.size, acc.has_partial, acc.weight, other.size,
-                                                     other.has_partial, other.weight, 1.0 - rng.random()))
+            acc = apply_union(acc, other, plan_union(acc.size, acc.has_partial, acc.weight,
+                                                     other.size, other.has_partial, other.weight,
+                                                     1.0 - rng.random()))
         sample = get_sample(acc, 1.0 - rng.random())
         assert sample.size in (math.floor(total), math.ceil(total))
         hits[r] = np.isin(ids, sample)
@@ -236,7 +253,8 @@ def test_union_many_equals_folded_union():
     rng = np.random.default_rng(8)
     for trial in range(300):
         m = int(rng.integers(1, 12))
-        weights = np.where(rng.random(m) < 0.3, rng.integers(0, 4, m).astype(float), rng.uniform(0, 4, m))
+        weights = np.where(rng.random(m) < 0.3, rng.integers(0, 4, m).astype(float),
+                           rng.uniform(0, 4, m))
         if trial % 5 == 0:                      # fractions summing to exactly one
             weights[:2] = [1.25, 2.75][: min(m, 2)]
         n_full = np.floor(weights).astype(int)
@@ -244,7 +262,8 @@ def test_union_many_equals_folded_union():
         u = 1.0 - rng.random(m)
         n1, h1, c1, owner, promoted = 0, False, 0.0, -1, []
         for i in range(m):
-            plan = plan_union(n1, h1, c1, int(n_full[i]), bool(has_p[i]), float(weights[i]), float(u[i]))
+            plan = plan_union(n1, h1, c1, int(n_full[i]), bool(has_p[i]), float(weights[i]),
+                              float(u[i]))
             promoted += [owner if w == 1 else i for w in plan.to_full]
             owner = owner if plan.partial == 1 else (i if plan.partial == 2 else -1)
             n1 = n1 + int(n_full[i]) + len(plan.to_full)

@@ -225,14 +225,18 @@ def test_structured_items():
 @pytest.mark.parametrize("kwargs, message", [
     (dict(n=0, decay=Exponential(0.1)), "n must be an integer >= 1, got 0"),
     (dict(n=2.5, decay=Exponential(0.1)), "n must be an integer >= 1, got 2.5"),
-    (dict(n=10, decay=Polynomial(2), max_weight=5), "max_weight must be a finite number >= 10, got 5"),
+    (dict(n=10, decay=Polynomial(2), max_weight=5),
+     "max_weight must be a finite number >= 10, got 5"),
     (dict(n=10, decay=Polynomial(2), delta1=1.5),
      "delta1 must be a finite number > 0 and < 1, got 1.5"),
     (dict(n=10, decay=Polynomial(2, shift=10), consolidation_rate=0.01),
      "consolidation_rate must be >= 0.0181818"),
-    (dict(n=10, decay=Exponential(0.1), max_weight=20), "max_weight applies only to the general algorithm"),
-    (dict(n=10, decay=Polynomial(2), algorithm="exponential"), "algorithm='exponential' needs an Exponential"),
-    (dict(n=10, decay=Polynomial(2), algorithm="fast"), "algorithm must be 'auto', 'exponential' or 'general'"),
+    (dict(n=10, decay=Exponential(0.1), max_weight=20),
+     "max_weight applies only to the general algorithm"),
+    (dict(n=10, decay=Polynomial(2), algorithm="exponential"),
+     "algorithm='exponential' needs an Exponential"),
+    (dict(n=10, decay=Polynomial(2), algorithm="fast"),
+     "algorithm must be 'auto', 'exponential' or 'general'"),
 ])
 def test_constructor_errors(kwargs, message):
     with pytest.raises(TBSError) as info:
@@ -245,9 +249,11 @@ def test_update_errors_leave_state_untouched():
     s.update(np.arange(3), time=2.0)
     with pytest.raises(TBSError, match="time must increase from batch to batch, got 2.0 after 2.0"):
         s.update(np.arange(3, 6), time=2.0)
-    with pytest.raises(TBSError, match=r"items must be a 1-D numpy array, got an array of shape \(2, 2\)"):
+    with pytest.raises(TBSError,
+                       match=r"items must be a 1-D numpy array, got an array of shape \(2, 2\)"):
         s.update(np.zeros((2, 2)))
-    with pytest.raises(TBSError, match="items must have dtype int64 like the earlier batches, got <U1"):
+    with pytest.raises(TBSError,
+                       match="items must have dtype int64 like the earlier batches, got <U1"):
         s.update(np.array(["a"]))
     with pytest.raises(TBSError, match="time must be a finite number, got inf"):
         s.update(np.arange(2), time=float("inf"))

@@ -11,8 +11,18 @@ import json
 import numpy as np
 import pytest
 
-from samplegen.tbs import (BTBS, RTBS, TTBS, BatchedReservoir, BChao, CustomDecay, Exponential, Polynomial,
-                 SlidingWindow, TBSError)
+from samplegen.tbs import (
+    BTBS,
+    RTBS,
+    TTBS,
+    BatchedReservoir,
+    BChao,
+    CustomDecay,
+    Exponential,
+    Polynomial,
+    SlidingWindow,
+    TBSError,
+)
 
 RECORD = np.dtype([("id", np.int64), ("x", np.float32), ("tag", "S2")])
 
@@ -119,7 +129,8 @@ def test_wrong_or_corrupt_state_is_rejected():
     s = RTBS(20, Exponential(0.1), seed=1)
     s.update(np.arange(30))
     arrays, meta = s.to_state()
-    with pytest.raises(TBSError, match="state must come from TTBS.to_state\\(\\), got class 'RTBS'"):
+    with pytest.raises(TBSError,
+                       match="state must come from TTBS.to_state\\(\\), got class 'RTBS'"):
         TTBS.from_state(arrays, meta)
     with pytest.raises(TBSError, match="state arrays must contain 'full'"):
         RTBS.from_state({}, meta)
