@@ -292,24 +292,42 @@ class Partition:
         return parts
 
     # ------------------------------------------------------------------ one batch
-    def apply(self, key, plan, batch, bounds, op, expect, salt,
-              compact):
-        import pandas as pd
+    def apply(self, key, plan, batch, bounds, op, expect, salt, compact):
+        """Apply the driver's decisions for one batch (steps 1-6 above); returns its summary."""
         k = plan["k"]
         p = self.p
         label = f"batch {batch['name']} (partition {p})"
         rng = batch_generator(key, k, STREAM_APPLY, sub=p)
-        ranges = self.group_ranges(plan["mapping"])
-        touched = []                       # old rows whose F may change in this batch
-        pid_rows = []                      # rows of partial items promoted or dropped
+        touched = self._evict(rng, plan["mapping"], op["moves"])
+        chosen, ppos, new_keys, columns = self._read_new(rng, k, batch, bounds, op, label)
+        base = self._add_new(chosen, op["take_pid"], ppos)
+        pid_rows = self._settle_partials(op["partials"])
+        full_now = self._count_full(k, expect)
+        left, enter = self._realize(op["out"], touched, pid_rows, base, new_keys, salt)
+        in_df, in_keys, out_keys = self._delta_tables(base, columns, new_keys, left, enter, label)
+        self._write_delta(k, in_df, out_keys)
+        n_new = int(chosen.size)
+        n_copies = self._add_source(k, in_df, in_keys, n_new)
+        summary = {"k": k, "p": p, "in": delta_in(k, p), "in_rows": len(in_df), "new": n_new,
+                   "copies": n_copies, "out": delta_out(k, p), "out_rows": int(out_keys.size),
+                   "snapshot": None}
+        if compact:                                         # step 6
+            summary["snapshot"] = self.compact(k, label)
+        self.save(struct_file(k, p))
+        summary.update(struct=struct_file(k, p), files=self.files(), full=full_now,
+                       realized=self.realized, stored=full_now + len(self.partials))
+        return summary
 
-        # 1. evictions per group
-        single = plan["mapping"]["mode"] == "single"
-        for gid, n_exp, moved, pid in op["moves"]:
+    def _evict(self, rng, mapping, moves):
+        """Step 1: clear the full items each group moves out here; returns the rows changed."""
+        ranges = self.group_ranges(mapping)
+        single = mapping["mode"] == "single"
+        touched = []                       # old rows whose F may change in this batch
+        for gid, n_exp, moved, pid in moves:
             rows = self.group_rows(ranges, gid, single)
             if rows.size != n_exp:
-                raise TBSError(f"corrupt STATE: partition {p} holds {rows.size} full items of "
-                               f"group {gid}, the driver expects {n_exp}")
+                raise TBSError(f"corrupt STATE: partition {self.p} holds {rows.size} full items "
+                               f"of group {gid}, the driver expects {n_exp}")
             plan_p = partition_plan(n_exp, moved, int(pid >= 0))
             mode, pos, ppos = select_for_downsample(rng, n_exp, plan_p)
             if mode == "remove":
@@ -322,98 +340,116 @@ class Partition:
                 touched.append(rows)
             if pid >= 0:
                 self.partials[pid] = int(rows[ppos])
+        return touched
 
-        # 2. the new rows from this partition's slice of the batch
+    def _read_new(self, rng, k, batch, bounds, op, label):
+        """Step 2: choose and read the slice's rows that enter: (rows, partial's, keys, columns)."""
         lo, hi = bounds
-        b_p = hi - lo
-        take, take_pid = op["take"], op["take_pid"]
-        tp = int(take_pid >= 0)
+        take, tp = op["take"], int(op["take_pid"] >= 0)
         if take + tp:
-            mode, pos, ppos = select_for_downsample(rng, b_p, partition_plan(b_p, b_p - take, tp))
-            if mode == "keep":
-                chosen = _ascending(np.concatenate([pos, [ppos]]) if tp else pos, b_p)
-            else:
-                mask = np.ones(b_p, dtype=bool)
-                mask[pos] = False
-                if tp:
-                    mask[ppos] = True
-                chosen = np.flatnonzero(mask)
-            df = read_rows(batch["files"], batch["row_groups"], lo, hi, label)
+            chosen, ppos = _choose_rows(rng, hi - lo, take, tp)
         else:
-            chosen = np.zeros(0, dtype=np.int64)
-            df = read_rows(batch["files"], batch["row_groups"], lo, lo, label)
-        n_new = int(chosen.size)
+            chosen, ppos, hi = np.zeros(0, dtype=np.int64), None, lo
+        df = read_rows(batch["files"], batch["row_groups"], lo, hi, label)
         new_keys = (np.int64(k) << 32) | (chosen + lo).astype(np.int64)
         columns = {name: df[name].to_numpy()[chosen] for name in df.columns}
-        if not n_new:   # an empty batch file may type text columns as float: keep the STATE's types
+        if not chosen.size:
+            # an empty batch file may type text columns as float: keep the STATE's types
             for name in self.options.get("object_encoding") or ():
                 if name in columns and columns[name].dtype != object:
                     columns[name] = columns[name].astype(object)
         columns[KEY_COLUMNS[0]], columns[KEY_COLUMNS[1]] = split_keys(new_keys)
+        return chosen, ppos, new_keys, columns
+
+    def _add_new(self, chosen, take_pid, ppos):
+        """Append the new rows as full items (the one at ``ppos``: partial); returns the first."""
         base = self.n
-        self._append(n_new, True)
-        if tp:
+        self._append(int(chosen.size), True)
+        if take_pid >= 0:
             prow = base + int(np.searchsorted(chosen, ppos))
             self.F[prow] = False
             self.partials[take_pid] = prow
+        return base
 
-        # 3. partial items promoted or dropped
-        for pid, action in op["partials"]:
+    def _settle_partials(self, actions):
+        """Step 3: promote to full or drop the partial items named; returns their rows."""
+        pid_rows = []                      # rows of partial items promoted or dropped
+        for pid, action in actions:
             if pid not in self.partials:
-                raise TBSError(f"corrupt STATE: partition {p} has no partial item {pid}")
+                raise TBSError(f"corrupt STATE: partition {self.p} has no partial item {pid}")
             row = self.partials.pop(pid)
             pid_rows.append(row)
             if action == "full":
                 self.F[row] = True
+        return pid_rows
+
+    def _count_full(self, k, expect):
+        """The number of full items after batch ``k``, checked against the driver's ``expect``."""
         full_now = int(np.count_nonzero(self.F))
         if full_now != expect:
-            raise TBSError(f"corrupt STATE: partition {p} holds {full_now} full items after "
+            raise TBSError(f"corrupt STATE: partition {self.p} holds {full_now} full items after "
                            f"batch {k}, the driver expects {expect}")
+        return full_now
 
-        # 4-5. the realized sample and the delta.  In "all" mode S is the full items
-        # plus some partial items, so only rows touched above, partial items and
-        # the new rows can change: O(changes), no pass over the bitmaps.
-        out = op["out"]
+    def _realize(self, out, touched, pid_rows, base, new_keys, salt):
+        """Step 4: set R to S_k; returns the old rows that left S and entered it."""
         extra = np.array([self.partials[i] for i in out["extra"]], dtype=np.int64)
         union = np.array([self.partials[i] for i in out["union"]], dtype=np.int64)
         special = np.concatenate([extra, union])
         if out["mode"] == "all" and self.all_mode:
-            small = np.unique(np.concatenate([np.array(pid_rows, dtype=np.int64), special,
-                                              self.extra_rows]))
-            lefts, enters = [], []
-            for cand in (np.concatenate(touched) if touched else small[:0], small[small < base]):
-                # (a row of both lists changes in the first)
-                now = self.F[cand] | np.isin(cand, special)
-                was = self.R[cand]
-                lefts.append(cand[was & ~now])
-                enters.append(cand[now & ~was])
-                self.R[cand] = now
-            left, enter = np.concatenate(lefts), np.concatenate(enters)
-            self.R[base:] = self.F[base:]
-            self.R[special[special >= base]] = True
-            self.realized += enter.size - left.size + int(np.count_nonzero(self.R[base:]))
+            left, enter = self._realize_changes(touched, pid_rows, special, base)
         else:
-            if out["mode"] == "all":
-                R = self.F.copy()
-                R[union] = True
-            else:
-                cand = np.concatenate([np.flatnonzero(self.F), union])
-                c = out["count"]
-                R = np.zeros(self.F.size, dtype=bool)
-                if c >= cand.size:
-                    R[cand] = True
-                elif c > 0:
-                    pri = priorities(self._all_keys(cand, base, new_keys), salt)
-                    R[cand[np.argpartition(pri, c - 1)[:c]]] = True
-            R[extra] = True
-            old = self.R[:base]
-            changed = np.flatnonzero(old != R[:base])
-            left = changed[old[changed]]                        # was in S, is not
-            enter = changed[R[changed]]                         # was not in S, is again
-            self.R[:] = R
-            self.realized = int(np.count_nonzero(R))
+            left, enter = self._realize_anew(out, extra, union, base, new_keys, salt)
         self.all_mode = out["mode"] == "all"
         self.extra_rows = special[~self.F[special]] if special.size else np.zeros(0, dtype=np.int64)
+        return left, enter
+
+    def _realize_changes(self, touched, pid_rows, special, base):
+        """R in "all" mode from the rows that can change (no pass over the bitmaps)."""
+        # In "all" mode S is the full items plus some partial items, so only rows
+        # touched above, partial items and the new rows can change: O(changes).
+        small = np.unique(np.concatenate([np.array(pid_rows, dtype=np.int64), special,
+                                          self.extra_rows]))
+        lefts, enters = [], []
+        for cand in (np.concatenate(touched) if touched else small[:0], small[small < base]):
+            # (a row of both lists changes in the first)
+            now = self.F[cand] | np.isin(cand, special)
+            was = self.R[cand]
+            lefts.append(cand[was & ~now])
+            enters.append(cand[now & ~was])
+            self.R[cand] = now
+        left, enter = np.concatenate(lefts), np.concatenate(enters)
+        self.R[base:] = self.F[base:]
+        self.R[special[special >= base]] = True
+        self.realized += enter.size - left.size + int(np.count_nonzero(self.R[base:]))
+        return left, enter
+
+    def _realize_anew(self, out, extra, union, base, new_keys, salt):
+        """R recomputed over all rows (out of "all" mode, or capped by priority at a count)."""
+        if out["mode"] == "all":
+            R = self.F.copy()
+            R[union] = True
+        else:
+            cand = np.concatenate([np.flatnonzero(self.F), union])
+            c = out["count"]
+            R = np.zeros(self.F.size, dtype=bool)
+            if c >= cand.size:
+                R[cand] = True
+            elif c > 0:
+                pri = priorities(self._all_keys(cand, base, new_keys), salt)
+                R[cand[np.argpartition(pri, c - 1)[:c]]] = True
+        R[extra] = True
+        old = self.R[:base]
+        changed = np.flatnonzero(old != R[:base])
+        left = changed[old[changed]]                        # was in S, is not
+        enter = changed[R[changed]]                         # was not in S, is again
+        self.R[:] = R
+        self.realized = int(np.count_nonzero(R))
+        return left, enter
+
+    def _delta_tables(self, base, columns, new_keys, left, enter, label):
+        """Step 5: the delta: ``in`` (new rows, copies re-entering S), its keys, ``out`` keys."""
+        import pandas as pd
         unreal = np.flatnonzero(~self.R[base:])
         out_keys = np.concatenate([self.keys(left), new_keys[unreal]])
         if enter.size:
@@ -422,27 +458,25 @@ class Partition:
             in_keys = np.concatenate([new_keys, self.keys(enter)])
         else:
             in_df, in_keys = pd.DataFrame(columns, copy=False), new_keys
+        return in_df, in_keys, out_keys
+
+    def _write_delta(self, k, in_df, out_keys):
+        """Write the delta of batch ``k``: ``in_df`` and the ``out`` keys."""
+        import pandas as pd
         ob, orow = split_keys(out_keys)
         out_df = pd.DataFrame({KEY_COLUMNS[0]: ob, KEY_COLUMNS[1]: orow}, copy=False)
         store = self.store
-        store.write_parquet(delta_in(k, p), in_df, **self.options)
-        store.write_parquet(delta_out(k, p), out_df, row_group_offsets=ROW_GROUP, stats=False)
+        store.write_parquet(delta_in(k, self.p), in_df, **self.options)
+        store.write_parquet(delta_out(k, self.p), out_df, row_group_offsets=ROW_GROUP, stats=False)
+
+    def _add_source(self, k, in_df, in_keys, n_new):
+        """Make the delta's ``in`` file the newest source (copies not full); returns the copies."""
         n_copies = len(in_df) - n_new
-        self.sources.append({"path": delta_in(k, p), "keys": struct_file(k, p), "rows": len(in_df),
-                             "segs": [[k, 0, n_new]] if n_new else []})
+        self.sources.append({"path": delta_in(k, self.p), "keys": struct_file(k, self.p),
+                             "rows": len(in_df), "segs": [[k, 0, n_new]] if n_new else []})
         self._keys[len(self.sources) - 1] = self._fresh = in_keys
         self._append(n_copies, False)
-
-        summary = {"k": k, "p": p, "in": delta_in(k, p), "in_rows": len(in_df), "new": n_new,
-                   "copies": n_copies, "out": delta_out(k, p), "out_rows": int(out_keys.size),
-                   "snapshot": None}
-        # 6. compaction
-        if compact:
-            summary["snapshot"] = self.compact(k, label)
-        self.save(struct_file(k, p))
-        summary.update(struct=struct_file(k, p), files=self.files(), full=full_now,
-                       realized=self.realized, stored=full_now + len(self.partials))
-        return summary
+        return n_copies
 
     def _all_keys(self, rows, base, new_keys):
         out = np.empty(rows.size, dtype=np.int64)
@@ -488,6 +522,19 @@ class Partition:
         self._keys = {0: keys}
         self._fresh = keys
         return path
+
+
+def _choose_rows(rng, size, take, with_partial):
+    """The rows of a ``size``-row slice that enter (ascending), and the partial one's position."""
+    plan = partition_plan(size, size - take, with_partial)
+    mode, pos, ppos = select_for_downsample(rng, size, plan)
+    if mode == "keep":
+        return _ascending(np.concatenate([pos, [ppos]]) if with_partial else pos, size), ppos
+    mask = np.ones(size, dtype=bool)
+    mask[pos] = False
+    if with_partial:
+        mask[ppos] = True
+    return np.flatnonzero(mask), ppos
 
 
 def _unpack(bits, size):
