@@ -3,10 +3,11 @@
 For each (algorithm, batch size B, n) the sampler is driven to its steady state
 with warm-up batches of consecutive int64 ids, then ``--measure`` batches are
 timed.  Right before and after each timed update the same process draws B
-uniforms (``Generator.random(B)``) with the bit generator the samplers use
-(SFC64), and once more with numpy's default (PCG64): that is the floor of any
+uniforms with the draws the samplers use (samplegen's keyed Philox stream,
+``Draws.random(B)``), and once more with numpy's default (PCG64
+``Generator.random``): that is the floor of any
 scheme that touches every arriving item with a random number.  Medians are
-reported, because the machine may be shared; the SFC64 ratio is the median of
+reported, because the machine may be shared; the own-draws ratio is the median of
 the per-update ratios against the floors measured around that update.
 
     .venv/bin/python bench/bench_tbs.py                       # full grid, prints Markdown
@@ -62,7 +63,7 @@ def _inserted(sampler, algorithm, batch):
 
 def run_case(algorithm, n, batch, lam, warmup, measure):
     sampler, n_eff = make_sampler(algorithm, n, batch, lam)
-    floor_rng = batch_generator(12345, 0, 0)                 # SFC64, like the samplers
+    floor_rng = batch_generator(12345, 0, 0)                 # the samplers' own draws
     pcg = np.random.Generator(np.random.PCG64(12345))
     nxt = 0
     upd, fl, fl_pcg, ratios, moves = [], [], [], [], []
@@ -88,9 +89,9 @@ def run_case(algorithm, n, batch, lam, warmup, measure):
     u, f, fp, mv = (float(np.median(x)) for x in (upd, fl, fl_pcg, moves))
     inserted = _inserted(sampler, algorithm, batch)
     return {"algorithm": algorithm, "batch": batch, "n": n_eff, "update_ms": 1e3 * u,
-            "floor_sfc64_ms": 1e3 * f, "floor_pcg64_ms": 1e3 * fp, "mitems_per_s": batch / u / 1e6,
+            "floor_own_ms": 1e3 * f, "floor_pcg64_ms": 1e3 * fp, "mitems_per_s": batch / u / 1e6,
             "moves_ms": 1e3 * mv,
-            "ratio_sfc64": float(np.median(ratios)), "ratio_pcg64": u / fp,
+            "ratio_own": float(np.median(ratios)), "ratio_pcg64": u / fp,
             "inserted_per_batch": inserted,
             "sample_weight": float(sampler.sample_weight)}
 
@@ -115,9 +116,9 @@ def markdown(results, command, machine_text):
              f"Command: `{command}`", "",
              f"Machine: {machine_text}.", "",
              "One core, int64 item ids, medians over the timed batches after warm-up.  *Floor* = "
-             "`Generator.random(B)`, one uniform per arriving item, measured right before and "
-             "after each update in the same process (SFC64 is the bit generator the samplers use; "
-             "PCG64 is numpy's default); the SFC64 ratio is the median of per-update ratios.  "
+             "`random(B)`, one uniform per arriving item, measured right before and "
+             "after each update in the same process (*own*: the samplers' keyed Philox draws; "
+             "PCG64 is numpy's default); the own ratio is the median of per-update ratios.  "
              "*Inserted* = expected items inserted per batch in steady state (about as many are "
              "evicted); the work follows these counts, not B or n.  *Moves* = the least work of "
              "those changes, measured in the same place: one random slot of the sample per "
@@ -125,28 +126,28 @@ def markdown(results, command, machine_text):
              "written there "
              "(`buf[rng.integers(0, C, I)] = items[:I]`).", "",
              "| algorithm | B (items/batch) | n | inserted/batch | update ms | M items/s | "
-             "floor SFC64 ms | floor PCG64 ms | update / floor (SFC64) | update / floor (PCG64) | "
-             "moves ms | moves / floor (SFC64) |",
+             "floor own ms | floor PCG64 ms | update / floor (own) | update / floor (PCG64) | "
+             "moves ms | moves / floor (own) |",
              "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for r in results:
         lines.append(f"| {r['algorithm']} | {r['batch']:,} | {r['n']:,} | "
                      f"{r['inserted_per_batch']:,.0f} | {r['update_ms']:.1f} | "
-                     f"{r['mitems_per_s']:.0f} | {r['floor_sfc64_ms']:.1f} | "
-                     f"{r['floor_pcg64_ms']:.1f} | {r['ratio_sfc64']:.2f} | "
+                     f"{r['mitems_per_s']:.0f} | {r['floor_own_ms']:.1f} | "
+                     f"{r['floor_pcg64_ms']:.1f} | {r['ratio_own']:.2f} | "
                      f"{r['ratio_pcg64']:.2f} | {r['moves_ms']:.2f} | "
-                     f"{r['moves_ms'] / r['floor_sfc64_ms']:.2f} |")
+                     f"{r['moves_ms'] / r['floor_own_ms']:.2f} |")
     lines += ["", "Target (R-TBS, exponential decay): at least 100 M arriving items/s and at most "
                   "2x the floor."]
     for r in results:
         if r["algorithm"] == "rtbs-exp":
-            ok = r["mitems_per_s"] >= 100 and max(r["ratio_sfc64"], r["ratio_pcg64"]) <= 2.0
+            ok = r["mitems_per_s"] >= 100 and max(r["ratio_own"], r["ratio_pcg64"]) <= 2.0
             lines.append(f"- B = {r['batch']:,}, n = {r['n']:,}: "
                          f"{r['mitems_per_s']:.0f} M items/s, "
-                         f"{r['ratio_sfc64']:.2f}x / {r['ratio_pcg64']:.2f}x the floor -- "
+                         f"{r['ratio_own']:.2f}x / {r['ratio_pcg64']:.2f}x the floor -- "
                          f"{'met' if ok else 'not met'} "
                          f"({r['inserted_per_batch'] / r['batch']:.0%} of the "
                          "batch is inserted, about as many items evicted; the moves alone take "
-                         f"{r['moves_ms'] / r['floor_sfc64_ms']:.2f}x the floor, the update "
+                         f"{r['moves_ms'] / r['floor_own_ms']:.2f}x the floor, the update "
                          f"{r['update_ms'] / r['moves_ms']:.1f}x the moves)")
     lines += ["", "Where most of each batch is inserted (the reservoir is not saturated, or n is "
               "not much larger than the steady-state weight), every arriving item costs an "
@@ -195,9 +196,9 @@ def main(argv=None):
         r = run_case(algorithm, n, batch, args.lam, args.warmup, args.measure)
         results.append(r)
         print(f"{algorithm:10s} B={batch:>10,} n={r['n']:>11,}  update {r['update_ms']:8.1f} ms  "
-              f"{r['mitems_per_s']:7.0f} M items/s  floor {r['floor_sfc64_ms']:6.1f} ms (SFC64) "
+              f"{r['mitems_per_s']:7.0f} M items/s  floor {r['floor_own_ms']:6.1f} ms (own) "
               f"{r['floor_pcg64_ms']:6.1f} ms (PCG64)  "
-              f"ratio {r['ratio_sfc64']:.2f} / {r['ratio_pcg64']:.2f}",
+              f"ratio {r['ratio_own']:.2f} / {r['ratio_pcg64']:.2f}",
               flush=True)
     command = "python bench/bench_tbs.py " + " ".join(argv if argv is not None else sys.argv[1:])
     section = markdown(results, command.strip(), machine_text)
