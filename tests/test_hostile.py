@@ -264,15 +264,16 @@ def _staging_dirs(path):
     return [n for n in os.listdir(path) if ".tmp-" in n]
 
 
-def _wait_for_group(pgid, timeout=120):
-    deadline = time.time() + timeout
+def _end_group(pgid):
+    """Kill what is left of a run's process group and wait until it is gone."""
+    deadline = time.time() + 60
     while time.time() < deadline:
         try:
-            os.killpg(pgid, 0)
+            os.killpg(pgid, signal.SIGKILL)
         except ProcessLookupError:
             return
         time.sleep(0.1)
-    raise AssertionError(f"processes of group {pgid} still run after {timeout} s")
+    raise AssertionError(f"processes of group {pgid} still run after 60 s")
 
 
 @pytest.mark.mrjob
@@ -286,20 +287,26 @@ def test_killed_runs_leave_nothing_a_rerun_keeps(tmp_path):
             "--k", "5", "--seed", "1", *LOCAL]
     for sig in (signal.SIGKILL, signal.SIGTERM):
         before = set(_staging_dirs(tmp_path))  # what the SIGKILLed run left
-        proc = subprocess.Popen(argv, env={**os.environ, **env}, stderr=subprocess.PIPE,
-                                text=True, start_new_session=True)
+        log = tmp_path / f"stderr-{int(sig)}"
+        with open(log, "w") as err_file:       # a file: tasks may outlive the driver
+            proc = subprocess.Popen(argv, env={**os.environ, **env}, stderr=err_file,
+                                    start_new_session=True)
         deadline = time.time() + 60            # this run's staging: it is under way
         while not set(_staging_dirs(tmp_path)) - before and time.time() < deadline:
             time.sleep(0.05)
         time.sleep(1.0)
-        proc.send_signal(sig)
-        err = proc.communicate(timeout=120)[1]
+        if sig == signal.SIGKILL:
+            os.killpg(proc.pid, signal.SIGKILL)   # the run and every task it started
+        else:
+            proc.send_signal(sig)                 # the driver only: it must clean up
+        proc.wait(timeout=120)
+        err = log.read_text()
         if sig == signal.SIGTERM:
             assert proc.returncode == 128 + signal.SIGTERM and "terminated" in err, err
             assert _staging_dirs(tmp_path) == []
         else:
             assert _staging_dirs(tmp_path)  # what a SIGKILL leaves ...
-            _wait_for_group(proc.pid)       # (its task processes hold it until they end)
+        _end_group(proc.pid)                # (task processes of the driver end too)
         assert not (tmp_path / "out").exists()
     small = make(tmp_path, "small", rows=300)
     code, err = _cli("holdout", small, tmp_path / "out", "--ratio", 0.5, "--seed", 1, *LOCAL,
