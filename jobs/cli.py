@@ -11,7 +11,7 @@ import os
 import sys
 
 from samplegen.udfs.custom import parse_param, parse_seed
-from samplegen.udfs.errors import ParameterError
+from samplegen.udfs.errors import ParameterError, count_words
 
 from . import driver
 from .formats import export as export_file
@@ -125,10 +125,6 @@ def _run(args, udf, params, log):
                            bin_budget=int(args.bin_mib * 2 ** 20), log=log)
 
 
-def _blocks(n):
-    return f"{n} block" if n == 1 else f"{n} blocks"
-
-
 def _print_info(desc):
     if desc["kind"] == "run":
         inp = desc["input"]
@@ -142,11 +138,13 @@ def _print_info(desc):
             print(f"{s['name']:<16}{s['rows']:>12}{s['cols']:>8}{len(s['blocks']):>8}"
                   f"{s.get('bytes', 0) / 1e6:>10.2f}{mark}")
     else:
+        blocks = count_words(len(desc["blocks"]), "block", "blocks")
         print(f"matrix {desc['path']}: {desc['rows']} x {desc['cols']} {desc['matrix_kind']}, "
-              f"block size {desc['block_size']}, {_blocks(len(desc['blocks']))}")
+              f"block size {desc['block_size']}, {blocks}")
         if desc.get("composed_of"):
-            print("composed of: " + ", ".join(f"{c['path']} ({_blocks(c['blocks'])})"
-                                               for c in desc["composed_of"]))
+            print("composed of: " + ", ".join(
+                f"{c['path']} ({count_words(c['blocks'], 'block', 'blocks')})"
+                for c in desc["composed_of"]))
         print(f"fingerprint {desc['fingerprint']}")
 
 

@@ -19,7 +19,13 @@ import time
 import numpy as np
 
 from samplegen.udfs.custom import load_udf
-from samplegen.udfs.errors import InputError, ParameterError, check_fraction, check_int
+from samplegen.udfs.errors import (
+    InputError,
+    ParameterError,
+    check_fraction,
+    check_int,
+    count_words,
+)
 from samplegen.udfs.rng import PositionRNG, Purpose, check_seed, stream
 
 from . import engines
@@ -93,7 +99,7 @@ def generate(src, dest, udf_spec, params, seed, runner="local", overwrite=False,
     with staged as staging:
         plan = make_plan(udf, seed, matrix.meta, staging, bin_budget)
         log(f"{udf.name}: {matrix.rows} x {matrix.cols} {matrix.kind} matrix, "
-            f"{_count(len(matrix.blocks()), 'block', 'blocks')} -> {dest} (runner {runner})",
+            f"{count_words(len(matrix.blocks()), 'block', 'blocks')} -> {dest} (runner {runner})",
             progress=True)
         inputs = matrix.part_uris()
         summaries = engine(plan, inputs, runner, dict(options, scratch=staged.scratch))
@@ -116,7 +122,7 @@ def generate(src, dest, udf_spec, params, seed, runner="local", overwrite=False,
         }
         fsmod.get_fs(staging).write_bytes(fsmod.join(staging, MANIFEST), to_json(manifest))
     total = sum(s["bytes"] for s in samples)
-    log(f"wrote {_count(len(samples), 'sample matrix', 'sample matrices')} "
+    log(f"wrote {count_words(len(samples), 'sample matrix', 'sample matrices')} "
         f"({total / 1e6:.1f} MB) in "
         f"{manifest['elapsed_seconds']:.1f} s")
     return manifest
@@ -133,10 +139,6 @@ def _row_bytes(meta):
     return values + 11 * n_blocks(cols, B)
 
 
-def _count(n, one, many):
-    return f"{n} {one if n == 1 else many}"
-
-
 def check_run_limits(udf, meta, dest):
     """Refuse a run whose samples cannot fit the destination's free space, or
     whose map tasks would hold more than the machine's memory for one input
@@ -147,7 +149,7 @@ def check_run_limits(udf, meta, dest):
     expected = sum(udf.expected_rows(i) for i in range(len(names)))
     row_bytes = _row_bytes(meta)
     check_disk(dest, expected * row_bytes,
-               f"the {_count(len(names), 'sample matrix', 'sample matrices')}")
+               f"the {count_words(len(names), 'sample matrix', 'sample matrices')}")
     per_block = expected * min(meta["block_size"], meta["rows"]) / meta["rows"]
     check_memory(per_block * (48 + row_bytes), "sampling one input block",
                  "ask for fewer or smaller samples, or store the input with a smaller "

@@ -23,6 +23,7 @@ import math
 import numpy as np
 
 from samplegen.jobs import fs as fsmod
+from samplegen.udfs.errors import count_words
 
 from . import experiments as ex
 from .errors import TBSError
@@ -409,19 +410,15 @@ def _cmd_run(args, log):
                "spark_master": args.spark_master, "spark_conf": args.spark_conf,
                "fsync": False if args.no_fsync else None}
     commit = run(args.batches, args.state, given, runner=args.runner, options=options, log=log)
-    log(f"{args.state}: {_count(len(commit['ledger']), 'batch', 'batches')}, "
+    log(f"{args.state}: {count_words(len(commit['ledger']), 'batch', 'batches')}, "
         f"|S_k| = {commit['driver']['size']}")
     return 0
-
-
-def _count(n, one, many):
-    return f"{n} {one if n == 1 else many}"
 
 
 def _cmd_sample(args, log):
     from .stream import write_sample
     size = write_sample(args.state, args.to, keys=not args.no_keys)
-    log(f"wrote {_count(size, 'item', 'items')} to {args.to}")
+    log(f"wrote {count_words(size, 'item', 'items')} to {args.to}")
     return 0
 
 

@@ -1,5 +1,6 @@
 import hashlib
 import os
+import sys
 
 import pytest
 
@@ -79,3 +80,21 @@ def sample_digests(run_dir):
 @pytest.fixture
 def matrix(tmp_path):
     return make(tmp_path)
+
+
+@pytest.fixture
+def user_module(tmp_path, monkeypatch):
+    """``user_module(name, source)``: a user's module written into tmp_path and
+    importable for this test (the engines give its directory to their tasks);
+    returns *name*.  Nothing of it stays imported after the test."""
+    names = []
+
+    def install(name, source):
+        (tmp_path / f"{name}.py").write_text(source)
+        monkeypatch.syspath_prepend(str(tmp_path))
+        sys.modules.pop(name, None)
+        names.append(name)
+        return name
+    yield install
+    for name in names:
+        sys.modules.pop(name, None)

@@ -451,12 +451,8 @@ class NeedsQ(SamplingUDF):
 
 
 @pytest.fixture
-def params_module(tmp_path, monkeypatch):
-    (tmp_path / "params_udfs.py").write_text(UDF_PARAMS)
-    monkeypatch.syspath_prepend(str(tmp_path))
-    sys.modules.pop("params_udfs", None)
-    yield "params_udfs"
-    sys.modules.pop("params_udfs", None)
+def params_module(user_module):
+    return user_module("params_udfs", UDF_PARAMS)
 
 
 @pytest.mark.parametrize("runner", ["inline", pytest.param("local", marks=pytest.mark.mrjob)])

@@ -65,13 +65,9 @@ def prints(start, stop, rng, params):
 
 
 @pytest.fixture
-def udf_module(tmp_path, monkeypatch):
+def udf_module(user_module):
     """A user module on sys.path (and on the tasks' PYTHONPATH)."""
-    (tmp_path / "hostile_udfs.py").write_text(UDF_MODULE)
-    monkeypatch.syspath_prepend(str(tmp_path))
-    sys.modules.pop("hostile_udfs", None)
-    yield "hostile_udfs"
-    sys.modules.pop("hostile_udfs", None)
+    return user_module("hostile_udfs", UDF_MODULE)
 
 
 def _cli(*argv, env=None, cwd=None):

@@ -152,7 +152,7 @@ def test_plans_of_loaded_builtins_carry_every_parameter():
 
 
 def test_hadoop_streaming_command_partitions_and_sorts_like_the_sim_runners(tmp_path,
-                                                                            monkeypatch):
+                                                                            user_module):
     """What `samplegen ... --runner hadoop` would submit (built offline by
     mrjob from the driver's arguments, not run: there is no cluster here)."""
     import zipfile
@@ -162,9 +162,7 @@ def test_hadoop_streaming_command_partitions_and_sorts_like_the_sim_runners(tmp_
     from samplegen.udfs.custom import udf_source
     jar = tmp_path / "streaming.jar"
     jar.write_bytes(b"")
-    (tmp_path / "myudfs.py").write_text(
-        "from samplegen.udfs.examples import bernoulli as keep\n")  # a user's module
-    monkeypatch.syspath_prepend(str(tmp_path))
+    user_module("myudfs", "from samplegen.udfs.examples import bernoulli as keep\n")
     plan = make_plan(load_udf("myudfs:keep", 10, {"p": 0.5}), 1, meta(10, 2, 5), "hdfs:///out")
     options = {"mrjob_conf": "", "mrjob_args": ["--hadoop-bin", "/bin/true",
                                                 "--hadoop-streaming-jar", str(jar)]}

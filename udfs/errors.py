@@ -72,3 +72,8 @@ def check_fraction(name, value):
     if not 0.0 < as_float <= 1.0:  # also rejects NaN
         raise ParameterError(f"{name} must be in (0, 1], got {value!r}")
     return as_float
+
+
+def count_words(n, one, many):
+    """``"1 block"``, ``"3 blocks"``: a count for a message, in words."""
+    return f"{n} {one if n == 1 else many}"

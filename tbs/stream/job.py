@@ -76,9 +76,8 @@ def new_params(given, batches):
         raise TBSError(f"--decay must be exp or poly, got {g['decay']!r}")
     if isinstance(g["size"], bool) or not isinstance(g["size"], int) or g["size"] < 1:
         raise TBSError(f"--size must be an integer >= 1 (the sample size N), got {g['size']!r}")
-    if isinstance(g["seed"], bool) or not isinstance(g["seed"], int) or g["seed"] < 0:
-        raise TBSError(f"--seed must be a non-negative integer, got {g['seed']!r}")
-    p = {"algorithm": g["algorithm"], "decay": g["decay"], "size": g["size"], "seed": g["seed"]}
+    p = {"algorithm": g["algorithm"], "decay": g["decay"], "size": g["size"],
+         "seed": check_run_seed(g["seed"])}
     for name in BOUNDS:
         p[name] = check_bounded(name, g.get(name, DEFAULTS[name]))
     if g["decay"] == "exp":
@@ -273,11 +272,16 @@ def check_options(runner, given, options):
         if given.get(name) is not None:
             check_bounded(name, given[name])
     if given.get("seed") is not None:
-        try:
-            check_seed(given["seed"])
-        except ParameterError as exc:
-            raise TBSError(f"--{exc}") from None
+        check_run_seed(given["seed"])
     return per_job
+
+
+def check_run_seed(seed):
+    """``--seed``, by the one seed check of samplegen (:func:`check_seed`)."""
+    try:
+        return check_seed(seed)
+    except ParameterError as exc:
+        raise TBSError(f"--{exc}") from None
 
 
 def inline_workers(options, partitions, rows_per_task=math.inf):

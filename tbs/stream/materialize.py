@@ -6,6 +6,7 @@ import os
 import numpy as np
 
 from samplegen.jobs import fs as fsmod
+from samplegen.udfs.errors import count_words
 
 from ..errors import TBSError
 from .decide import sample_weight, total_weight
@@ -152,7 +153,7 @@ def format_status(info):
         else f"q          {num(info['q'])}",
         f"|S_k|      {info['sample_size']}",
         f"footprint  {info['items_stored']} items stored in "
-        f"{info['latent_samples']} latent sample{'' if info['latent_samples'] == 1 else 's'}; "
+        f"{count_words(info['latent_samples'], 'latent sample', 'latent samples')}; "
         f"{info['files']} files, {info['bytes'] / 1e6:.1f} MB",
         f"snapshot   {num(info['snapshot'])}; deltas kept for batches "
         + (f"{info['deltas_kept'][0]}..{info['deltas_kept'][-1]}" if info["deltas_kept"] else "-"),
