@@ -123,6 +123,7 @@ def run_sampling(src, dest, udf, params, runner):
 
 
 def run_identity(src, dest, copies, runner):
+    dest = os.path.abspath(dest)  # the reduce tasks run in their own working directories
     shutil.rmtree(dest, ignore_errors=True)
     os.makedirs(dest)
     parts = Matrix.open(src).part_uris()
