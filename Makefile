@@ -26,7 +26,7 @@ MRJOB_CONF ?=
 RUN_FLAGS = --seed $(SEED) --runner $(RUNNER) $(if $(OVERWRITE),--overwrite) \
             $(if $(MRJOB_CONF),--mrjob-conf $(MRJOB_CONF))
 
-.PHONY: setup java test demo holdout kfold bootstrap dist node-deps bench-mr clean
+.PHONY: setup java maven test demo holdout kfold bootstrap dist node-deps bench-mr clean
 
 setup: $(STAMP)
 
@@ -45,7 +45,16 @@ java:
 	    || { echo "error: could not install Java 17; install it and retry" >&2; exit 2; }; \
 	fi
 
-test: setup java
+# The local Hadoop (make hadoop-up) resolves its jars with Maven; install it when it is missing.
+maven:
+	@if command -v mvn >/dev/null 2>&1; then :; else \
+	  echo "Maven not found; installing it with apt-get"; \
+	  if [ "$$(id -u)" = 0 ]; then SUDO=; else SUDO=sudo; fi; \
+	  $$SUDO apt-get update -qq && $$SUDO apt-get install -y -qq maven \
+	    || { echo "error: could not install Maven; install it and retry" >&2; exit 2; }; \
+	fi
+
+test: setup java maven
 	$(PY) -m pytest -q
 
 # The main job on the embedded default: local files, local mrjob runner.
@@ -234,3 +243,21 @@ bench-spark: setup java
 bench-spark-quick: setup java
 	$(SPARK_CONF_DIR_ENV) $(PY) bench/bench_spark.py --quick --workdir $(WORK)/bench-spark-quick \
 	  $(BENCH_SPARK_FLAGS)
+
+# --- hadoop ---
+# A single-node Hadoop (HDFS, YARN, MapReduce) from Apache's jars on 127.0.0.1,
+# everything in $(HADOOP_WORK); see docs/HADOOP.md.  In a shell: eval "$$(make -s hadoop-env)"
+HDFS_PORT   ?= 9000
+HADOOP_WORK ?= $(WORK)/hadoop
+HADOOP_CLUSTER = $(PY) -m samplegen.jobs.cluster
+.PHONY: hadoop-up hadoop-down hadoop-env
+
+hadoop-up: setup java maven
+	$(HADOOP_CLUSTER) up --workdir $(HADOOP_WORK) --hdfs-port $(HDFS_PORT)
+
+hadoop-down:
+	@if [ -x $(PY) ]; then $(HADOOP_CLUSTER) down --workdir $(HADOOP_WORK); \
+	else echo "hadoop: not running (no $(VENV))"; fi
+
+hadoop-env: setup
+	@$(HADOOP_CLUSTER) env --workdir $(HADOOP_WORK)

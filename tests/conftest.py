@@ -28,6 +28,35 @@ def spark():
     sc.stop()
 
 
+@pytest.fixture(scope="session")
+def hadoop():
+    """The single-node Hadoop of ``make hadoop-up`` (in $HADOOP_WORK, default
+    work/hadoop; HDFS port $HDFS_PORT, default 9000) for tests marked
+    ``hadoop``: started unless it runs, and stopped at the end of the session
+    if this fixture started it.  A cluster that cannot start fails the test
+    with its one-line reason; it is never skipped."""
+    import subprocess
+
+    from samplegen.jobs import cluster
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    workdir = os.path.abspath(os.path.join(root, os.environ.get("HADOOP_WORK", "work/hadoop")))
+    port = int(os.environ.get("HDFS_PORT", cluster.DEFAULT_HDFS_PORT))
+    started = not cluster.running(workdir)
+    proc = subprocess.run(["make", "-s", "hadoop-up", f"HADOOP_WORK={workdir}",
+                           f"HDFS_PORT={port}"], cwd=root, capture_output=True, text=True)
+    if proc.returncode != 0:
+        lines = (proc.stderr + proc.stdout).strip().splitlines() or ["(no output)"]
+        reason = next((ln for ln in reversed(lines) if "error" in ln.lower()), lines[-1])
+        pytest.fail(f"the local Hadoop did not start: {reason}", pytrace=False)
+    try:
+        yield {"workdir": workdir, "hdfs_port": port, "env": {**os.environ, **cluster.env(workdir)},
+               "streaming_jar": cluster.streaming_jar(workdir),
+               "webhdfs": f"http://127.0.0.1:{cluster.PORTS['namenode_http']}/webhdfs/v1"}
+    finally:
+        if started:
+            cluster.down(workdir, log=lambda message: None)
+
+
 def make(tmp_path, name="m", rows=500, cols=6, block_size=64, density=None, seed=1):
     path = str(tmp_path / name)
     driver.make_matrix(path, rows, cols, block_size, density=density, seed=seed)

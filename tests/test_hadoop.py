@@ -1,0 +1,150 @@
+"""A real single-node Hadoop (``make hadoop-up``: Apache's NameNode, DataNode,
+ResourceManager and NodeManager on 127.0.0.1): its launchers, WebHDFS, a
+streaming job, and samplegen's ``--runner hadoop`` on HDFS paths giving the
+same bytes as the inline runner."""
+import json
+import os
+import subprocess
+import sys
+import urllib.request
+import uuid
+
+import pytest
+
+from samplegen.jobs import cluster
+
+from .conftest import sample_digests
+
+pytestmark = pytest.mark.hadoop
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def run(hadoop, *cmd, input=None, timeout=300):
+    """Run *cmd* with the cluster's environment; its stdout (bytes), or a
+    failed assertion with its stderr."""
+    proc = subprocess.run([str(c) for c in cmd], env=hadoop["env"], input=input,
+                          capture_output=True, timeout=timeout)
+    assert proc.returncode == 0, (cmd, proc.stderr.decode(errors="replace")[-3000:])
+    return proc.stdout
+
+
+@pytest.fixture(scope="module")
+def hdfs_dir(hadoop):
+    """A fresh HDFS directory for this module's files, removed afterwards."""
+    path = f"/samplegen-tests/{uuid.uuid4().hex[:12]}"
+    run(hadoop, "hdfs", "dfs", "-mkdir", "-p", path)
+    yield path
+    subprocess.run(["hdfs", "dfs", "-rm", "-r", "-f", "-skipTrash", path], env=hadoop["env"],
+                   capture_output=True)
+
+
+def test_launchers_run_the_pinned_hadoop(hadoop):
+    assert run(hadoop, "hadoop", "version").decode().startswith("Hadoop 3.4.1\n")
+    nodes = run(hadoop, "yarn", "node", "-list").decode()
+    assert "Total Nodes:1" in nodes and "RUNNING" in nodes
+    assert b"JobId" in run(hadoop, "mapred", "job", "-list")
+    report = run(hadoop, "hdfs", "dfsadmin", "-report").decode()
+    assert "Live datanodes (1)" in report
+
+
+def test_put_and_cat_round_trip(hadoop, hdfs_dir, tmp_path):
+    data = bytes(range(256)) * 1000 + b"\nlast line without newline"
+    local = tmp_path / "blob.bin"
+    local.write_bytes(data)
+    run(hadoop, "hdfs", "dfs", "-put", local, f"{hdfs_dir}/blob.bin")
+    assert run(hadoop, "hdfs", "dfs", "-cat", f"hdfs:///{hdfs_dir.lstrip('/')}/blob.bin") == data
+    assert run(hadoop, "hadoop", "fs", "-cat", f"{hdfs_dir}/blob.bin") == data
+
+
+def test_webhdfs_answers_on_loopback(hadoop, hdfs_dir):
+    run(hadoop, "hdfs", "dfs", "-put", "-", f"{hdfs_dir}/web.txt", input=b"hello\n")
+    url = f"{hadoop['webhdfs']}{hdfs_dir}?op=LISTSTATUS&user.name=samplegen"
+    assert url.startswith("http://127.0.0.1:")
+    with urllib.request.urlopen(url, timeout=30) as resp:
+        listing = json.loads(resp.read())
+    names = {s["pathSuffix"]: s for s in listing["FileStatuses"]["FileStatus"]}
+    assert names["web.txt"]["length"] == 6 and names["web.txt"]["type"] == "FILE"
+    with urllib.request.urlopen(f"{hadoop['webhdfs']}{hdfs_dir}/web.txt?op=OPEN"
+                                "&user.name=samplegen", timeout=30) as resp:
+        assert resp.read() == b"hello\n"   # redirected to the DataNode, on 127.0.0.1 too
+
+
+def _listening(pids):
+    """``{(address, port)}`` of the TCP sockets *pids* listen on (from /proc)."""
+    inodes = set()
+    for pid in pids:
+        fd_dir = f"/proc/{pid}/fd"
+        for fd in os.listdir(fd_dir):
+            try:
+                target = os.readlink(os.path.join(fd_dir, fd))
+            except OSError:
+                continue
+            if target.startswith("socket:["):
+                inodes.add(target[8:-1])
+    found = set()
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        try:
+            with open(table) as f:
+                rows = f.read().splitlines()[1:]
+        except OSError:
+            continue
+        for row in rows:
+            fields = row.split()
+            if fields[3] == "0A" and fields[9] in inodes:   # state LISTEN
+                address, port = fields[1].split(":")
+                found.add((address, int(port, 16)))
+    return found
+
+
+def _is_loopback(hex_address):
+    raw = bytes.fromhex(hex_address)
+    if len(raw) == 4:
+        return raw[::-1][0] == 127                       # little-endian IPv4
+    words = b"".join(raw[i:i + 4][::-1] for i in range(0, 16, 4))   # IPv6, per 32-bit word
+    return words == bytes(15) + b"\x01" or (words[:12] == bytes(10) + b"\xff\xff"
+                                              and words[12] == 127)
+
+
+def test_every_daemon_listens_on_loopback_only(hadoop):
+    pids = cluster.running(hadoop["workdir"]).values()
+    sockets = _listening(pids)
+    assert len(sockets) >= 12, sockets
+    assert not [s for s in sockets if not _is_loopback(s[0])], sockets
+    assert ("0100007F", cluster.PORTS["shuffle"]) in sockets   # 127.0.0.1:13562
+
+
+def test_streaming_job(hadoop, hdfs_dir, tmp_path):
+    lines = b"".join(b"line %d of the input\n" % i for i in range(1000))
+    run(hadoop, "hdfs", "dfs", "-put", "-", f"{hdfs_dir}/lines.txt", input=lines)
+    run(hadoop, "hadoop", "jar", hadoop["streaming_jar"], "-D", "mapreduce.job.reduces=1",
+        "-input", f"{hdfs_dir}/lines.txt", "-output", f"{hdfs_dir}/wc",
+        "-mapper", "cat", "-reducer", "wc -l")
+    assert run(hadoop, "hdfs", "dfs", "-cat", f"{hdfs_dir}/wc/part-00000").split() == [b"1000"]
+
+
+def test_samplegen_hadoop_runner_gives_the_inline_bytes(hadoop, hdfs_dir, tmp_path):
+    """The real thing: hold-out on HDFS paths through mrjob's hadoop runner
+    (the streaming jar, YARN containers, reducers writing block files to
+    HDFS) -- the same bytes as the inline runner on the local copy."""
+    samplegen = [sys.executable, "-m", "samplegen"]
+    local = tmp_path / "m"
+    run(hadoop, *samplegen, "-q", "make-matrix", local, "--rows", 2000, "--cols", 10,
+        "--block-size", 100, "--seed", 3)
+    run(hadoop, "hdfs", "dfs", "-put", local, f"{hdfs_dir}/m")
+    conf = tmp_path / "mrjob.conf"
+    conf.write_text(f"include: {ROOT}/conf/mrjob-local-hadoop.conf\n"
+                    f"runners:\n  hadoop:\n    hadoop_streaming_jar: {hadoop['streaming_jar']}\n")
+    params = ["--ratio", 0.8, "--repeats", 2, "--seed", 7]
+    run(hadoop, *samplegen, "-q", "holdout", f"hdfs://{hdfs_dir}/m", f"hdfs://{hdfs_dir}/ho",
+        *params, "--runner", "hadoop", "--mrjob-conf", conf, timeout=900)
+    run(hadoop, *samplegen, "-q", "holdout", local, tmp_path / "inline", *params,
+        "--runner", "inline")
+    run(hadoop, "hdfs", "dfs", "-get", f"{hdfs_dir}/ho", tmp_path / "from-hdfs")
+    on_hadoop = sample_digests(tmp_path / "from-hdfs")
+    assert sorted(on_hadoop) == ["test-0", "test-1", "train-0", "train-1"]
+    assert on_hadoop == sample_digests(tmp_path / "inline")
+    with open(tmp_path / "from-hdfs" / "_manifest.json") as f:
+        manifest = json.load(f)
+    assert manifest["engine"]["runner"] == "hadoop"
+    assert os.path.exists(tmp_path / "from-hdfs" / "_SUCCESS")
