@@ -46,7 +46,9 @@ def hadoop():
                            f"HDFS_PORT={port}"], cwd=root, capture_output=True, text=True)
     if proc.returncode != 0:
         lines = (proc.stderr + proc.stdout).strip().splitlines() or ["(no output)"]
-        reason = next((ln for ln in reversed(lines) if "error" in ln.lower()), lines[-1])
+        reason = next((ln for ln in lines if ln.startswith("hadoop: error:")),
+                      next((ln for ln in reversed(lines) if "error" in ln.lower()
+                            and not ln.startswith("make")), lines[-1]))
         pytest.fail(f"the local Hadoop did not start: {reason}", pytrace=False)
     try:
         yield {"workdir": workdir, "hdfs_port": port, "env": {**os.environ, **cluster.env(workdir)},
