@@ -123,6 +123,10 @@ COMMANDS = {
              "nodemanager": DAEMONS["nodemanager"]},
 }
 
+#: subcommands whose class reads the subcommand itself as its first argument
+#: (as Hadoop's ``yarn`` script passes it)
+KEEP_SUBCOMMAND = {"application", "applicationattempt", "container"}
+
 #: Hadoop 3.4's reflection into the JDK (Guice's class generation in the YARN
 #: web apps, the RPC layer's buffers) needs these on Java 17
 ADD_OPENS = " ".join(f"--add-opens=java.base/{p}=ALL-UNNAMED" for p in (
@@ -555,7 +559,8 @@ def launcher(p, tool, commands, java_home):
     """The text of the ``bin/<tool>`` script: ``<tool> COMMAND ARGS`` runs
     COMMAND's main class (or a class named in full) with the cluster's
     classpath and configuration."""
-    cases = "\n".join(f"  {cmd}) class={cls} ;;" for cmd, cls in commands.items())
+    cases = "\n".join(f"  {cmd}) class={cls}" + ("; keep=1" if cmd in KEEP_SUBCOMMAND else "")
+                      + " ;;" for cmd, cls in commands.items())
     names = " ".join(commands)
     return f"""#!/usr/bin/env bash
 # `{tool}` of the single-node Hadoop in {p['dir']}
@@ -564,6 +569,7 @@ export HADOOP_HOME={p['dir']}
 export HADOOP_CONF_DIR="${{HADOOP_CONF_DIR:-{p['conf']}}}"
 export JAVA_HOME="${{JAVA_HOME:-{java_home}}}"
 cmd="$1"
+keep=
 case "$cmd" in
 {cases}
   classpath) echo "$HADOOP_CONF_DIR:{p['lib']}/*"; exit 0 ;;
@@ -571,7 +577,7 @@ case "$cmd" in
   *.*) class="$cmd" ;;
   *) echo "{tool}: unknown command '$cmd' (one of: {names} classpath)" >&2; exit 1 ;;
 esac
-shift
+[ -n "$keep" ] || shift
 exec "$JAVA_HOME/bin/java" {CLIENT_HEAP} {JVM_FLAGS} {ADD_OPENS} $HADOOP_CLIENT_OPTS \\
   -Dhadoop.home.dir={p['dir']} -Dhadoop.log.dir={p['logs']} \\
   -Dhadoop.root.logger="${{HADOOP_ROOT_LOGGER:-INFO,console}}" \\
@@ -780,18 +786,19 @@ def up(workdir=DEFAULT_WORKDIR, hdfs_port=DEFAULT_HDFS_PORT, timeout=STARTUP_SEC
     java = check_java()
     jars = resolve_jars(workdir, pom, log)
     alive = running(workdir)
+    if alive and _recorded_port(workdir) != hdfs_port:
+        raise ClusterError(f"the cluster in {p['dir']} runs with HDFS port "
+                           f"{_recorded_port(workdir)}; 'down' it first to change the port")
+    if not alive or streaming_jar(workdir) is None:
+        link_jars(workdir, jars)   # running daemons keep the jars they started with
+    write_webapps(workdir)
+    preload = build_loopback_bind(workdir, log)
+    write_config(workdir, hdfs_port, java, preload)   # the same values while it runs
+    _write(p["state"], json.dumps({"hdfs_port": hdfs_port}) + "\n")
     if len(alive) == len(DAEMONS) and _ready(health()):
         log(f"Hadoop already running from {p['dir']} (pids "
             + ", ".join(f"{n} {pid}" for n, pid in alive.items()) + ")")
         return env(workdir)
-    if alive and _recorded_port(workdir) != hdfs_port:
-        raise ClusterError(f"the cluster in {p['dir']} runs with HDFS port "
-                           f"{_recorded_port(workdir)}; 'down' it first to change the port")
-    link_jars(workdir, jars)
-    write_webapps(workdir)
-    preload = build_loopback_bind(workdir, log)
-    write_config(workdir, hdfs_port, java, preload)
-    _write(p["state"], json.dumps({"hdfs_port": hdfs_port}) + "\n")
     for name in DAEMONS:
         if name in alive:
             continue

@@ -44,6 +44,8 @@ def test_launchers_run_the_pinned_hadoop(hadoop):
     nodes = run(hadoop, "yarn", "node", "-list").decode()
     assert "Total Nodes:1" in nodes and "RUNNING" in nodes
     assert b"JobId" in run(hadoop, "mapred", "job", "-list")
+    assert b"Total number of applications" in run(hadoop, "yarn", "application", "-list",
+                                                  "-appStates", "ALL")
     report = run(hadoop, "hdfs", "dfsadmin", "-report").decode()
     assert "Live datanodes (1)" in report
 
