@@ -314,29 +314,32 @@ def resolve_jars(workdir, pom=POM, log=print):
 
 def link_jars(workdir, jars):
     """``<workdir>/lib``: one link per jar (the classpath ``lib/*``), and the
-    streaming jar in ``share/hadoop/tools/lib`` as in a Hadoop installation;
-    returns the streaming jar's path there."""
+    streaming jar -- a job jar, not on the classpath -- in
+    ``share/hadoop/tools/lib`` as in a Hadoop installation; returns its path
+    there.  *jars*: the resolved jars' paths."""
     p = paths(workdir)
-    current = streaming_jar(workdir)
-    if current and os.path.isdir(p["lib"]) and sorted(
+    streaming = [j for j in jars if re.match(r"hadoop-streaming-[\d.]+\.jar$",
+                                             os.path.basename(j))]
+    if not streaming:
+        raise ClusterError("the resolved jars have no hadoop-streaming jar (see the pom)")
+    classpath = sorted(os.path.realpath(j) for j in jars if j not in streaming)
+    target = os.path.join(p["tools"], os.path.basename(streaming[0]))
+    if streaming_jar(workdir) == target and os.path.isdir(p["lib"]) and sorted(
             os.path.realpath(os.path.join(p["lib"], n)) for n in os.listdir(p["lib"])) \
-            == sorted(os.path.realpath(j) for j in jars):
-        return current   # already these jars (daemons may be running on them)
+            == classpath:
+        return target   # already these jars (daemons may be running on them)
     for key in ("lib", "tools"):
         shutil.rmtree(p[key], ignore_errors=True)
         os.makedirs(p[key])
-    streaming = None
     for jar in jars:
+        if jar in streaming:
+            continue
         name = os.path.basename(jar)
         if os.path.lexists(os.path.join(p["lib"], name)):  # same file name, another group
             name = jar.replace(os.sep, "_")
         os.symlink(jar, os.path.join(p["lib"], name))
-        if re.match(r"hadoop-streaming-[\d.]+\.jar$", name):
-            streaming = os.path.join(p["tools"], name)
-            os.symlink(jar, streaming)
-    if streaming is None:
-        raise ClusterError("the resolved jars have no hadoop-streaming jar (see the pom)")
-    return streaming
+    os.symlink(streaming[0], target)
+    return target
 
 
 WEB_XML = """<?xml version="1.0" encoding="UTF-8"?>
