@@ -98,8 +98,7 @@ COMMANDS = {
                "jar": "org.apache.hadoop.util.RunJar",
                "version": "org.apache.hadoop.util.VersionInfo",
                "checknative": "org.apache.hadoop.util.NativeLibraryChecker",
-               "conftest": "org.apache.hadoop.util.ConfTest",
-               "distcp": "org.apache.hadoop.tools.DistCp"},
+               "conftest": "org.apache.hadoop.util.ConfTest"},
     "hdfs": {"dfs": "org.apache.hadoop.fs.FsShell",
              "dfsadmin": "org.apache.hadoop.hdfs.tools.DFSAdmin",
              "fsck": "org.apache.hadoop.hdfs.tools.DFSck",
@@ -127,8 +126,8 @@ COMMANDS = {
 #: (as Hadoop's ``yarn`` script passes it)
 KEEP_SUBCOMMAND = {"application", "applicationattempt", "container"}
 
-#: Hadoop 3.4's reflection into the JDK (Guice's class generation in the YARN
-#: web apps, the RPC layer's buffers) needs these on Java 17
+#: Hadoop 3.4 reaches into the JDK by reflection (Guice's class generation in
+#: the YARN web apps, the RPC layer's buffers); these keep that open on Java 17
 ADD_OPENS = " ".join(f"--add-opens=java.base/{p}=ALL-UNNAMED" for p in (
     "java.lang", "java.lang.reflect", "java.lang.invoke", "java.io", "java.net", "java.nio",
     "java.util", "java.util.concurrent", "java.util.concurrent.atomic", "java.util.regex",
@@ -783,9 +782,18 @@ def up(workdir=DEFAULT_WORKDIR, hdfs_port=DEFAULT_HDFS_PORT, timeout=STARTUP_SEC
     """Start the cluster in *workdir* (the daemons not yet running from it)
     and wait until it is usable; returns :func:`env` of it.  *hdfs_port*:
     the NameNode's RPC port (``fs.defaultFS``); *timeout*: seconds to wait;
-    *log*: a callable for progress messages; *pom*: the jars' pom."""
-    start = time.time()
+    *log*: a callable for progress messages; *pom*: the jars' pom.  Two
+    ``up`` of one work directory at a time take turns (a lock file)."""
+    import fcntl
     p = paths(workdir)
+    os.makedirs(p["dir"], exist_ok=True)
+    with open(os.path.join(p["dir"], "up.lock"), "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        return _up(p, workdir, hdfs_port, timeout, log, pom)
+
+
+def _up(p, workdir, hdfs_port, timeout, log, pom):
+    start = time.time()
     java = check_java()
     jars = resolve_jars(workdir, pom, log)
     alive = running(workdir)
