@@ -25,7 +25,7 @@ work directory, laid out as a Hadoop installation, so mrjob finds both the
 and ``PATH``.
 
 *Why four daemon JVMs rather than Hadoop's CLI MiniCluster:* both start about
-as fast here (measured on two cores: the daemons in about 5 s, 9 s on the
+as fast (measured on two cores: the daemons in about 5 s, 9 s on the
 first start with the NameNode's format; ``MiniHadoopClusterManager -format``
 in 6.6 s), but the MiniCluster needs the test jars of HDFS, YARN and
 MapReduce and their test-scoped dependencies (JUnit, Mockito) on top of the
