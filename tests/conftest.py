@@ -32,31 +32,61 @@ def spark():
 def hadoop():
     """The single-node Hadoop of ``make hadoop-up`` (in $HADOOP_WORK, default
     work/hadoop; HDFS port $HDFS_PORT, default 9000) for tests marked
-    ``hadoop``: started unless it runs, and stopped at the end of the session
-    if this fixture started it.  A cluster that cannot start fails the test
-    with its one-line reason; it is never skipped."""
+    ``hadoop``: started unless it runs.  Test sessions share it (each holds a
+    lease, ``<workdir>/sessions/<pid>``); the last one to end stops it if a
+    test session started it (a cluster started by hand stays up).  A cluster
+    that cannot start fails the test with its one-line reason; it is never
+    skipped."""
+    import fcntl
     import subprocess
 
     from samplegen.jobs import cluster
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     workdir = os.path.abspath(os.path.join(root, os.environ.get("HADOOP_WORK", "work/hadoop")))
     port = int(os.environ.get("HDFS_PORT", cluster.DEFAULT_HDFS_PORT))
-    started = not cluster.running(workdir)
-    proc = subprocess.run(["make", "-s", "hadoop-up", f"HADOOP_WORK={workdir}",
-                           f"HDFS_PORT={port}"], cwd=root, capture_output=True, text=True)
-    if proc.returncode != 0:
-        lines = (proc.stderr + proc.stdout).strip().splitlines() or ["(no output)"]
-        reason = next((ln for ln in lines if ln.startswith("hadoop: error:")),
-                      next((ln for ln in reversed(lines) if "error" in ln.lower()
-                            and not ln.startswith("make")), lines[-1]))
-        pytest.fail(f"the local Hadoop did not start: {reason}", pytrace=False)
+    sessions = os.path.join(workdir, "sessions")
+    os.makedirs(sessions, exist_ok=True)
+    lease, marker = os.path.join(sessions, str(os.getpid())), os.path.join(sessions, "started")
+    with open(os.path.join(sessions, ".lock"), "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        open(lease, "w").close()
+        if not cluster.running(workdir):
+            open(marker, "w").close()
+        proc = subprocess.run(["make", "-s", "hadoop-up", f"HADOOP_WORK={workdir}",
+                               f"HDFS_PORT={port}"], cwd=root, capture_output=True, text=True)
     try:
+        if proc.returncode != 0:
+            lines = (proc.stderr + proc.stdout).strip().splitlines() or ["(no output)"]
+            reason = next((ln for ln in lines if ln.startswith("hadoop: error:")),
+                          next((ln for ln in reversed(lines) if "error" in ln.lower()
+                                and not ln.startswith("make")), lines[-1]))
+            pytest.fail(f"the local Hadoop did not start: {reason}", pytrace=False)
         yield {"workdir": workdir, "hdfs_port": port, "env": {**os.environ, **cluster.env(workdir)},
                "streaming_jar": cluster.streaming_jar(workdir),
                "webhdfs": f"http://127.0.0.1:{cluster.PORTS['namenode_http']}/webhdfs/v1"}
     finally:
-        if started:
-            cluster.down(workdir, log=lambda message: None)
+        with open(os.path.join(sessions, ".lock"), "w") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            os.remove(lease)
+            others = []
+            for name in filter(str.isdigit, os.listdir(sessions)):
+                if _alive(int(name)):
+                    others.append(name)
+                else:   # a session that died without its teardown
+                    os.remove(os.path.join(sessions, name))
+            if not others and os.path.exists(marker):
+                cluster.down(workdir, log=lambda message: None)
+                os.remove(marker)
+
+
+def _alive(pid):
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        pass
+    return True
 
 
 def make(tmp_path, name="m", rows=500, cols=6, block_size=64, density=None, seed=1):
