@@ -40,7 +40,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from samplegen.hive import engine, server, sql  # noqa: E402
 from samplegen.hive.client import Client  # noqa: E402
 from samplegen.jobs import driver  # noqa: E402
-from samplegen.jobs.phases import make_plan  # noqa: E402
+from samplegen.jobs.plan import make_plan  # noqa: E402
 from samplegen.jobs.store import Matrix  # noqa: E402
 from samplegen.udfs.custom import load_udf  # noqa: E402
 

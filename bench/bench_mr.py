@@ -24,7 +24,8 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from samplegen.jobs import driver  # noqa: E402
 from samplegen.jobs import fs as fsmod  # noqa: E402
-from samplegen.jobs.phases import local_sampling, make_plan  # noqa: E402
+from samplegen.jobs.phases import local_sampling  # noqa: E402
+from samplegen.jobs.plan import make_plan  # noqa: E402
 from samplegen.jobs.store import Matrix  # noqa: E402
 from samplegen.udfs import Bootstrap, HoldOut, KFold, PositionRNG  # noqa: E402
 

@@ -27,12 +27,12 @@ import uuid
 
 from samplegen.jobs import fs as fsmod
 from samplegen.jobs.engines.task_errors import error_in
+from samplegen.jobs.plan import format_bin_bits, format_params
 from samplegen.udfs.errors import InputError, ParameterError
 
 from . import sql
 from .client import Client, HiveError, parse_url
 from .package import build_hive_zip
-from .transform import format_bin_bits, format_params
 
 KINDS = {
     "table": "identifier", "location": "path", "output": "path", "files": "path",

@@ -21,7 +21,7 @@ import os
 
 from samplegen.jobs import driver
 from samplegen.jobs import fs as fsmod
-from samplegen.jobs.phases import make_plan
+from samplegen.jobs.plan import make_plan
 from samplegen.jobs.store import Matrix
 from samplegen.udfs.custom import load_udf
 from samplegen.udfs.errors import OutputError, ParameterError

@@ -67,20 +67,18 @@ import sys
 
 import numpy as np
 
+from samplegen.jobs import plan as plan_codec
 from samplegen.jobs.blocks import DENSE, ENTRY_CHARS, EncodedBlock, parse_encoded, row_chars
 from samplegen.jobs.engines.task_errors import error_line
 from samplegen.jobs.phases import (
-    MAX_BIN_BITS,
     ReBlocker,
     local_sampling,
-    make_plan,
     partners,
     reblock,
     write_extra,
     write_sample,
 )
 from samplegen.udfs.base import Occurrences
-from samplegen.udfs.custom import load_udf, parse_param
 from samplegen.udfs.errors import InputError, ParameterError, SamplegenError
 
 BATCH_ROWS = 4096
@@ -88,26 +86,6 @@ RANGE_ROWS = 1 << 16
 _SUMMARY = -1
 _ERROR_ROUTE = -2
 _ERROR_SAMPLE = -1
-
-
-# ---------------------------------------------------------------------------
-# the plan, rebuilt from the command line in every task
-# ---------------------------------------------------------------------------
-def _plan_args(p):
-    p.add_argument("--udf", required=True)
-    p.add_argument("--params", default="", help="KEY=VALUE[,KEY=VALUE...]")
-    p.add_argument("--seed", type=int, required=True)
-    p.add_argument("--rows", type=int, required=True)
-    p.add_argument("--cols", type=int, required=True)
-    p.add_argument("--block-size", type=int, required=True)
-    p.add_argument("--kind", choices=("dense", "sparse"), required=True)
-    p.add_argument("--bin-bits", default="0",
-                   help="shuffle-bin bits: one value for every sample, or one per sample")
-    p.add_argument("--records", choices=("chunks", "rows"), default="chunks")
-
-
-def parse_params(text):
-    return dict(parse_param(item) for item in text.split(",") if item)
 
 
 class RangeCache:
@@ -144,56 +122,6 @@ class RangeCache:
         a, b = np.searchsorted(self.occ.offset, [start - self.lo, stop - self.lo])
         return Occurrences(self.occ.offset[a:b] - (start - self.lo), self.occ.sample[a:b],
                            self.occ.relpos[a:b])
-
-
-def plan_from_args(args, output=""):
-    udf = load_udf(args.udf, args.rows, parse_params(args.params))
-    meta = {"rows": args.rows, "cols": args.cols, "block_size": args.block_size,
-            "kind": args.kind}
-    plan = make_plan(udf, args.seed, meta, output)
-    try:
-        bits = [int(b) for b in args.bin_bits.split(",")]
-    except ValueError:
-        raise ParameterError(f"--bin-bits must be integers, got {args.bin_bits!r}") from None
-    if any(not 0 <= b <= MAX_BIN_BITS for b in bits):
-        raise ParameterError(f"--bin-bits must be in [0, {MAX_BIN_BITS}], got {args.bin_bits!r}")
-    if len(bits) == 1:
-        plan.bin_bits, plan.default_bin_bits = None, bits[0]
-    elif plan.names is not None and len(bits) == len(plan.names):
-        plan.bin_bits = bits
-    else:
-        raise ParameterError(f"--bin-bits needs one value or one per sample, got {len(bits)}")
-    return plan
-
-
-def format_params(params):
-    """``KEY=VALUE,...`` that :func:`parse_params` turns back into *params*
-    (same values and types), or ParameterError."""
-    items = []
-    for key in sorted(params):
-        value = params[key]
-        text = format_param(value)
-        back = parse_param(f"{key}={text}")
-        if "," in text or back != (key, value) or type(back[1]) is not type(value):
-            raise ParameterError(f"parameter {key}={value!r} does not survive the trip to a "
-                                 "TRANSFORM script's command line")
-        items.append(f"{key}={text}")
-    return ",".join(items)
-
-
-def format_bin_bits(plan):
-    if plan.bin_bits is None:
-        return str(plan.default_bin_bits)
-    bits = [int(b) for b in plan.bin_bits]
-    return str(bits[0]) if len(set(bits)) == 1 else ",".join(map(str, bits))
-
-
-def format_param(value):
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, float):
-        return repr(value)
-    return str(value)
 
 
 # ---------------------------------------------------------------------------
@@ -431,7 +359,8 @@ def build_parser():
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
     for name in COMMANDS:
         p = sub.add_parser(name)
-        _plan_args(p)
+        plan_codec.add_options(p)
+        p.add_argument("--records", choices=("chunks", "rows"), default="chunks")
         if name in ("reblock", "compose"):
             p.add_argument("--output", required=True)
     return parser
@@ -453,7 +382,7 @@ def main(argv=None, stdin=None, stdout=None):
     command = argv[0] if argv and argv[0] in COMMANDS else "reblock"
     try:
         args = build_parser().parse_args(argv)
-        plan = plan_from_args(args, getattr(args, "output", ""))
+        plan = plan_codec.from_options(args, getattr(args, "output", ""))
         if args.command == "sample":
             run_sample(plan, args.records, stdin, stdout)
         elif args.command == "reblock":

@@ -33,7 +33,8 @@ from . import fs as fsmod
 from .blocks import KINDS, Block, row_chars
 from .formats import open_source
 from .limits import check_disk, check_memory
-from .phases import DEFAULT_BIN_BUDGET, make_plan, partners
+from .phases import partners
+from .plan import DEFAULT_BIN_BUDGET, make_plan
 from .store import (
     MANIFEST,
     MAX_BLOCK_SIZE,

@@ -29,126 +29,14 @@ Bins are sized so one bin of one sample's column of blocks holds about
 ``bin_budget`` bytes (default 16 MiB): that bounds a reducer's memory, and
 only changes how many records the shuffle moves.
 """
-import json
-import math
 from collections import Counter
-from dataclasses import asdict, dataclass, field
 
 import numpy as np
 
-from samplegen.udfs.custom import load_udf
 from samplegen.udfs.errors import EngineError
-from samplegen.udfs.rng import PositionRNG
 
 from .blocks import DENSE, EncodedBlock
 from .store import block_list, write_group
-
-DEFAULT_BIN_BUDGET = 16 << 20
-MAX_BIN_BITS = 24
-
-
-@dataclass
-class Plan:
-    """Everything a task needs to run the phases; travels as JSON."""
-
-    udf: str                      # built-in name or module:function
-    params: dict                  # UDF parameters
-    seed: int
-    rows: int
-    cols: int
-    block_size: int
-    kind: str                     # "dense" or "sparse"
-    output: str                   # directory (URI) receiving the sample matrices
-    names: list = None            # sample names by id (None: sample-<id>)
-    composed: list = field(default_factory=list)   # train-i names (fold mode)
-    bin_bits: list = None         # per sample id; None: one value for all
-    default_bin_bits: int = 0
-    bin_budget: int = DEFAULT_BIN_BUDGET   # bytes of shuffle records per bin (--bin-mib)
-
-    # -- JSON ----------------------------------------------------------------------
-    def to_json(self):
-        return json.dumps(asdict(self), sort_keys=True)
-
-    @classmethod
-    def from_json(cls, text):
-        return cls(**json.loads(text))
-
-    # -- derived objects (built once per task) ------------------------------------
-    def sampler(self):
-        udf = getattr(self, "_udf_obj", None)
-        if udf is None:
-            udf = self._udf_obj = load_udf(self.udf, self.rows, self.params)
-        return udf
-
-    def rng(self):
-        rng = getattr(self, "_rng_obj", None)
-        if rng is None:
-            rng = self._rng_obj = PositionRNG(self.seed)
-        return rng
-
-    def n_vblocks(self):
-        return -(-self.cols // self.block_size)
-
-    def block_cols(self, v):
-        return min(self.block_size, self.cols - v * self.block_size)
-
-    def sample_name(self, sample_id):
-        if self.names is not None:
-            return self.names[sample_id]
-        return f"sample-{sample_id}"
-
-    def bits_of(self, samples):
-        """Bin bits for an array of sample ids."""
-        if self.bin_bits is None:
-            return np.full(samples.shape, self.default_bin_bits, np.int64)
-        return np.asarray(self.bin_bits, np.int64)[samples]
-
-
-def bin_bits(expected_rows, row_bytes, budget=DEFAULT_BIN_BUDGET):
-    """Number of relative-position bits that select a shuffle bin."""
-    total = expected_rows * row_bytes
-    if total <= budget:
-        return 0
-    return min(MAX_BIN_BITS, math.ceil(math.log2(total / budget)))
-
-
-#: bytes per row of a shuffle record that carries rows by id only (the
-#: Spark engine's id shuffle): its row id and relative position
-KEY_ROW_BYTES = 16
-
-
-def make_plan(udf, seed, meta, output, budget=DEFAULT_BIN_BUDGET):
-    """Build the plan for running *udf* (a SamplingUDF) over a matrix."""
-    cols = min(meta["block_size"], meta["cols"])
-    if meta["kind"] == "dense":
-        row_bytes = 8 * cols + 16
-    else:
-        row_bytes = 12 * meta.get("nnz", meta["rows"] * cols) / max(meta["rows"], 1) + 24
-    spec, params = udf.spec or (udf.name, udf.params())
-    plan = Plan(udf=spec, params=params, seed=udf_seed(seed), rows=meta["rows"],
-                cols=meta["cols"], block_size=meta["block_size"], kind=meta["kind"],
-                output=output, names=udf.sample_names(),
-                composed=list(udf.composed_names()), bin_budget=int(budget))
-    plan._udf_obj = udf
-    set_bins(plan, row_bytes)
-    return plan
-
-
-def set_bins(plan, row_bytes):
-    """Choose the plan's shuffle bins so that one bin of a sample holds about
-    ``plan.bin_budget`` bytes of shuffle records of *row_bytes* per row.  Bins only
-    split the shuffle (by the top bits of the relative position); the
-    samples are the same whatever their number."""
-    if plan.names is None:
-        plan.bin_bits, plan.default_bin_bits = None, bin_bits(plan.rows, row_bytes, plan.bin_budget)
-    else:
-        udf = plan.sampler()
-        plan.bin_bits = [bin_bits(udf.expected_rows(i), row_bytes, plan.bin_budget)
-                         for i in range(len(plan.names))]
-
-
-def udf_seed(seed):
-    return PositionRNG(seed).seed  # validates
 
 
 # ---------------------------------------------------------------------------

@@ -14,7 +14,7 @@ import pytest
 from samplegen.hive import client as hive_client
 from samplegen.hive import engine, server, sql, transform
 from samplegen.jobs import driver
-from samplegen.jobs.phases import DEFAULT_BIN_BUDGET, make_plan
+from samplegen.jobs.plan import DEFAULT_BIN_BUDGET, format_bin_bits, format_params, make_plan
 from samplegen.jobs.store import Matrix, StagedOutput
 from samplegen.udfs.custom import load_udf
 from samplegen.udfs.errors import InputError, ParameterError
@@ -266,14 +266,14 @@ def test_render_refuses_unsafe_values():
         sql.render(text, {"t": "b", "n": 1, "p": "/a", "q": 2}, kinds)
     # a user parameter that would not come back as itself is refused
     with pytest.raises(ParameterError, match="does not survive"):
-        transform.format_params({"names": "a,b"})
+        format_params({"names": "a,b"})
     with pytest.raises(ParameterError, match="does not survive"):
-        transform.format_params({"size": None})
+        format_params({"size": None})
     with pytest.raises(ParameterError, match="cannot be passed to a TRANSFORM script"):
-        sql.render("--params=${hivevar:params}", {"params": transform.format_params(
+        sql.render("--params=${hivevar:params}", {"params": format_params(
             {"name": "a b"})}, {"params": "params"})
     with pytest.raises(ParameterError, match="does not survive"):
-        transform.format_params({"n": "12"})  # a string that would come back as an int
+        format_params({"n": "12"})  # a string that would come back as an int
 
 
 def test_statement_splitting():
@@ -416,11 +416,11 @@ def test_raw_script_with_hivevars_through_beeline(tmp_path, tmp_path_factory, in
 # the TRANSFORM scripts' own checks, and the local server's
 # ---------------------------------------------------------------------------
 def plan_argv(plan, records="chunks"):
-    """The command-line words that make ``transform.plan_from_args`` rebuild *plan*."""
-    return ["--udf", plan.udf, f"--params={transform.format_params(plan.params)}",
+    """The command-line words that make ``plan.from_options`` rebuild *plan*."""
+    return ["--udf", plan.udf, f"--params={format_params(plan.params)}",
             "--seed", str(plan.seed), "--rows", str(plan.rows), "--cols", str(plan.cols),
             "--block-size", str(plan.block_size), "--kind", plan.kind,
-            "--bin-bits", transform.format_bin_bits(plan), "--records", records]
+            "--bin-bits", format_bin_bits(plan), "--records", records]
 
 
 def _script(argv, data):

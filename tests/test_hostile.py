@@ -13,6 +13,7 @@ import time
 import pytest
 
 from samplegen.jobs import driver, phases
+from samplegen.jobs import plan as plan_codec
 from samplegen.jobs.store import META, Matrix, StagedOutput
 from samplegen.udfs import load_udf
 from samplegen.udfs.errors import (
@@ -218,7 +219,7 @@ def test_a_task_that_exits_zero_is_a_failure(tmp_path, udf_module, runner, how):
 
 def _plan(udf="holdout", params=None, rows=250, block_size=100):
     meta = {"rows": rows, "cols": 3, "block_size": block_size, "kind": "dense"}
-    return phases.make_plan(load_udf(udf, rows, params or {"ratio": 0.6}), 1, meta, "/nowhere")
+    return plan_codec.make_plan(load_udf(udf, rows, params or {"ratio": 0.6}), 1, meta, "/nowhere")
 
 
 def test_coverage_needs_every_block_once_and_every_row_written():

@@ -8,23 +8,20 @@ import pytest
 
 from samplegen.jobs.blocks import DENSE, SPARSE, Block
 from samplegen.jobs.phases import (
-    KEY_ROW_BYTES,
     ReBlocker,
-    bin_bits,
     compose_extra,
     composed_ids,
     group_key,
     id_block,
     local_sampling,
-    make_plan,
     parse_group_key,
     parse_sort_key,
     partners,
     reblock,
-    set_bins,
     sort_key,
     write_sample,
 )
+from samplegen.jobs.plan import KEY_ROW_BYTES, bin_bits, make_plan, set_bins
 from samplegen.udfs import Bootstrap, HoldOut, KFold
 
 

@@ -42,7 +42,6 @@ from samplegen.jobs.blocks import EncodedBlock, parse_encoded
 from samplegen.jobs.engines.task_errors import error_in, reported
 from samplegen.jobs.package import build_zip
 from samplegen.jobs.phases import (
-    Plan,
     check_coverage,
     counted,
     group_key,
@@ -56,6 +55,7 @@ from samplegen.jobs.phases import (
     write_extra,
     write_sample,
 )
+from samplegen.jobs.plan import Plan
 from samplegen.udfs.custom import udf_source
 from samplegen.udfs.errors import EngineError, InputError
 

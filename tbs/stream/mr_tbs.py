@@ -20,6 +20,7 @@ import tempfile
 from mrjob.job import MRJob
 from mrjob.protocol import RawValueProtocol
 
+from samplegen.jobs import plan as plan_codec
 from samplegen.jobs.engines.mapreduce import mrjob_args, run_job, run_task
 from samplegen.tbs.errors import TBSError
 from samplegen.tbs.stream.task import run_partition
@@ -48,7 +49,7 @@ class MRTBS(MRJob):
         if not line:
             return
         with open(self.options.plan) as f:
-            plan = json.load(f)
+            plan = plan_codec.loads(f.read())
         p = int(line)
         yield None, json.dumps([p, run_partition(plan, p)])
 
@@ -73,7 +74,7 @@ def run_mrjob(plan, runner, options):
     with tempfile.TemporaryDirectory(prefix="samplegen-tbs-") as tmp:
         plan_path = os.path.join(tmp, "plan.json")
         with open(plan_path, "w") as f:
-            json.dump(plan, f)
+            f.write(plan_codec.dumps(plan))
         inputs = write_inputs(tmp, P)          # local files: mrjob uploads them for hadoop
         job = MRTBS(args=mrjob_args(runner, plan_path, inputs, options, tmp))
         lines = run_job(job, tmp, extra=TASK_ERRORS)   # a task's error: its own class

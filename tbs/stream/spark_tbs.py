@@ -15,8 +15,7 @@ The context is started and configured as for the sample-generation engine
 project's packages to the executors; a task's error comes back by the
 engines' protocol (:mod:`jobs.engines.task_errors`).
 """
-import json
-
+from samplegen.jobs import plan as plan_codec
 from samplegen.jobs.engines.task_errors import TaskFailed, error_line
 
 from ..errors import TBSError
@@ -31,7 +30,7 @@ def _task(plan_json, p):
     partition failed: an error is returned, not raised, so that the job ends
     only when every task has (no straggler writes while the run cleans up)."""
     try:
-        return p, run_partition(json.loads(plan_json), p), None
+        return p, run_partition(plan_codec.loads(plan_json), p), None
     except Exception as exc:
         return p, None, error_line(exc, TASK_ERRORS)
 
@@ -53,7 +52,7 @@ def _run(context, plan, options):
     # and stopped at the end.  The project's packages go to the executors.
     with context.spark_context(options.get("spark_master"), settings) as sc:
         context.ship_packages(sc)
-        data = sc.broadcast(json.dumps(plan))
+        data = sc.broadcast(plan_codec.dumps(plan))
         try:
             result = sc.parallelize(range(P), P).map(lambda p: _task(data.value, p)).collect()
         except Exception as exc:        # Py4JJavaError carries the task's report as text

@@ -54,15 +54,13 @@ from samplegen.jobs import fs as fsmod
 from samplegen.jobs.blocks import parse_encoded, row_chars
 from samplegen.jobs.engines.task_errors import reported
 from samplegen.jobs.phases import (
-    KEY_ROW_BYTES,
-    Plan,
     local_sampling,
     partners,
     reblock,
-    set_bins,
     write_extra,
     write_sample,
 )
+from samplegen.jobs.plan import KEY_ROW_BYTES, Plan, set_bins
 from samplegen.udfs.errors import ParameterError
 
 from .context import parse_settings, ship_packages, spark_context, task_failure
