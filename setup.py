@@ -14,6 +14,9 @@ CORE = [
     "numpy>=1.26",
     "mrjob>=0.7.4",
     "fastparquet>=2024.2.0",
+    # the filesystem layer: hdfs:// through WebHDFS (requests), other stores through fsspec
+    "fsspec>=2023.1.0",
+    "requests>=2.28",
 ]
 EXTRAS = {
     "spark": ["pyspark>=3.5"],

@@ -231,18 +231,19 @@ def import_file(src, dest, block_size, kind="dense", columns=None, overwrite=Fal
     block_size = check_block_size(block_size)
     if kind not in KINDS:
         raise ParameterError(f"kind must be dense or sparse, got {kind!r}")
-    names, n_cols, chunks = open_source(src, columns)
-    check_memory(2 * 8 * block_size * n_cols, f"a row of blocks of {n_cols} columns",
-                 "use a smaller --block-size")
-    with StagedOutput(dest, overwrite, inputs=[src]) as staging:
-        writer = MatrixWriter(staging, n_cols, block_size, kind, columns=names)
-        try:
-            for chunk in chunks:
-                writer.add_rows(chunk)
-        except BaseException:
-            writer.abort()
-            raise
-        meta = writer.close()
+    with fsmod.local_copy(src) as path:         # a file on HDFS: read from a local copy
+        names, n_cols, chunks = open_source(path, columns)
+        check_memory(2 * 8 * block_size * n_cols, f"a row of blocks of {n_cols} columns",
+                     "use a smaller --block-size")
+        with StagedOutput(dest, overwrite, inputs=[src]) as staging:
+            writer = MatrixWriter(staging, n_cols, block_size, kind, columns=names)
+            try:
+                for chunk in chunks:
+                    writer.add_rows(chunk)
+            except BaseException:
+                writer.abort()
+                raise
+            meta = writer.close()
     log(f"imported {meta['rows']} x {meta['cols']} ({kind}, block size {block_size}) "
         f"into {dest}")
     return meta

@@ -11,7 +11,9 @@ import io
 import itertools
 import os
 import re
+import tempfile
 import uuid
+from urllib.parse import urlsplit
 
 import numpy as np
 
@@ -300,7 +302,10 @@ def _numeric_dtype(dtype):
 # writing
 # ---------------------------------------------------------------------------
 def export(matrix, path, row_ids=True, overwrite=False):
-    """Write a :class:`jobs.store.Matrix` (or composed view) as rows."""
+    """Write a :class:`jobs.store.Matrix` (or composed view) as rows; returns
+    the files written (with ``.npy``, the row ids beside it)."""
+    if not fsmod.is_local(path):
+        return _export_remote(matrix, path, row_ids, overwrite)
     fmt = file_format(path)
     _refuse_store_target(matrix, path)
     targets = [path]
@@ -333,6 +338,31 @@ def export(matrix, path, row_ids=True, overwrite=False):
                 os.remove(t)
         if not done:
             fsmod.remove_dirs(made)
+    return targets
+
+
+def _export_remote(matrix, uri, row_ids, overwrite):
+    """Export to a local temporary directory, then copy each file to *uri*'s
+    directory (each appears whole or not at all)."""
+    remote = fsmod.get_fs(uri)
+    directory, name = uri.rstrip("/").rsplit("/", 1)
+    targets = [uri] + ([f"{directory}/{os.path.splitext(name)[0]}.row_ids.npy"]
+                       if file_format(uri) == ".npy" and row_ids else [])
+    for target in targets:
+        if remote.exists(target) and not overwrite:
+            raise OutputError(f"{target} exists (use --overwrite to replace it)")
+    where = urlsplit(directory)
+    root, parts = f"{where.scheme}://{where.netloc}", [p for p in where.path.split("/") if p]
+    for depth in range(len(parts), 0, -1):                  # the directory and its ancestors
+        place = root + "/" + "/".join(parts[:depth])
+        for marker, kind in ((META, "matrix"), (MANIFEST, "run")):
+            if remote.exists(fsmod.join(place, marker)):
+                raise OutputError(f"cannot write {uri}: it is inside the samplegen {kind} "
+                                  f"directory {place}; write it elsewhere")
+    with tempfile.TemporaryDirectory(prefix="samplegen-export-") as tmp:
+        written = export(matrix, os.path.join(tmp, name), row_ids, overwrite=True)
+        for path, target in zip(written, targets):
+            remote.upload(path, target)
     return targets
 
 

@@ -406,12 +406,7 @@ class Matrix:
 
     def read_block(self, h, v):
         part, offset, length = self.index()[(h, v)]
-        with self.fs.open_read(part) as f:
-            if hasattr(f, "seek"):
-                f.seek(offset)
-                line = f.read(length)
-            else:  # streamed filesystems: skip to the line
-                line = f.read(offset + length)[offset:]
+        line = self.fs.read_range(part, offset, length)
         try:
             h2, v2, block = parse_line(line)
         except InputError as exc:
@@ -686,4 +681,9 @@ class StagedOutput:
                                   "this one ran: nothing was replaced (use --overwrite to "
                                   "replace it)")
             self.fs.rmtree(self.dest)
-        self.fs.rename(self.staging, self.dest)
+        try:
+            self.fs.rename(self.staging, self.dest)   # refuses an existing target
+        except FileExistsError:
+            raise OutputError(f"destination {self.dest} was filled by another run while this "
+                              "one ran: nothing was replaced (use --overwrite to replace "
+                              "it)") from None

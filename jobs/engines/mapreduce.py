@@ -179,6 +179,8 @@ def run_mrjob(plan, inputs, runner, options):
         with open(plan_path, "w") as f:
             f.write(plan.to_json())
         source = udf_source(plan.sampler())
+        if runner in LOCAL_RUNNERS:     # mrjob's local runners read local files only
+            inputs = [_local_input(uri, tmp, i) for i, uri in enumerate(inputs)]
         lines = run_job(MRSample(args=mrjob_args(runner, plan_path, inputs, options, tmp,
                                                  udf=source)), tmp)
     summaries, reports = [], []
@@ -190,6 +192,15 @@ def run_mrjob(plan, inputs, runner, options):
             reports.append(json.loads(value))
     check_coverage(plan, reports, summaries)
     return summaries
+
+
+def _local_input(uri, tmp, i):
+    """A local path of part file *uri*: itself, or a copy in *tmp*."""
+    if fsmod.is_local(uri):
+        return uri
+    path = os.path.join(tmp, "input-%05d" % i)
+    fsmod.get_fs(uri).download(uri, path)
+    return path
 
 
 # ---------------------------------------------------------------------------

@@ -29,6 +29,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from samplegen.jobs import fs as fsmod
+from samplegen.udfs.errors import InputError
+
 from ..errors import TBSError
 
 BATCH_RE = re.compile(r"^batch-(\d+)(\.parquet)?$")
@@ -57,10 +60,9 @@ class Batch:
 
 def open_fs(url):
     """(fsspec filesystem, root path) of a batch directory URL."""
-    import fsspec
     try:
-        fs, root = fsspec.core.url_to_fs(url)
-    except (ImportError, ValueError) as exc:
+        fs, root = fsmod.fsspec_of(url)
+    except (ImportError, ValueError, InputError) as exc:
         raise TBSError(f"cannot open batch directory {url}: {exc}") from None
     return fs, root.rstrip("/") or root
 

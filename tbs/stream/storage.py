@@ -11,8 +11,10 @@ refuses and object stores cannot do atomically.
   ``.<name>.tmp-<random>``, flushed with ``fsync`` and renamed; directories
   are ``fsync``-ed once per commit so that a power loss cannot lose a rename.
   The lock is an ``flock`` on ``STATE/_lock`` (see :class:`Lock`).
-* Other URLs go through fsspec (``hdfs://`` needs pyarrow's HDFS driver);
-  the same temporary-name-then-rename writes, an exclusive-create lock file.
+* Other URLs go through the project's filesystem layer
+  (:func:`samplegen.jobs.fs.get_fs`: ``hdfs://`` by WebHDFS, anything else
+  through fsspec): the same temporary-name-then-rename writes (one atomic
+  rename on HDFS), an exclusive-create lock file.
 """
 import io
 import json
@@ -20,7 +22,6 @@ import mmap
 import os
 import socket
 import time
-import uuid
 
 from samplegen.jobs import fs as fsmod
 
@@ -69,9 +70,9 @@ class Store:
             self.root = os.path.abspath(_strip_file(url))
             self.fs = None
         else:
-            import fsspec
-            self.fs, self.root = fsspec.core.url_to_fs(url)
-            self.root = self.root.rstrip("/")
+            self.remote = fsmod.get_fs(url)
+            self.fs = self.remote.fs
+            self.root = self.fs._strip_protocol(url).rstrip("/")
         self._dirty_dirs = set()
         self._made = set()
 
@@ -149,7 +150,7 @@ class Store:
             with open(self.path(rel), "rb") as f:
                 f.seek(start)
                 return f.read(length)
-        return self.fs.cat_file(self.path(rel), start=start, end=start + length)
+        return self.remote.read_range(self.path(rel), start, length)
 
     def map_tail(self, rel, count, head, dtype="<i8"):
         """The last ``count`` values of a file and its first ``head`` bytes (one
@@ -175,7 +176,7 @@ class Store:
         size = self.fs.size(self.path(rel))
         if size < head + width:
             return None
-        data = self.fs.cat_file(self.path(rel), start=size - width, end=size) if count else b""
+        data = self.remote.read_range(self.path(rel), size - width, width)
         return np.frombuffer(data, dtype=dtype), self.read_range(rel, 0, head)
 
     def read_json(self, rel):
@@ -204,11 +205,6 @@ class Store:
             self.fs.makedirs(self.path(rel), exist_ok=True)
         self._made.add(rel)
 
-    def _tmp_name(self, rel):
-        head, _, name = rel.rpartition("/")
-        tmp = f".{name}.tmp-{uuid.uuid4().hex[:12]}"
-        return f"{head}/{tmp}" if head else tmp
-
     def write_bytes(self, rel, data):
         """Write ``data`` to ``rel`` atomically: temporary name, (fsync), rename."""
         head = rel.rpartition("/")[0]
@@ -217,12 +213,7 @@ class Store:
             fsmod.write_atomic(self.path(rel), data, fsync=self.fsync)
             self._dirty_dirs.add(self.path(head))
         else:
-            tmp = self._tmp_name(rel)
-            with self.fs.open(self.path(tmp), "wb") as f:
-                f.write(data)
-            if self.fs.exists(self.path(rel)):
-                self.fs.rm(self.path(rel))
-            self.fs.mv(self.path(tmp), self.path(rel))
+            self.remote.write_bytes(self.uri(rel), data)
 
     def write_json(self, rel, value):
         text = json.dumps(value, sort_keys=True, separators=(",", ":"))
@@ -350,8 +341,7 @@ class Lock:
                 return self
         path = store.path(LOCK)
         try:
-            with store.fs.open(path, "xb") as f:
-                f.write(json.dumps(_lock_info()).encode())
+            store.remote.create_exclusive(store.uri(LOCK), json.dumps(_lock_info()).encode())
         except FileExistsError:
             try:
                 info = json.loads(store.fs.cat_file(path))

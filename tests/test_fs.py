@@ -1,0 +1,66 @@
+"""The filesystem layer: where ``hdfs://`` URIs are served from, and the
+local half of its contract.  The same operations against a real HDFS are in
+tests/test_hadoop.py."""
+import os
+
+import pytest
+
+from samplegen.jobs import fs
+from samplegen.udfs.errors import InputError
+
+
+def _site(directory, name, props):
+    body = "".join(f"<property><name>{k}</name><value>{v}</value></property>"
+                   for k, v in props.items())
+    (directory / name).write_text(f"<?xml version=\"1.0\"?><configuration>{body}"
+                                  "</configuration>")
+
+
+@pytest.fixture
+def conf_dir(tmp_path, monkeypatch):
+    _site(tmp_path, "core-site.xml", {"fs.defaultFS": "hdfs://nn.example:8020"})
+    _site(tmp_path, "hdfs-site.xml", {"dfs.namenode.http-address": "nn.example:50070"})
+    monkeypatch.setenv("HADOOP_CONF_DIR", str(tmp_path))
+    monkeypatch.delenv("SAMPLEGEN_WEBHDFS", raising=False)
+    return tmp_path
+
+
+def test_default_hdfs_is_the_configured_namenode(conf_dir):
+    assert fs.webhdfs_address("hdfs:///data/m") == ("nn.example", 50070)
+    assert fs.webhdfs_address("hdfs://nn.example:8020/data/m") == ("nn.example", 50070)
+
+
+def test_another_namenode_gets_the_default_http_port(conf_dir):
+    assert fs.webhdfs_address("hdfs://other:8020/x") == ("other", fs.WEBHDFS_PORT)
+    assert fs.webhdfs_address("webhdfs://gw:14000/x") == ("gw", 14000)
+
+
+def test_the_endpoint_can_be_named(conf_dir, monkeypatch):
+    monkeypatch.setenv("SAMPLEGEN_WEBHDFS", "httpfs.example:14000")
+    assert fs.webhdfs_address("hdfs:///x") == ("httpfs.example", 14000)
+
+
+def test_default_hdfs_without_configuration_says_what_to_set(tmp_path, monkeypatch):
+    monkeypatch.setenv("HADOOP_CONF_DIR", str(tmp_path))     # no site files
+    monkeypatch.delenv("SAMPLEGEN_WEBHDFS", raising=False)
+    with pytest.raises(InputError, match="HADOOP_CONF_DIR"):
+        fs.webhdfs_address("hdfs:///x")
+
+
+def test_local_read_range_and_atomic_writes(tmp_path):
+    path = str(tmp_path / "f.bin")
+    fs.write_atomic(path, b"0123456789")
+    assert fs.LOCAL.read_range(path, 3, 4) == b"3456"
+    assert fs.LOCAL.read_range(path, 8, 10) == b"89"
+    writer = fs.LOCAL.open_atomic(path)
+    writer.write(b"half")
+    writer.abort()
+    assert open(path, "rb").read() == b"0123456789"
+    assert os.listdir(tmp_path) == ["f.bin"]
+
+
+def test_fsspec_of_local_paths(tmp_path):
+    filesystem, path = fs.fsspec_of(str(tmp_path / "a"))
+    assert path == str(tmp_path / "a")
+    filesystem.makedirs(path)
+    assert filesystem.isdir(path)
