@@ -119,7 +119,16 @@ def _staging_name(path):
             os.mkdir(directory)
         except FileExistsError:
             pass
-    return os.path.join(directory, f".{name}.tmp-{uuid.uuid4().hex[:12]}")
+    return os.path.join(directory, temporary_name(name))
+
+
+#: what a writer's temporary file is called (:func:`temporary_name`)
+_TEMPORARY = re.compile(r"^\..+\.tmp-[0-9a-f]{12}$")
+
+
+def temporary_name(name):
+    """The hidden name a writer gives file *name* until it is complete."""
+    return f".{name}.tmp-{uuid.uuid4().hex[:12]}"
 
 
 class _AtomicLocalWriter:
@@ -334,6 +343,17 @@ class LocalFS:
 
     def touch(self, uri):
         open(local_path(uri), "ab").close()
+
+    def remove_temporaries(self, uri):
+        """Delete the writers' temporary files below directory *uri* (left by
+        task attempts that were killed, or lost to a faster twin)."""
+        for directory, _, names in os.walk(local_path(uri)):
+            for name in names:
+                if _TEMPORARY.match(name):
+                    try:
+                        os.remove(os.path.join(directory, name))
+                    except FileNotFoundError:
+                        pass
 
 
 # ---------------------------------------------------------------------------
@@ -566,7 +586,7 @@ class _AtomicRemoteWriter:
     def __init__(self, remote, uri):
         self.remote, self.uri = remote, uri
         directory, name = uri.rsplit("/", 1)
-        self.tmp = f"{directory}/.{name}.tmp-{uuid.uuid4().hex[:12]}"
+        self.tmp = f"{directory}/{temporary_name(name)}"
         remote.prepare_dir(directory)
         self.buffer = bytearray()
         self.started = False
@@ -746,6 +766,13 @@ class RemoteFS:
 
     def touch(self, uri):
         self.write_bytes(uri, b"")
+
+    def remove_temporaries(self, uri):
+        """Delete the writers' temporary files below directory *uri* (left by
+        task attempts that were killed, or lost to a faster twin)."""
+        for path in self.fs.find(uri):
+            if _TEMPORARY.match(path.rsplit("/", 1)[-1]):
+                self.rmtree(path)
 
 
 LOCAL = LocalFS()

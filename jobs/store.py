@@ -635,6 +635,7 @@ class StagedOutput:
                 self.fs.rmtree(self.staging)
                 fsmod.remove_dirs(self._made)
                 return False
+            self.fs.remove_temporaries(self.staging)
             self.fs.touch(fsmod.join(self.staging, SUCCESS))
             try:
                 self._commit()

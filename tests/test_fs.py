@@ -64,3 +64,16 @@ def test_fsspec_of_local_paths(tmp_path):
     assert path == str(tmp_path / "a")
     filesystem.makedirs(path)
     assert filesystem.isdir(path)
+
+
+def test_temporaries_of_lost_attempts_are_removed(tmp_path):
+    """A killed or lost task attempt leaves its writer's hidden temporary
+    file; the commit removes those and nothing else."""
+    (tmp_path / "s").mkdir()
+    keep = ["part-v00000", ".owner", "_matrix.json", ".hidden.tmp-notours"]
+    for name in keep:
+        (tmp_path / "s" / name).write_bytes(b"x")
+    lost = fs.temporary_name("part-v00001")
+    (tmp_path / "s" / lost).write_bytes(b"half")
+    fs.LOCAL.remove_temporaries(str(tmp_path))
+    assert sorted(os.listdir(tmp_path / "s")) == sorted(keep)
