@@ -753,7 +753,13 @@ class RemoteFS:
             shutil.copyfileobj(src, dst, 8 << 20)
 
     def upload(self, path, uri):
-        """Copy the local file *path* to *uri*, which appears whole or not at all."""
+        """Copy the local file or directory tree *path* to *uri*; each file
+        appears whole or not at all."""
+        if os.path.isdir(path):
+            self.makedirs(uri)
+            for name in sorted(os.listdir(path)):
+                self.upload(os.path.join(path, name), join(uri, name))
+            return
         writer = self.open_atomic(uri)
         try:
             with open(path, "rb") as src:

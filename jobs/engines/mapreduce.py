@@ -66,12 +66,15 @@ PASSED = (SUMMARY, MAPPED)   # reports that reducers pass through to the driver
 
 #: Hadoop settings that make `-r hadoop` group and sort like the sim runners
 #: (mrjob adds KeyFieldBasedPartitioner -k1,1 and two key fields because the
-#: job sets SORT_VALUES).  Side-effect block files forbid speculative reducers.
+#: job sets SORT_VALUES).  Reducers write their block files themselves, safely
+#: under retried and speculative attempts: every attempt of a reduce task
+#: writes the same bytes, under a temporary name renamed into place (replacing
+#: a twin's file whole), and the driver removes lost attempts' temporaries
+#: before it commits; the summaries come from the committed attempt only.
 HADOOP_JOBCONF = {
     "mapreduce.job.output.key.comparator.class":
         "org.apache.hadoop.mapred.lib.KeyFieldBasedComparator",
     "mapreduce.partition.keycomparator.options": "-k1,2",
-    "mapreduce.reduce.speculative": "false",
 }
 LOCAL_RUNNERS = ("inline", "local")
 

@@ -22,6 +22,7 @@ import mmap
 import os
 import socket
 import time
+import uuid
 
 from samplegen.jobs import fs as fsmod
 
@@ -302,9 +303,11 @@ class Lock:
     NFS, Linux implements flock with fcntl locks, which the server also
     releases when the client process dies.
 
-    Other filesystems (fsspec): ``_lock`` is created exclusively (mode
-    ``xb``); a lock left by a crashed run must be removed by hand after
-    checking that no run is active (the error message says so).
+    Other filesystems (HDFS, fsspec): ``_lock`` is created exclusively; it
+    holds the same owner information.  A lock whose owner ran on this host
+    and is gone (its pid no longer exists: a killed run) is stale and taken
+    over; one from another host must be removed by hand after checking that
+    no run is active there (the error message says so).
     """
 
     def __init__(self, store):
@@ -339,19 +342,33 @@ class Lock:
                 os.pwrite(fd, data, 0)
                 self.fd = fd
                 return self
-        path = store.path(LOCK)
-        try:
-            store.remote.create_exclusive(store.uri(LOCK), json.dumps(_lock_info()).encode())
-        except FileExistsError:
+        for attempt in range(2):
             try:
-                info = json.loads(store.fs.cat_file(path))
-            except Exception:
-                info = None
-            raise TBSError(f"STATE {store.url} is in use by {_describe(info)}; a second run on "
-                           f"the same STATE is refused (if that run has died, remove "
-                           f"{store.uri(LOCK)})") from None
+                store.remote.create_exclusive(store.uri(LOCK), json.dumps(_lock_info()).encode())
+                break
+            except FileExistsError:
+                info = _read_remote_info(store, LOCK)
+            if attempt or not _owner_is_gone(info) or not self._take_over(info):
+                raise TBSError(f"STATE {store.url} is in use by {_describe(info)}; a second run "
+                               f"on the same STATE is refused (if that run has died, remove "
+                               f"{store.uri(LOCK)})") from None
         self.fd = True
         return self
+
+    def _take_over(self, info):
+        """Move the lock of a run that is gone aside (one atomic rename: of two
+        runs taking over at once, one wins) and remember whose it was."""
+        store, aside = self.store, f"{LOCK}.stale-{uuid.uuid4().hex[:12]}"
+        try:
+            store.remote.rename(store.uri(LOCK), store.uri(aside))
+        except (FileNotFoundError, FileExistsError):
+            return True                       # another run moved it: compete for a new one
+        if _read_remote_info(store, aside) != info:        # a live lock, just made: put it back
+            store.remote.rename(store.uri(aside), store.uri(LOCK))
+            return False
+        store.remove(aside)
+        self.previous = info
+        return True
 
     def release(self):
         if self.fd is None:
@@ -374,6 +391,26 @@ class Lock:
 
     def __exit__(self, *exc):
         self.release()
+
+
+def _read_remote_info(store, rel):
+    try:
+        return json.loads(store.read_bytes(rel))
+    except Exception:
+        return None
+
+
+def _owner_is_gone(info):
+    """Whether the run that wrote lock *info* ran on this host and has ended."""
+    if not isinstance(info, dict) or info.get("host") != socket.gethostname():
+        return False
+    try:
+        os.kill(int(info["pid"]), 0)
+    except ProcessLookupError:
+        return True
+    except (OSError, KeyError, TypeError, ValueError):
+        return False
+    return False
 
 
 def _read_info(fd):

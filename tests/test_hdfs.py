@@ -1,0 +1,381 @@
+"""Every HDFS path of samplegen on the real single-node Hadoop (``make
+hadoop-up``): the filesystem layer (WebHDFS), every sampling method through
+mrjob's hadoop runner, Spark, import / export / info, the micro-batch jobs
+with STATE on HDFS, and runs whose tasks or job are killed.  Each result is
+compared byte for byte with the inline runner on local copies."""
+import json
+import os
+import signal
+import statistics
+import subprocess
+import sys
+import time
+import uuid
+
+import pytest
+
+from samplegen.jobs import fs
+from samplegen.udfs.errors import OutputError
+
+from .conftest import sample_digests
+
+pytestmark = pytest.mark.hadoop
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+SAMPLEGEN = [sys.executable, "-m", "samplegen"]
+
+
+def run(hadoop, *cmd, timeout=900, check=True):
+    proc = subprocess.run([str(c) for c in cmd], env=hadoop["env"], capture_output=True,
+                          timeout=timeout)
+    if check:
+        assert proc.returncode == 0, (cmd, proc.stderr.decode(errors="replace")[-3000:])
+    return proc
+
+
+def samplegen(hadoop, *args, **kw):
+    return run(hadoop, *SAMPLEGEN, "-q", *args, **kw)
+
+
+@pytest.fixture(scope="module")
+def cluster_env(hadoop):
+    """This process's environment as the cluster's clients have it (for the
+    filesystem layer, which reads HADOOP_CONF_DIR)."""
+    saved = dict(os.environ)
+    os.environ.update(hadoop["env"])
+    fs._REMOTE.clear()
+    yield hadoop
+    os.environ.clear()
+    os.environ.update(saved)
+    fs._REMOTE.clear()
+
+
+@pytest.fixture(scope="module")
+def base(cluster_env):
+    """A fresh HDFS directory (``hdfs:///...``) for this module, removed afterwards."""
+    uri = f"hdfs:///samplegen-tests/hdfs-{uuid.uuid4().hex[:12]}"
+    fs.get_fs(uri).makedirs(uri)
+    yield uri
+    fs.get_fs(uri).rmtree(uri)
+
+
+@pytest.fixture(scope="module")
+def mrjob_conf(hadoop, tmp_path_factory):
+    path = tmp_path_factory.mktemp("conf") / "mrjob.conf"
+    path.write_text(f"include: {ROOT}/conf/mrjob-local-hadoop.conf\n"
+                    f"runners:\n  hadoop:\n    hadoop_streaming_jar: {hadoop['streaming_jar']}\n")
+    return path
+
+
+@pytest.fixture(scope="module")
+def matrices(hadoop, base, tmp_path_factory):
+    """A dense and a sparse matrix, locally and on HDFS (written there by
+    samplegen itself)."""
+    local = tmp_path_factory.mktemp("matrices")
+    out = {}
+    for name, extra in (("dense", []), ("sparse", ["--density", 0.3])):
+        for where in (str(local / name), f"{base}/{name}"):
+            samplegen(hadoop, "make-matrix", where, "--rows", 1500, "--cols", 12,
+                      "--block-size", 100, "--seed", 11, *extra)
+        out[name] = (str(local / name), f"{base}/{name}")
+    return out
+
+
+def fetch(uri, dest):
+    fs.get_fs(uri).download(uri, str(dest))
+    return dest
+
+
+# ---------------------------------------------------------------------------
+# the filesystem layer
+# ---------------------------------------------------------------------------
+def test_metadata_operations_take_milliseconds(base):
+    """exists, listdir and rename from Python: one HTTP request each, no JVM
+    (target: at most 20 ms; an ``hdfs dfs`` process takes about a second)."""
+    remote = fs.get_fs(base)
+    d = f"{base}/meta"
+    remote.makedirs(f"{d}/a")
+    times = {"exists": [], "listdir": [], "rename": []}
+    for _ in range(30):
+        for op, call in (("exists", lambda: remote.exists(f"{d}/a")),
+                         ("listdir", lambda: remote.listdir(d)),
+                         ("rename", lambda: remote.rename(f"{d}/a", f"{d}/b"))):
+            t = time.perf_counter()
+            call()
+            times[op].append(time.perf_counter() - t)
+        remote.rename(f"{d}/b", f"{d}/a")
+    medians = {op: statistics.median(ts) * 1000 for op, ts in times.items()}
+    assert all(ms <= 20 for ms in medians.values()), medians
+
+
+def test_atomic_writes_and_renames(base, monkeypatch):
+    remote = fs.get_fs(base)
+    d = f"{base}/atomic"
+    remote.makedirs(d)
+    monkeypatch.setattr(fs._AtomicRemoteWriter, "CHUNK", 1000)   # create, then appends
+    data = bytes(range(256)) * 37
+    writer = remote.open_atomic(f"{d}/f")
+    for i in range(0, len(data), 999):
+        writer.write(data[i:i + 999])
+    assert remote.listdir(d)[0].startswith(".f.tmp-")            # not under its name yet
+    writer.close()
+    assert remote.read_bytes(f"{d}/f") == data
+    assert remote.read_range(f"{d}/f", 1000, 10) == data[1000:1010]
+    with remote.open_read(f"{d}/f") as f:
+        assert f.read() == data
+    remote.write_bytes(f"{d}/f", b"new")                           # replaces, whole
+    assert remote.read_bytes(f"{d}/f") == b"new"
+    broken = remote.open_atomic(f"{d}/g")
+    broken.write(b"half")
+    broken.abort()
+    assert remote.listdir(d) == ["f"]
+    with pytest.raises(FileExistsError):
+        remote.create_exclusive(f"{d}/f", b"x")
+    remote.makedirs(f"{d}/x/inner")
+    remote.makedirs(f"{d}/y")
+    with pytest.raises(FileExistsError):
+        remote.rename(f"{d}/y", f"{d}/x")                          # never into it
+    assert remote.listdir(f"{d}/x") == ["inner"]
+    remote.rmtree(f"{d}/x")
+    with pytest.raises(OutputError, match="does not exist"):   # a removed staging
+        remote.open_atomic(f"{d}/x/sample/part-v00000")             # is not recreated
+    assert not remote.exists(f"{d}/x")
+
+
+def test_micro_batch_store_and_lock(base):
+    from samplegen.tbs.errors import TBSError
+    from samplegen.tbs.stream.storage import Lock, Store
+    store = Store(f"{base}/store")
+    store.write_json("a/b.json", {"k": [1, 2.5]})
+    assert store.read_json("a/b.json") == {"k": [1, 2.5]}
+    assert store.uri("a/b.json").startswith("hdfs://127.0.0.1:")
+    with Lock(store):
+        with pytest.raises(TBSError, match="in use"):
+            Lock(Store(f"{base}/store")).acquire()
+    with Lock(store):                                              # released: free again
+        pass
+
+
+# ---------------------------------------------------------------------------
+# every sampling method on the hadoop runner, and on Spark
+# ---------------------------------------------------------------------------
+METHODS = [
+    ("kfold", ["--k", 3, "--seed", 5], "dense"),
+    ("kfold-naive", ["--k", 3, "--seed", 5, "--naive"], "dense"),
+    ("bootstrap", ["--samples", 3, "--size", 1000, "--seed", 5], "sparse"),
+]
+
+
+@pytest.mark.parametrize("method,params,kind", METHODS, ids=[m[0] for m in METHODS])
+def test_hadoop_runner_matches_inline(hadoop, base, matrices, mrjob_conf, tmp_path,
+                                      method, params, kind):
+    local, remote = matrices[kind]
+    command = method.split("-")[0]
+    out = f"{base}/{method}"
+    samplegen(hadoop, command, remote, out, *params, "--runner", "hadoop",
+              "--mrjob-conf", mrjob_conf)
+    samplegen(hadoop, command, local, tmp_path / "inline", *params, "--runner", "inline")
+    assert sample_digests(fetch(out, tmp_path / "hadoop")) == \
+        sample_digests(tmp_path / "inline")
+
+
+def test_user_udf_through_make_on_hadoop(hadoop, base, matrices, mrjob_conf, tmp_path):
+    """``make`` with RUNNER=hadoop and hdfs:// paths, and a user's UDF shipped
+    to the containers."""
+    (tmp_path / "udfmod").mkdir()
+    (tmp_path / "udfmod" / "keep.py").write_text(
+        "import numpy as np\n"
+        "from samplegen.udfs import Purpose, stream\n"
+        "def every_third(start, stop, rng, params):\n"
+        "    lanes = rng.block(stream(Purpose.USER, 0), start, stop)\n"
+        "    keep = (lanes[:, 0] % np.uint64(params['m'])) == 0\n"
+        "    offset = np.flatnonzero(keep)\n"
+        "    return offset, np.zeros(offset.size, np.int64), lanes[keep, 1]\n"
+        "every_third.sample_names = ['kept']\n")
+    env = dict(hadoop["env"], PYTHONPATH=str(tmp_path / "udfmod"))
+    local, remote = matrices["dense"]
+    for where, runner in ((f"{base}/udf", "hadoop"), (str(tmp_path / "inline"), "inline")):
+        cmd = [SAMPLEGEN[0], "-m", "samplegen", "-q", "sample", remote if runner == "hadoop"
+               else local, where, "--udf", "keep:every_third", "--param", "m=3", "--seed", "9",
+               "--runner", runner, "--mrjob-conf", str(mrjob_conf)]
+        proc = subprocess.run(cmd, env=env, capture_output=True, timeout=900)
+        assert proc.returncode == 0, proc.stderr.decode()[-3000:]
+    proc = subprocess.run(["make", "-s", "-C", ROOT, "holdout", f"INPUT={remote}",
+                           f"OUTPUT={base}/make-ho", "RUNNER=hadoop", f"MRJOB_CONF={mrjob_conf}",
+                           "SEED=7", "REPEATS=2"], env=env, capture_output=True, timeout=900)
+    assert proc.returncode == 0, proc.stderr.decode()[-3000:]
+    samplegen(hadoop, "holdout", local, tmp_path / "ho", "--ratio", 0.8, "--repeats", 2,
+              "--seed", 7, "--runner", "inline")
+    assert sample_digests(fetch(f"{base}/udf", tmp_path / "h-udf")) == \
+        sample_digests(tmp_path / "inline")
+    assert sample_digests(fetch(f"{base}/make-ho", tmp_path / "h-ho")) == \
+        sample_digests(tmp_path / "ho")
+
+
+def test_spark_runner_on_hdfs(hadoop, base, matrices, tmp_path):
+    local, remote = matrices["dense"]
+    params = ["--ratio", 0.7, "--repeats", 2, "--seed", 3]
+    samplegen(hadoop, "holdout", remote, f"{base}/spark-ho", *params, "--runner", "spark")
+    samplegen(hadoop, "holdout", local, tmp_path / "inline", *params, "--runner", "inline")
+    assert sample_digests(fetch(f"{base}/spark-ho", tmp_path / "spark")) == \
+        sample_digests(tmp_path / "inline")
+
+
+# ---------------------------------------------------------------------------
+# import, export, info
+# ---------------------------------------------------------------------------
+def test_import_export_info_on_hdfs(hadoop, base, matrices, tmp_path):
+    local, remote = matrices["dense"]
+    info = json.loads(samplegen(hadoop, "info", remote, "--json").stdout)
+    assert (info["rows"], info["cols"]) == (1500, 12)
+    samplegen(hadoop, "export", remote, "--to", f"{base}/rows.csv", "--no-row-ids")
+    samplegen(hadoop, "export", local, "--to", tmp_path / "rows.csv", "--no-row-ids")
+    assert fs.get_fs(base).read_bytes(f"{base}/rows.csv") == (tmp_path / "rows.csv").read_bytes()
+    samplegen(hadoop, "import", f"{base}/rows.csv", f"{base}/imported", "--block-size", 100)
+    samplegen(hadoop, "import", tmp_path / "rows.csv", tmp_path / "imported", "--block-size", 100)
+    assert sample_digests(fetch(f"{base}/imported", tmp_path / "from-hdfs")) == \
+        sample_digests(tmp_path / "imported")
+    bad = samplegen(hadoop, "export", remote, "--to", f"{remote}/inside.csv", check=False)
+    assert bad.returncode == 2 and b"inside the samplegen matrix" in bad.stderr
+
+
+def test_import_a_parquet_dataset_written_by_spark(hadoop, base, spark, tmp_path):
+    import numpy as np
+    values = np.random.default_rng(4).normal(size=(300, 3))
+    rows = [tuple(map(float, r)) for r in values]
+    from pyspark.sql import SparkSession
+    session = SparkSession.builder.getOrCreate()
+    uri = f"hdfs://127.0.0.1:{hadoop['hdfs_port']}{base.split('//', 1)[1]}/ds.parquet"
+    session.createDataFrame(rows, ["a", "b", "c"]).coalesce(3).write.parquet(uri)
+    samplegen(hadoop, "import", uri, f"{base}/ds-matrix", "--block-size", 64)
+    samplegen(hadoop, "export", f"{base}/ds-matrix", "--to", tmp_path / "back.npy",
+              "--no-row-ids")
+    back = np.load(tmp_path / "back.npy")
+    assert sorted(map(tuple, back)) == sorted(rows)                # every row, once
+
+
+# ---------------------------------------------------------------------------
+# micro-batch jobs with BATCHES and STATE on HDFS
+# ---------------------------------------------------------------------------
+TBS = ["--algorithm", "rtbs", "--decay", "exp", "--lambda", 0.1, "--size", 1500, "--seed", 7,
+       "--partitions", 2]
+
+
+@pytest.fixture(scope="module")
+def batches(hadoop, base, tmp_path_factory):
+    local = tmp_path_factory.mktemp("tbs") / "batches"
+    run(hadoop, sys.executable, "-m", "samplegen.tbs.stream.demo", local, "--batches", 4,
+        "--size", 1000, "--seed", 1)
+    fs.get_fs(base).upload(str(local), f"{base}/batches")
+    return str(local), f"{base}/batches"
+
+
+def _tbs_sample(hadoop, state, dest):
+    samplegen(hadoop, "tbs", "sample", state, "--to", dest)
+    return open(dest, "rb").read()
+
+
+def test_tbs_run_on_hadoop_with_state_on_hdfs(hadoop, base, batches, mrjob_conf, tmp_path):
+    local, remote = batches
+    samplegen(hadoop, "tbs", "run", remote, f"{base}/state", *TBS, "--runner", "hadoop",
+              "--mrjob-conf", mrjob_conf)
+    samplegen(hadoop, "tbs", "run", local, tmp_path / "state", *TBS, "--runner", "inline")
+    assert _tbs_sample(hadoop, f"{base}/state", tmp_path / "h.npy") == \
+        _tbs_sample(hadoop, tmp_path / "state", tmp_path / "l.npy")
+
+
+def test_tbs_killed_mid_batch_on_hdfs_reruns_to_the_same_state(hadoop, base, batches,
+                                                               tmp_path):
+    """SIGKILL at three moments of runs on HDFS; each rerun continues where
+    the killed run stopped and ends where an uninterrupted run ends."""
+    local, remote = batches
+    samplegen(hadoop, "tbs", "run", local, tmp_path / "clean", *TBS, "--runner", "inline",
+              "--batches-per-job", 1)
+    expected = _tbs_sample(hadoop, tmp_path / "clean", tmp_path / "clean.npy")
+    state = f"{base}/killed"
+    for delay in (0.8, 1.6, 2.4):
+        proc = subprocess.Popen([*SAMPLEGEN, "-q", "tbs", "run", remote, state,
+                                 *map(str, TBS), "--batches-per-job", "1"],
+                                env=hadoop["env"], stderr=subprocess.DEVNULL)
+        time.sleep(delay)
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+    samplegen(hadoop, "tbs", "run", remote, state, "--runner", "inline")
+    assert _tbs_sample(hadoop, state, tmp_path / "after.npy") == expected
+
+
+# ---------------------------------------------------------------------------
+# faults on the cluster: a killed task attempt, a killed job
+# ---------------------------------------------------------------------------
+def _job_ids(hadoop):
+    out = run(hadoop, "mapred", "job", "-list").stdout.decode()
+    return [w for w in out.split() if w.startswith("job_")]
+
+
+def _wait_for(predicate, seconds=240):
+    deadline = time.time() + seconds
+    while time.time() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(0.5)
+    raise AssertionError("timed out waiting on the cluster")
+
+
+def _start_bootstrap(hadoop, remote, out, mrjob_conf, extra=()):
+    return subprocess.Popen([*SAMPLEGEN, "-q", "bootstrap", remote, out, "--samples", "4",
+                             "--seed", "3", "--runner", "hadoop", "--mrjob-conf",
+                             str(mrjob_conf), *extra], env=hadoop["env"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+
+
+def test_killed_attempts_and_speculation_leave_whole_output(hadoop, base, matrices,
+                                                            mrjob_conf, tmp_path):
+    """Speculative execution on, and a reduce attempt killed while it writes:
+    Hadoop retries it, and the run is byte for byte the inline one, with no
+    temporary file left behind."""
+    local, remote = matrices["dense"]
+    before = set(_job_ids(hadoop))
+    out = f"{base}/boot-killed-attempt"
+    proc = _start_bootstrap(hadoop, remote, out, mrjob_conf,
+                            ["--jobconf", "mapreduce.map.speculative=true",
+                             "--jobconf", "mapreduce.reduce.speculative=true"])
+    job = _wait_for(lambda: next(iter(set(_job_ids(hadoop)) - before), None))
+
+    def running_reduce():
+        ids = run(hadoop, "mapred", "job", "-list-attempt-ids", job, "REDUCE", "running",
+                  check=False).stdout.decode().split()
+        return ids[0] if ids else None
+    attempt = _wait_for(running_reduce)
+    run(hadoop, "mapred", "job", "-kill-task", attempt)
+    _, err = proc.communicate(timeout=900)
+    assert proc.returncode == 0, err.decode()[-3000:]
+    samplegen(hadoop, "bootstrap", local, tmp_path / "inline", "--samples", 4, "--seed", 3,
+              "--runner", "inline")
+    got = fetch(out, tmp_path / "hadoop")
+    assert sample_digests(got) == sample_digests(tmp_path / "inline")
+    leftovers = [n for _, _, names in os.walk(got) for n in names if ".tmp-" in n]
+    assert leftovers == []
+
+
+def test_killed_job_leaves_no_output_and_a_rerun_succeeds(hadoop, base, matrices, mrjob_conf,
+                                                          tmp_path):
+    local, remote = matrices["dense"]
+    before = set(_job_ids(hadoop))
+    out = f"{base}/boot-killed-job"
+    proc = _start_bootstrap(hadoop, remote, out, mrjob_conf)
+    job = _wait_for(lambda: next(iter(set(_job_ids(hadoop)) - before), None))
+    time.sleep(3)
+    run(hadoop, "mapred", "job", "-kill", job)
+    proc.communicate(timeout=600)
+    assert proc.returncode == 1
+    remote_fs = fs.get_fs(base)
+    assert not remote_fs.exists(out)
+    assert not [n for n in remote_fs.listdir(base) if n.startswith(".boot-killed-job.tmp-")]
+    proc = _start_bootstrap(hadoop, remote, out, mrjob_conf)
+    _, err = proc.communicate(timeout=900)
+    assert proc.returncode == 0, err.decode()[-3000:]
+    samplegen(hadoop, "bootstrap", local, tmp_path / "inline", "--samples", 4, "--seed", 3,
+              "--runner", "inline")
+    assert sample_digests(fetch(out, tmp_path / "hadoop")) == \
+        sample_digests(tmp_path / "inline")
