@@ -432,6 +432,11 @@ def site_config(workdir, hdfs_port, preload=None):
         "dfs.namenode.resource.du.reserved": 64 << 20,
         "dfs.datanode.du.reserved": 0,
         "dfs.blocksize": 32 << 20,
+        # a file is closed as soon as its last block is committed, without the
+        # client (WebHDFS writes: the DataNode) backing off 400 ms and more
+        # until the DataNode's report of the block reaches the NameNode
+        "dfs.namenode.file.close.num-committed-allowed": 1,
+        "dfs.client.block.write.locateFollowingBlock.initial.delay.ms": 20,
     }
     yarn = {
         "yarn.resourcemanager.hostname": host,
