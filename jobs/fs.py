@@ -550,9 +550,14 @@ def remote_fs(uri):
             prefix = hadoop_conf().get("fs.defaultFS", "hdfs://").rstrip("/")
         key = ("webhdfs", prefix) + address
         if key not in _REMOTE:
-            user = os.environ.get("HADOOP_USER_NAME") or getpass.getuser()
+            # a secure cluster: SPNEGO with the ticket of kinit (requests-kerberos);
+            # otherwise simple authentication as $HADOOP_USER_NAME or the login name
+            kerberos = hadoop_conf().get("hadoop.security.authentication") == "kerberos"
+            user = None if kerberos else (os.environ.get("HADOOP_USER_NAME")
+                                          or getpass.getuser())
             _REMOTE[key] = _webhdfs_class()(address[0], port=address[1], user=user,
-                                            use_listings_cache=False, skip_instance_cache=True)
+                                            kerberos=kerberos, use_listings_cache=False,
+                                            skip_instance_cache=True)
             _REMOTE[key].prefix = prefix
         return _REMOTE[key]
     key = (scheme, host, port)

@@ -379,3 +379,24 @@ def test_killed_job_leaves_no_output_and_a_rerun_succeeds(hadoop, base, matrices
               "--runner", "inline")
     assert sample_digests(fetch(out, tmp_path / "hadoop")) == \
         sample_digests(tmp_path / "inline")
+
+
+def test_a_failing_task_on_the_cluster_names_its_error(hadoop, base, matrices, mrjob_conf,
+                                                       tmp_path):
+    """A UDF's exception in a YARN container reaches the user as one line (the
+    container's stderr stays on its node; the task leaves its error line in
+    the run's staging directory), and nothing is written."""
+    (tmp_path / "bad.py").write_text(
+        "def boom(start, stop, rng, params):\n"
+        "    raise ValueError('no rows today (%d)' % start)\n"
+        "boom.sample_names = ['x']\n")
+    env = dict(hadoop["env"], PYTHONPATH=str(tmp_path))
+    out = f"{base}/failing"
+    proc = subprocess.run([*SAMPLEGEN, "sample", matrices["dense"][1], out, "--udf", "bad:boom",
+                           "--seed", "1", "--runner", "hadoop", "--mrjob-conf", str(mrjob_conf),
+                           "--jobconf", "mapreduce.map.maxattempts=1"],
+                          env=env, capture_output=True, timeout=600)
+    assert proc.returncode == 1
+    assert proc.stderr.decode().strip().splitlines()[-1] == \
+        "samplegen: error: RuntimeError: the MapReduce job failed: ValueError: no rows today (0)"
+    assert not fs.get_fs(base).exists(out)

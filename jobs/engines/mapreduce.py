@@ -29,9 +29,11 @@ commits it); running the module directly needs ``--plan PLAN.json``.
 """
 import glob
 import json
+import logging
 import os
 import sys
 import tempfile
+import uuid
 
 from mrjob.job import MRJob
 from mrjob.protocol import BytesProtocol, BytesValueProtocol
@@ -39,7 +41,7 @@ from mrjob.step import MRStep
 
 from samplegen.jobs import fs as fsmod
 from samplegen.jobs.blocks import EncodedBlock, parse_encoded
-from samplegen.jobs.engines.task_errors import error_in, reported
+from samplegen.jobs.engines.task_errors import error_in, error_line, reported
 from samplegen.jobs.package import build_zip
 from samplegen.jobs.phases import (
     check_coverage,
@@ -107,6 +109,18 @@ class MRSample(BlockRecordJob):
                 plan = self._plan = Plan.from_json(f.read())
         return plan
 
+    def execute(self):
+        """A task; on a cluster, what fails it is also left in the run's
+        staging directory, where the driver reads it (a cluster task's stderr
+        stays on its node)."""
+        try:
+            super().execute()
+        except Exception as exc:
+            output = getattr(getattr(self, "_plan", None), "output", "")
+            if output and not fsmod.is_local(output):
+                leave_error(output, error_line(exc))
+            raise
+
     def steps(self):
         steps = [MRStep(mapper=self.sample_mapper, mapper_final=self.report_mapper,
                         reducer=self.reblock_reducer)]
@@ -156,6 +170,32 @@ class MRSample(BlockRecordJob):
         yield SUMMARY, json.dumps(summary).encode()
 
 
+#: where failed cluster tasks leave their error lines, in the run's staging directory
+TASK_ERRORS_DIR = "_task-errors"
+
+
+def leave_error(output, line):
+    """Write a failed task's error *line* under *output* (best effort)."""
+    uri = fsmod.join(output, TASK_ERRORS_DIR, uuid.uuid4().hex)
+    try:
+        remote = fsmod.get_fs(uri)
+        remote.makedirs(fsmod.join(output, TASK_ERRORS_DIR))
+        remote.write_bytes(uri, line.encode("utf-8", "replace") + b"\n")
+    except Exception:
+        pass
+
+
+def left_errors(output):
+    """The error lines failed tasks left under *output* (bytes)."""
+    directory = fsmod.join(output, TASK_ERRORS_DIR)
+    try:
+        remote = fsmod.get_fs(directory)
+        return b"".join(remote.read_bytes(fsmod.join(directory, name))
+                        for name in remote.listdir(directory))
+    except Exception:
+        return b""
+
+
 def _reduce(key, values, write):
     """A reducer: reports pass through to the driver; a group's values go to
     ``write(sample, v, (bin, chunk) ...)``."""
@@ -185,7 +225,10 @@ def run_mrjob(plan, inputs, runner, options):
         if runner in LOCAL_RUNNERS:     # mrjob's local runners read local files only
             inputs = [_local_input(uri, tmp, i) for i, uri in enumerate(inputs)]
         lines = run_job(MRSample(args=mrjob_args(runner, plan_path, inputs, options, tmp,
-                                                 udf=source)), tmp)
+                                                 udf=source)), tmp,
+                        left=lambda: left_errors(plan.output))
+    if not fsmod.is_local(plan.output):   # attempts that failed and were retried
+        fsmod.get_fs(plan.output).rmtree(fsmod.join(plan.output, TASK_ERRORS_DIR))
     summaries, reports = [], []
     for line in lines:
         key, _, value = line.partition(b"\t")
@@ -247,32 +290,54 @@ def mrjob_args(runner, plan_path, inputs, options, tmp, udf=None):
     return args + list(options.get("mrjob_args", ())) + [fsmod.literal_glob(u) for u in inputs]
 
 
-def run_job(job, tmp, extra=()):
+def run_job(job, tmp, extra=(), left=None):
     """Run *job* (made with :func:`mrjob_args`, scratch in *tmp*); returns
     its output lines.  A failed step raises what its task reported
-    (:func:`task_failure`)."""
+    (:func:`task_failure`); *left*: a function giving the error lines that
+    cluster tasks left in the run's directory (:func:`left_errors`)."""
     from mrjob.step import StepFailedException
 
-    with job.make_runner() as runner:
-        try:
-            runner.run()
-        except StepFailedException as exc:
-            raise task_failure(tmp, exc, extra) from None
-        except SystemExit as exc:  # the inline runner runs tasks in this process
-            raise EngineError(f"a task called sys.exit({exc.code!r}) (does the UDF "
-                              "exit?); nothing was written") from None
-        return b"".join(runner.cat_output()).splitlines()
+    told = _Told()      # mrjob's "probable cause of failure": a cluster task's stderr
+    logging.getLogger("mrjob").addHandler(told)
+    try:
+        with job.make_runner() as runner:
+            try:
+                runner.run()
+            except StepFailedException as exc:
+                told = told.text() + (left() if left else b"")
+                raise task_failure(tmp, exc, extra, told) from None
+            except SystemExit as exc:  # the inline runner runs tasks in this process
+                raise EngineError(f"a task called sys.exit({exc.code!r}) (does the UDF "
+                                  "exit?); nothing was written") from None
+            return b"".join(runner.cat_output()).splitlines()
+    finally:
+        logging.getLogger("mrjob").removeHandler(told)
 
 
-def task_failure(tmp, exc, extra=()):
-    """The error of a failed step: what the first failed task (in the local
-    runners' task stderr files under *tmp*) reported by the
-    :mod:`~jobs.engines.task_errors` protocol, as an instance of its class
-    (of ``task_errors.CLASSES`` or *extra*); else a RuntimeError naming the
-    task's exception, or mrjob's reason when no task reported one."""
-    for path in sorted(glob.glob(os.path.join(tmp, "*", "step", "*", "*", "*", "stderr"))):
-        with open(path, "rb") as f:
-            error = error_in(f.read(), _failed, extra)
+class _Told(logging.Handler):
+    """The errors mrjob logs while a job runs."""
+
+    def __init__(self):
+        super().__init__(logging.ERROR)
+        self.records = []
+
+    def emit(self, record):
+        self.records.append(record.getMessage())
+
+    def text(self):
+        return "\n".join(self.records).encode("utf-8", "replace")
+
+
+def task_failure(tmp, exc, extra=(), told=b""):
+    """The error of a failed step: what the first failed task reported by the
+    :mod:`~jobs.engines.task_errors` protocol -- in the local runners' task
+    stderr files under *tmp*, or in what mrjob *told* of a cluster task's
+    stderr -- as an instance of its class (of ``task_errors.CLASSES`` or
+    *extra*); else a RuntimeError naming the task's exception, or mrjob's
+    reason when no task reported one."""
+    paths = sorted(glob.glob(os.path.join(tmp, "*", "step", "*", "*", "*", "stderr")))
+    for text in [open(path, "rb").read() for path in paths] + [told]:
+        error = error_in(text, _failed, extra)
         if error is not None:
             return error
     return _failed(getattr(exc, "reason", None) or exc)
