@@ -207,18 +207,22 @@ def test_row_source_fetches_the_inputs_rows_mapped_or_read(tmp_path, inputs, bud
         assert np.array_equal(fetched[v], expected[v][ids]), v
 
 
-def test_row_source_copies_parts_that_are_not_local_files(tmp_path, inputs, monkeypatch):
-    """Part files on a Hadoop filesystem are copied once per executor (here a
-    stand-in ``hdfs dfs -cat`` serves local files as hdfs:// URIs) and removed
-    by drop()."""
-    fake = tmp_path / "hdfs"
-    fake.write_text('#!/bin/sh\n[ "$1" = -cat ] || exit 1\ncat "${2#hdfs://}"\n')
-    fake.chmod(0o755)
-    monkeypatch.setenv("SAMPLEGEN_HDFS_CMD", str(fake))
+@pytest.mark.hadoop
+def test_row_source_copies_parts_that_are_not_local_files(hadoop, tmp_path, inputs,
+                                                          monkeypatch):
+    """Part files on HDFS (the single-node cluster) are copied once per
+    executor and removed by drop()."""
+    from samplegen.jobs import fs
+    for key, value in hadoop["env"].items():
+        monkeypatch.setenv(key, value)
+    monkeypatch.setattr(fs, "_REMOTE", {})
     monkeypatch.setenv("SPARK_LOCAL_DIRS", str(tmp_path / "scratch"))
     os.mkdir(tmp_path / "scratch")
-    source = _row_source(inputs["dense"], token="remote")
-    source.parts = ["hdfs://" + p for p in source.parts]
+    remote = f"hdfs:///samplegen-tests/rowsource-{os.getpid()}"
+    fs.get_fs(remote).rmtree(remote)
+    fs.get_fs(remote).upload(inputs["dense"], remote)
+    source = _row_source(remote, token="remote")
+    assert all(p.startswith("hdfs://") for p in source.parts)
     ids = np.random.default_rng(6).integers(0, source.rows, 500)
     try:
         fetched = _fetch_all(source, 1 << 30, ids)
@@ -226,6 +230,7 @@ def test_row_source_copies_parts_that_are_not_local_files(tmp_path, inputs, monk
         assert len([c for c in copies if "-p" in c]) == len(source.parts)
     finally:
         rowcache.drop("remote")
+        fs.get_fs(remote).rmtree(remote)
     assert os.listdir(tmp_path / "scratch") == []
     assert np.array_equal(fetched[0], _input_text(inputs["dense"])[0][ids])
 

@@ -2,7 +2,6 @@
 in-process, mrjob's local runner (real subprocess tasks), Spark (local
 master); and what the hadoop runner would submit."""
 import os
-import zipfile
 
 import pytest
 
@@ -140,48 +139,6 @@ def test_mrjob_task_error_is_one_line(tmp_path, batches, capsys):
 def test_spark_task_error_is_one_line(tmp_path, batches, capsys, spark):
     """The same damaged batch found by a Spark task."""
     _task_error_is_one_line(tmp_path, batches, capsys, ["--runner", "spark"])
-
-
-def test_hadoop_runner_arguments(tmp_path):
-    """What --runner hadoop would submit (mrjob builds the streaming command
-    offline; there is no cluster here): a map-only step, one map task per
-    partition file, the plan and the project's zip shipped, no speculative
-    attempts."""
-    from samplegen.jobs.engines.mapreduce import mrjob_args
-    from samplegen.tbs.stream.mr_tbs import MRTBS, write_inputs
-    jar = tmp_path / "streaming.jar"
-    jar.write_bytes(b"")
-    hadoop = tmp_path / "hadoop"  # stands in for the Hadoop client: mrjob asks for its version
-    hadoop.write_text("#!/bin/sh\n[ \"$1\" = version ] && echo 'Hadoop 3.3.6'\nexit 0\n")
-    hadoop.chmod(0o755)
-    plan = tmp_path / "plan.json"
-    plan.write_text("{}")
-    inputs = write_inputs(str(tmp_path), 3)
-    options = {"mrjob_conf": "", "jobconf": ["mapreduce.task.timeout=600000"],
-               "mrjob_args": ["--hadoop-bin", str(hadoop), "--hadoop-streaming-jar", str(jar)]}
-    argv = mrjob_args("hadoop", str(plan), inputs, options, str(tmp_path))
-    shipped = [argv[i + 1] for i, a in enumerate(argv) if a == "--py-files"]
-    assert [os.path.basename(p) for p in shipped] == ["samplegen.zip"]
-    names = set(zipfile.ZipFile(shipped[0]).namelist())
-    assert {"samplegen/__init__.py", "samplegen/tbs/stream/task.py",
-            "samplegen/tbs/stream/mr_tbs.py", "samplegen/tbs/latent.py",
-            "samplegen/jobs/driver.py", "samplegen/jobs/engines/mapreduce.py"} <= names
-    job = MRTBS(args=argv)
-    assert len(job.steps()) == 1 and job.steps()[0].description()["type"] == "streaming"
-    assert "reducer" not in job.steps()[0].description()
-    with job.make_runner() as runner:
-        runner._create_setup_wrapper_scripts()       # what runner.run() does before submitting
-        runner._add_input_files_for_upload()
-        runner._add_job_files_for_upload()
-        args = runner._args_for_step(0)
-    defines = {args[i + 1] for i, a in enumerate(args) if a == "-D"}
-    assert {"mapreduce.map.speculative=false", "mapreduce.job.reduces=0",
-            "mapreduce.task.timeout=600000"} <= defines
-    assert "-reducer" not in args
-    assert "--plan plan.json" in args[args.index("-mapper") + 1]
-    assert "plan.json#plan.json" in args[args.index("-files") + 1]
-    inputs_given = [args[i + 1] for i, a in enumerate(args) if a == "-input"]
-    assert len(inputs_given) == 3 and all("partition-0000" in a for a in inputs_given)
 
 
 @pytest.mark.spark
