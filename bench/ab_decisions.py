@@ -29,7 +29,8 @@ sys.path.insert(0, shim)
 import samplegen.udfs
 where = os.path.realpath(samplegen.udfs.__file__)
 assert where.startswith(os.path.realpath(tree) + os.sep), where
-spec = importlib.util.spec_from_file_location("bench_mr", os.path.join(tree, "bench", "bench_mr.py"))
+spec = importlib.util.spec_from_file_location("bench_mr",
+                                              os.path.join(tree, "bench", "bench_mr.py"))
 bench_mr = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(bench_mr)
 out = bench_mr.udf_throughput(int(rows), int(block_size), int(repeats))

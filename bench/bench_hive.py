@@ -39,7 +39,10 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from samplegen.hive import engine, server, sql  # noqa: E402
 from samplegen.hive.client import Client  # noqa: E402
-from samplegen.jobs import driver  # noqa: E402
+from samplegen.jobs import (
+    daemons,  # noqa: E402
+    driver,  # noqa: E402
+)
 from samplegen.jobs.plan import make_plan  # noqa: E402
 from samplegen.jobs.store import Matrix  # noqa: E402
 from samplegen.udfs.custom import load_udf  # noqa: E402
@@ -188,7 +191,7 @@ def main(argv=None):
     if url is None:
         server_dir = os.path.join(workdir, "server")
         state = server.read_state(server_dir)
-        port = state[1] if state else server.free_port()
+        port = state[1] if state else daemons.free_port()
         server_pid, _ = server.up(server_dir, port, log=lambda m: print(m, file=sys.stderr),
                                   driver_memory=args.driver_memory)
         started_server = None if state else server_dir

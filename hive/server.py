@@ -18,14 +18,11 @@ has numpy (the same one that runs samplegen).
 """
 import argparse
 import os
-import re
-import shutil
-import signal
-import socket
 import subprocess
 import sys
 import time
 
+from samplegen.jobs.daemons import alive, check_java, port_answers, stop, tail
 from samplegen.udfs.errors import SamplegenError
 
 CLASS = "org.apache.spark.sql.hive.thriftserver.HiveThriftServer2"
@@ -45,59 +42,11 @@ def spark_home():
     return os.path.dirname(os.path.abspath(pyspark.__file__))
 
 
-def check_java():
-    """Raise ServerError with a clear message unless Java 17+ is on PATH."""
-    java = shutil.which("java")
-    if java is None and os.environ.get("JAVA_HOME"):
-        candidate = os.path.join(os.environ["JAVA_HOME"], "bin", "java")
-        java = candidate if os.access(candidate, os.X_OK) else None
-    if java is None:
-        raise ServerError("Java is missing: the local HiveServer2 (Spark Thrift Server) needs "
-                          "Java 17+; run 'make java' or install openjdk-17-jre-headless")
-    out = subprocess.run([java, "-version"], capture_output=True, text=True)
-    match = re.search(r'version "(\d+)(?:\.(\d+))?', out.stderr + out.stdout)
-    major = int(match.group(1)) if match else 0
-    if major == 1 and match.group(2):
-        major = int(match.group(2))
-    if major < 17:
-        raise ServerError(f"Java {major or '?'} found at {java}, but the local HiveServer2 "
-                          "needs Java 17+; run 'make java'")
-    return java
-
-
-def port_answers(port, host="127.0.0.1", timeout=1.0):
-    try:
-        with socket.create_connection((host, port), timeout=timeout):
-            return True
-    except OSError:
-        return False
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def _paths(workdir):
     workdir = os.path.abspath(workdir)
     return {"dir": workdir, "pid": os.path.join(workdir, "server.pid"),
             "port": os.path.join(workdir, "server.port"),
             "log": os.path.join(workdir, "server.log")}
-
-
-def _alive(pid):
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    try:  # a zombie (exited child not yet reaped) is not alive
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().split(") ", 1)[1][:1] != "Z"
-    except OSError:
-        return True
 
 
 def _ours(pid, workdir):
@@ -106,7 +55,7 @@ def _ours(pid, workdir):
         with open(f"/proc/{pid}/cmdline", "rb") as f:
             cmd = f.read()
     except OSError:
-        return _alive(pid)
+        return alive(pid)
     return CLASS.encode() in cmd and workdir.encode() in cmd
 
 
@@ -118,7 +67,7 @@ def read_state(workdir):
         port = int(open(p["port"]).read().strip())
     except (OSError, ValueError):
         return None
-    if _alive(pid) and _ours(pid, p["dir"]):
+    if alive(pid) and _ours(pid, p["dir"]):
         return pid, port
     return None
 
@@ -157,7 +106,7 @@ def up(workdir, port=DEFAULT_PORT, timeout=STARTUP_SECONDS, log=print, **kwargs)
             log(f"HiveServer2 already running on 127.0.0.1:{state[1]} (pid {state[0]})")
             return state
         return _wait(state[0], state[1], p, timeout, log)
-    check_java()
+    check_java("the local HiveServer2 (Spark Thrift Server)", ServerError)
     if port_answers(port):
         raise ServerError(f"port {port} on 127.0.0.1 is already in use by another process; "
                           "choose another with HIVE_PORT")
@@ -186,40 +135,13 @@ def _wait(pid, port, p, timeout, log, proc=None):
         if port_answers(port):
             log(f"HiveServer2 is up on 127.0.0.1:{port}")
             return pid, port
-        if proc is not None and proc.poll() is not None or not _alive(pid):
+        if proc is not None and proc.poll() is not None or not alive(pid):
             raise ServerError("HiveServer2 exited during startup; last log lines:\n"
-                              + _tail(p["log"]))
+                              + tail(p["log"]))
         time.sleep(1.0)
-    _stop(pid)
+    stop(pid)
     raise ServerError(f"HiveServer2 did not answer on port {port} within {timeout} s "
                       f"(see {p['log']})")
-
-
-def _tail(path, n=15):
-    try:
-        with open(path, "rb") as f:
-            lines = f.read().decode(errors="replace").splitlines()
-    except OSError:
-        return "(no log)"
-    return "\n".join(lines[-n:])
-
-
-def _stop(pid, grace=30):
-    for sig, wait in ((signal.SIGTERM, grace), (signal.SIGKILL, 10)):
-        try:
-            os.kill(pid, sig)
-        except ProcessLookupError:
-            return
-        deadline = time.time() + wait
-        while time.time() < deadline:
-            try:
-                if os.waitpid(pid, os.WNOHANG)[0] == pid:
-                    return
-            except ChildProcessError:
-                pass
-            if not _alive(pid):
-                return
-            time.sleep(0.2)
 
 
 def down(workdir, log=print):
@@ -230,7 +152,7 @@ def down(workdir, log=print):
         log("HiveServer2 is not running" + (f" (from {p['dir']})" if os.path.isdir(p["dir"])
                                             else ""))
     else:
-        _stop(state[0])
+        stop(state[0])
         log(f"stopped HiveServer2 (pid {state[0]})")
     for key in ("pid", "port"):
         if os.path.exists(p[key]):

@@ -50,8 +50,6 @@ import json
 import os
 import re
 import shutil
-import signal
-import socket
 import subprocess
 import sys
 import time
@@ -59,6 +57,8 @@ import urllib.error
 import urllib.request
 
 from samplegen.udfs.errors import SamplegenError
+
+from .daemons import alive, check_java, port_answers, stop
 
 DEFAULT_WORKDIR = os.path.join("work", "hadoop")
 DEFAULT_HDFS_PORT = 9000
@@ -221,27 +221,6 @@ def build_loopback_bind(workdir, log=print):
 # ---------------------------------------------------------------------------
 # prerequisites
 # ---------------------------------------------------------------------------
-def check_java():
-    """The ``java`` of Java 17+ (PATH, else $JAVA_HOME), resolved to its real
-    path; ClusterError naming what is missing otherwise."""
-    java = shutil.which("java")
-    if java is None and os.environ.get("JAVA_HOME"):
-        candidate = os.path.join(os.environ["JAVA_HOME"], "bin", "java")
-        java = candidate if os.access(candidate, os.X_OK) else None
-    if java is None:
-        raise ClusterError("Java is missing: the local Hadoop needs Java 17+; run 'make java' "
-                           "or install openjdk-17-jre-headless")
-    out = subprocess.run([java, "-version"], capture_output=True, text=True)
-    match = re.search(r'version "(\d+)(?:\.(\d+))?', out.stderr + out.stdout)
-    major = int(match.group(1)) if match else 0
-    if major == 1 and match.group(2):
-        major = int(match.group(2))
-    if major < 17:
-        raise ClusterError(f"Java {major or '?'} found at {java}, but the local Hadoop needs "
-                           "Java 17+; run 'make java'")
-    return os.path.realpath(java)
-
-
 def check_maven():
     """The ``mvn`` command; ClusterError when Maven is missing."""
     mvn = shutil.which("mvn")
@@ -595,27 +574,13 @@ exec "$JAVA_HOME/bin/java" {CLIENT_HEAP} {JVM_FLAGS} {ADD_OPENS} $HADOOP_CLIENT_
 # ---------------------------------------------------------------------------
 # processes
 # ---------------------------------------------------------------------------
-def _alive(pid):
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    try:  # a zombie (exited child not yet reaped) is not alive
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().split(") ", 1)[1][:1] != "Z"
-    except OSError:
-        return True
-
-
 def _ours(pid, name, workdir):
     """Is *pid* daemon *name* started from *workdir*?"""
     try:
         with open(f"/proc/{pid}/cmdline", "rb") as f:
             cmd = f.read().split(b"\0")
     except OSError:
-        return _alive(pid)
+        return alive(pid)
     return (DAEMONS[name].encode() in cmd
             and f"-Dhadoop.home.dir={os.path.abspath(workdir)}".encode() in cmd)
 
@@ -630,17 +595,9 @@ def running(workdir):
                 pid = int(f.read().strip())
         except (OSError, ValueError):
             continue
-        if _alive(pid) and _ours(pid, name, workdir):
+        if alive(pid) and _ours(pid, name, workdir):
             found[name] = pid
     return found
-
-
-def port_answers(port, host="127.0.0.1", timeout=1.0):
-    try:
-        with socket.create_connection((host, port), timeout=timeout):
-            return True
-    except OSError:
-        return False
 
 
 def _daemon_ports(name, hdfs_port):
@@ -799,7 +756,7 @@ def up(workdir=DEFAULT_WORKDIR, hdfs_port=DEFAULT_HDFS_PORT, timeout=STARTUP_SEC
 
 def _up(p, workdir, hdfs_port, timeout, log, pom):
     start = time.time()
-    java = check_java()
+    java = check_java("the local Hadoop", ClusterError)
     jars = resolve_jars(workdir, pom, log)
     alive = running(workdir)
     if alive and _recorded_port(workdir) != hdfs_port:
@@ -834,7 +791,7 @@ def _up(p, workdir, hdfs_port, timeout, log, pom):
         _wait(p, procs, timeout)
     except BaseException:
         for name in reversed(list(procs)):   # leave nothing half-started behind
-            _stop(procs[name].pid)
+            stop(procs[name].pid)
             os.remove(os.path.join(p["pids"], f"{name}.pid"))
         raise
     log(f"Hadoop is up in {time.time() - start:.0f} s: hdfs://127.0.0.1:{hdfs_port}, "
@@ -889,24 +846,6 @@ def _recorded_port(workdir):
         return DEFAULT_HDFS_PORT
 
 
-def _stop(pid, grace=30):
-    for sig, wait in ((signal.SIGTERM, grace), (signal.SIGKILL, 10)):
-        try:
-            os.kill(pid, sig)
-        except ProcessLookupError:
-            return
-        deadline = time.time() + wait
-        while time.time() < deadline:
-            try:
-                if os.waitpid(pid, os.WNOHANG)[0] == pid:
-                    return
-            except ChildProcessError:
-                pass
-            if not _alive(pid):
-                return
-            time.sleep(0.2)
-
-
 def down(workdir=DEFAULT_WORKDIR, log=print):
     """Stop the daemons recorded in *workdir* (NodeManager first), and only them."""
     p = paths(workdir)
@@ -916,7 +855,7 @@ def down(workdir=DEFAULT_WORKDIR, log=print):
                                        else ""))
     for name in reversed(list(DAEMONS)):
         if name in alive:
-            _stop(alive[name])
+            stop(alive[name])
             log(f"stopped the {name} (pid {alive[name]})")
     for name in DAEMONS:
         pid_file = os.path.join(p["pids"], f"{name}.pid")

@@ -5,7 +5,7 @@ import sys
 import pytest
 
 from samplegen import cli
-from samplegen.jobs import driver
+from samplegen.jobs import daemons, driver
 
 # Never read the developer's own ~/.mrjob.conf in tests.
 NO_CONF = {"mrjob_conf": ""}
@@ -70,23 +70,13 @@ def hadoop():
             os.remove(lease)
             others = []
             for name in filter(str.isdigit, os.listdir(sessions)):
-                if _alive(int(name)):
+                if daemons.alive(int(name)):
                     others.append(name)
                 else:   # a session that died without its teardown
                     os.remove(os.path.join(sessions, name))
             if not others and os.path.exists(marker):
                 cluster.down(workdir, log=lambda message: None)
                 os.remove(marker)
-
-
-def _alive(pid):
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        pass
-    return True
 
 
 def make(tmp_path, name="m", rows=500, cols=6, block_size=64, density=None, seed=1):

@@ -11,13 +11,14 @@ import subprocess
 import pytest
 
 from samplegen.hive import server
+from samplegen.jobs import daemons
 
 
 @pytest.fixture(scope="session")
 def hive_server(tmp_path_factory):
     workdir = str(tmp_path_factory.mktemp("hive-server"))
     files = str(tmp_path_factory.mktemp("hive-files"))
-    port = server.free_port()
+    port = daemons.free_port()
     server.up(workdir, port, log=lambda message: None)
     saved = {k: os.environ.get(k) for k in ("SAMPLEGEN_HIVE_FILES", "SAMPLEGEN_HIVE_URL")}
     os.environ["SAMPLEGEN_HIVE_FILES"] = files   # never ~/.cache in tests

@@ -13,7 +13,7 @@ import pytest
 
 from samplegen.hive import client as hive_client
 from samplegen.hive import engine, server, sql, transform
-from samplegen.jobs import driver
+from samplegen.jobs import daemons, driver
 from samplegen.jobs.plan import DEFAULT_BIN_BUDGET, format_bin_bits, format_params, make_plan
 from samplegen.jobs.store import Matrix, StagedOutput
 from samplegen.udfs.custom import load_udf
@@ -186,7 +186,7 @@ def test_udf_errors_on_the_server(tmp_path, inputs, hive_server, monkeypatch, ca
 
 def test_connection_failures_are_one_line(tmp_path, tmp_path_factory, inputs, hive_server,
                                          capsys, monkeypatch):
-    dead = server.free_port()
+    dead = daemons.free_port()
     files = tmp_path_factory.mktemp("untouched-files")
     monkeypatch.setenv("SAMPLEGEN_HIVE_FILES", str(files))
     before = tree_digest(str(tmp_path))
@@ -219,7 +219,7 @@ def test_malicious_table_names_are_refused_before_any_sql(tmp_path, inputs, hive
                                                           capsys, evil):
     # with a URL where no server listens, a connection attempt would fail
     # with "cannot connect": the identifier check must come first
-    dead = f"hive://127.0.0.1:{server.free_port()}/default"
+    dead = f"hive://127.0.0.1:{daemons.free_port()}/default"
     for argv in (["hive", "table", evil, inputs["dense"]],
                  ["hive", "holdout", "canary", evil, "--output", tmp_path / "o", "--ratio",
                   0.5, "--seed", 1],
@@ -470,7 +470,7 @@ def test_server_up_is_idempotent_and_explains_a_missing_java(hive_server, monkey
     monkeypatch.setenv("PATH", str(tmp_path))
     monkeypatch.delenv("JAVA_HOME", raising=False)
     with pytest.raises(server.ServerError, match="Java is missing.*make java"):
-        server.check_java()
+        server.up(str(tmp_path / "fresh"), daemons.free_port(), log=lambda m: None)
 
 
 @pytest.mark.parametrize("udf,params", [("bootstrap", {"samples": 4, "size": 900}),
