@@ -12,7 +12,6 @@ import itertools
 import os
 import re
 import tempfile
-import uuid
 from urllib.parse import urlsplit
 
 import numpy as np
@@ -319,7 +318,7 @@ def export(matrix, path, row_ids=True, overwrite=False):
     fsmod.missing_dirs(path)  # a parent that is a file: refused before any work
     matrix.index()  # fail on a corrupt or incomplete matrix before writing anything
     names = matrix.meta.get("columns") or [f"c{j}" for j in range(matrix.cols)]
-    tmp = {t: os.path.join(directory, f".{os.path.basename(t)}.tmp-{uuid.uuid4().hex[:8]}")
+    tmp = {t: os.path.join(directory, fsmod.temporary_name(os.path.basename(t)))
            for t in targets}
     made, done = fsmod.make_parents(path), False
     try:

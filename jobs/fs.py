@@ -452,7 +452,9 @@ def _webhdfs_class():
                 out = self.session.request(method.upper(), self.url + _quote_path(path),
                                            params=params, data=data, allow_redirects=redirect)
             except requests.ConnectionError as exc:
-                raise InputError(f"cannot reach HDFS at {self.url}: {exc}") from None
+                why = "connection refused" if "refused" in str(exc) else type(exc).__name__
+                raise InputError(f"cannot reach HDFS: no WebHDFS answers at "
+                                 f"{self.url.split('/webhdfs/')[0]} ({why})") from None
             if out.status_code >= 400:
                 _raise_remote(out, path)
             return out
@@ -466,6 +468,21 @@ def _webhdfs_class():
             if out.status_code >= 400:
                 _raise_remote(out, path)
             return out
+
+        def exists(self, path, **kwargs):
+            """Whether *path* exists; an unreachable or failing NameNode is an
+            error, not a "no" (fsspec's own answers False to any exception)."""
+            try:
+                self.info(path)
+                return True
+            except FileNotFoundError:
+                return False
+
+        def isdir(self, path):
+            try:
+                return self.info(path)["type"] == "directory"
+            except FileNotFoundError:
+                return False
 
         def unstrip_protocol(self, name):
             """A URL any process can open: the cluster's ``hdfs://`` (or the

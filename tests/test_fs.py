@@ -77,3 +77,12 @@ def test_temporaries_of_lost_attempts_are_removed(tmp_path):
     (tmp_path / "s" / lost).write_bytes(b"half")
     fs.LOCAL.remove_temporaries(str(tmp_path))
     assert sorted(os.listdir(tmp_path / "s")) == sorted(keep)
+
+
+def test_an_unreachable_namenode_is_one_line_not_a_missing_file(conf_dir, monkeypatch):
+    """Nothing answers: that is said, not taken for "not found"."""
+    from samplegen.jobs import daemons
+    monkeypatch.setenv("SAMPLEGEN_WEBHDFS", f"127.0.0.1:{daemons.free_port()}")
+    monkeypatch.setattr(fs, "_REMOTE", {})
+    with pytest.raises(InputError, match="cannot reach HDFS: no WebHDFS answers at http://127"):
+        fs.get_fs("hdfs:///data/m").exists("hdfs:///data/m")
