@@ -184,8 +184,9 @@ def test_hadoop_streaming_command_partitions_and_sorts_like_the_sim_runners(tmp_
             "stream.num.map.output.key.fields=2",
             "mapreduce.job.output.key.comparator.class="
             "org.apache.hadoop.mapred.lib.KeyFieldBasedComparator",
-            "mapreduce.partition.keycomparator.options=-k1,2",
-            "mapreduce.reduce.speculative=false"} <= defines
+            "mapreduce.partition.keycomparator.options=-k1,2"} <= defines
+    # attempts are safe to repeat (tests/test_hdfs.py): speculation is the cluster's choice
+    assert not [d for d in defines if "speculative" in d]
     assert args[args.index("-input") + 1] == r"hdfs:///data/m\[1\]/part-00000"  # never a glob
     assert "plan.json#plan.json" in args[args.index("-files") + 1]
     assert "samplegen.zip" in " ".join(args) and "udf.zip" in " ".join(args)
