@@ -146,6 +146,31 @@ def test_same_bytes_on_every_runner_and_task_count(tmp_path, inputs, udf, params
     assert runs[0] == runs[1] == runs[2] and len(runs[0]) > 1
 
 
+@pytest.mark.parametrize("runner", ["inline", "local"])
+def test_fold_mode_composes_in_the_driver_or_in_a_second_step_alike(tmp_path, inputs,
+                                                                      monkeypatch, runner):
+    """Small partial bottom blocks are composed by the driver after one step;
+    beyond DRIVER_COMPOSE_BYTES a second MapReduce step composes them: the
+    same bytes either way (dense and sparse)."""
+    from samplegen.jobs.engines import mapreduce
+    default, run_job, steps = mapreduce.DRIVER_COMPOSE_BYTES, mapreduce.run_job, []
+
+    def counting(job, *args, **kw):
+        steps.append(len(job.steps()))
+        return run_job(job, *args, **kw)
+    monkeypatch.setattr(mapreduce, "run_job", counting)
+    for src in ("wide", "sparse"):
+        digests = []
+        for limit in (default, 0):
+            monkeypatch.setattr(mapreduce, "DRIVER_COMPOSE_BYTES", limit)
+            dest = str(tmp_path / f"{src}-{limit}")
+            driver.generate(inputs[src], dest, "kfold", {"k": 3}, 5, runner=runner,
+                            options=NO_CONF)
+            digests.append(sample_digests(dest))
+        assert digests[0] == digests[1] and len(digests[0]) == 6, src
+    assert steps == [1, 2, 1, 2]
+
+
 def corrupt_copy(src, dest):
     """A copy of matrix *src* with one bit of a block flipped (its CRC no longer matches)."""
     import shutil

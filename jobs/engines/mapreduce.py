@@ -98,6 +98,9 @@ class MRSample(BlockRecordJob):
     def configure_args(self):
         super().configure_args()
         self.add_file_arg("--plan", help="sampling plan written by samplegen (JSON)")
+        self.add_passthru_arg("--compose-in-driver", action="store_true",
+                              help="fold mode: one step; the partial bottom blocks go to the "
+                                   "driver, which writes the extra matrices")
 
     @property
     def plan(self):
@@ -124,7 +127,7 @@ class MRSample(BlockRecordJob):
     def steps(self):
         steps = [MRStep(mapper=self.sample_mapper, mapper_final=self.report_mapper,
                         reducer=self.reblock_reducer)]
-        if self.plan.composed:
+        if self.plan.composed and not self.options.compose_in_driver:
             steps.append(MRStep(mapper=self.compose_mapper, reducer=self.compose_reducer))
         return steps
 
@@ -224,20 +227,43 @@ def run_mrjob(plan, inputs, runner, options):
         source = udf_source(plan.sampler())
         if runner in LOCAL_RUNNERS:     # mrjob's local runners read local files only
             inputs = [_local_input(uri, tmp, i) for i, uri in enumerate(inputs)]
-        lines = run_job(MRSample(args=mrjob_args(runner, plan_path, inputs, options, tmp,
-                                                 udf=source)), tmp,
-                        left=lambda: left_errors(plan.output))
+        in_driver = bool(plan.composed) and tail_bytes(plan) <= DRIVER_COMPOSE_BYTES
+        args = mrjob_args(runner, plan_path, inputs, options, tmp, udf=source)
+        lines = run_job(MRSample(args=args + (["--compose-in-driver"] if in_driver else [])),
+                        tmp, left=lambda: left_errors(plan.output))
     if not fsmod.is_local(plan.output):   # attempts that failed and were retried
         fsmod.get_fs(plan.output).rmtree(fsmod.join(plan.output, TASK_ERRORS_DIR))
-    summaries, reports = [], []
+    summaries, reports, tails = [], [], {}
     for line in lines:
         key, _, value = line.partition(b"\t")
         if key == SUMMARY:
             summaries.append(json.loads(value))
         elif key == MAPPED:
             reports.append(json.loads(value))
+        elif key == TAIL:
+            head, payload = value.split(b"\t", 1)
+            fold, v = parse_group_key(head)
+            tails.setdefault(v, {})[fold] = EncodedBlock.parse(payload, verify=False)
+    summaries += [write_extra(plan, round_, v, [by_fold[f] for f in partners(len(plan.names),
+                                                                            round_)
+                                                if f in by_fold])
+                  for v, by_fold in sorted(tails.items())
+                  for round_ in range(len(plan.composed))
+                  if any(f in by_fold for f in partners(len(plan.names), round_))]
     check_coverage(plan, reports, summaries)
     return summaries
+
+
+#: fold mode in one MapReduce step when the folds' partial bottom blocks are
+#: at most this many bytes: the driver writes the extra matrices itself
+#: instead of a second job (which costs a job's start-up, ~20-40 s on YARN)
+DRIVER_COMPOSE_BYTES = 256 << 20
+
+
+def tail_bytes(plan):
+    """At most how many bytes the folds' partial bottom blocks take (each
+    fold's last row block is less than a block: below block_size rows)."""
+    return len(plan.names) * (plan.block_size - 1) * plan.cols * 12
 
 
 def _local_input(uri, tmp, i):
