@@ -221,6 +221,26 @@ def test_spark_runner_on_hdfs(hadoop, base, matrices, tmp_path):
         sample_digests(tmp_path / "inline")
 
 
+def test_spark_on_yarn(hadoop, base, matrices, tmp_path):
+    """``--spark-master yarn``: Spark's driver here, its application master and
+    executor in YARN containers of the single-node cluster."""
+    local, remote = matrices["dense"]
+    params = ["--ratio", 0.6, "--repeats", 1, "--seed", 4]
+    env = dict(hadoop["env"], PYSPARK_PYTHON=sys.executable)
+    settings = ["spark.executor.instances=1", "spark.executor.cores=1",
+                "spark.executor.memory=512m", "spark.yarn.am.memory=512m",
+                "spark.driver.memory=1g"]
+    cmd = [*SAMPLEGEN, "-q", "holdout", remote, f"{base}/yarn-ho", *map(str, params),
+           "--runner", "spark", "--spark-master", "yarn"]
+    for item in settings:
+        cmd += ["--spark-conf", item]
+    proc = subprocess.run(cmd, env=env, capture_output=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr.decode()[-3000:]
+    samplegen(hadoop, "holdout", local, tmp_path / "inline", *params, "--runner", "inline")
+    assert sample_digests(fetch(f"{base}/yarn-ho", tmp_path / "yarn")) == \
+        sample_digests(tmp_path / "inline")
+
+
 # ---------------------------------------------------------------------------
 # import, export, info
 # ---------------------------------------------------------------------------
