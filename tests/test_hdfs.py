@@ -154,6 +154,13 @@ def test_micro_batch_store_and_lock(base):
             Lock(Store(f"{base}/store")).acquire()
     with Lock(store):                                              # released: free again
         pass
+    store.write_bytes("d/e/f.bin", b"x")        # emptied directories go (the STATE stays small)
+    store.remove("d/e/f.bin")
+    store.remove_parents_if_empty(["d/e/f.bin"])
+    store.write_bytes("g/h.bin", b"y")
+    store.remove("g/h.bin")
+    store.remove_empty_dirs()
+    assert sorted(fs.get_fs(base).listdir(f"{base}/store")) == ["a"]
 
 
 # ---------------------------------------------------------------------------

@@ -251,28 +251,35 @@ class Store:
         the root) that are now empty: what :meth:`remove_empty_dirs` would
         remove after deleting *rels*, without walking the whole tree."""
         self._made.clear()
-        if not self.local:
-            return
         dirs = {rel.rpartition("/")[0] for rel in rels}
         for head in sorted(dirs, key=lambda d: d.count("/"), reverse=True):
-            while head:
-                try:
-                    os.rmdir(self.path(head))
-                except OSError:           # not empty (or already gone)
-                    break
+            while head and self._rmdir(self.path(head)):
                 head = head.rpartition("/")[0]
 
     def remove_empty_dirs(self):
         """Delete empty directories below the root (after garbage collection)."""
         self._made.clear()
-        if not self.local:
-            return
-        for dirpath, _, _ in os.walk(self.root, topdown=False):
-            if dirpath != self.root and not os.listdir(dirpath):
-                try:
-                    os.rmdir(dirpath)
-                except OSError:
-                    pass
+        if self.local:
+            dirs = [d for d, _, _ in os.walk(self.root, topdown=False) if d != self.root]
+        else:                                   # deepest first, like a bottom-up walk
+            found = self.fs.find(self.root, withdirs=True, detail=True) \
+                if self.fs.exists(self.root) else {}
+            dirs = sorted((p for p, info in found.items()
+                           if info["type"] == "directory" and p.rstrip("/") != self.root),
+                          key=lambda p: p.count("/"), reverse=True)
+        for directory in dirs:
+            self._rmdir(directory)
+
+    def _rmdir(self, path):
+        """Remove directory *path* if it is empty; whether it was removed."""
+        try:
+            if self.local:
+                os.rmdir(path)
+            else:
+                self.fs.rm(path)                # not recursive: refused unless empty
+            return True
+        except OSError:                         # not empty (or already gone)
+            return False
 
 
 # ----------------------------------------------------------------------------- lock
