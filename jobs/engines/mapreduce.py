@@ -244,13 +244,23 @@ def run_mrjob(plan, inputs, runner, options):
             head, payload = value.split(b"\t", 1)
             fold, v = parse_group_key(head)
             tails.setdefault(v, {})[fold] = EncodedBlock.parse(payload, verify=False)
-    summaries += [write_extra(plan, round_, v, [by_fold[f] for f in partners(len(plan.names),
-                                                                            round_)
-                                                if f in by_fold])
-                  for v, by_fold in sorted(tails.items())
-                  for round_ in range(len(plan.composed))
-                  if any(f in by_fold for f in partners(len(plan.names), round_))]
+    summaries += compose_in_driver(plan, tails)
     check_coverage(plan, reports, summaries)
+    return summaries
+
+
+def compose_in_driver(plan, tails):
+    """What the second step's reducers would write, written by the driver:
+    for every column of blocks *v* and round, the extra matrix composed of
+    the partner folds' partial bottom blocks (*tails*: ``{v: {fold: block}}``);
+    returns the summaries.  A round that receives no block writes nothing, as
+    no reducer would be called for it."""
+    summaries = []
+    for v, by_fold in sorted(tails.items()):
+        for round_ in range(len(plan.composed)):
+            blocks = [by_fold[f] for f in partners(len(plan.names), round_) if f in by_fold]
+            if blocks:
+                summaries.append(write_extra(plan, round_, v, blocks))
     return summaries
 
 
