@@ -307,13 +307,8 @@ def export(matrix, path, row_ids=True, overwrite=False):
         return _export_remote(matrix, path, row_ids, overwrite)
     fmt = file_format(path)
     _refuse_store_target(matrix, path)
-    targets = [path]
-    ids_path = os.path.splitext(path)[0] + ".row_ids.npy"
-    if fmt == ".npy" and row_ids:
-        targets.append(ids_path)
-    for target in targets:
-        if os.path.exists(target) and not overwrite:
-            raise OutputError(f"{target} exists (use --overwrite to replace it)")
+    targets = _targets(path, row_ids, overwrite)
+    ids_path = targets[1] if len(targets) > 1 else None
     directory = os.path.dirname(os.path.abspath(path))
     fsmod.missing_dirs(path)  # a parent that is a file: refused before any work
     matrix.index()  # fail on a corrupt or incomplete matrix before writing anything
@@ -340,16 +335,25 @@ def export(matrix, path, row_ids=True, overwrite=False):
     return targets
 
 
+def _targets(path, row_ids, overwrite):
+    """The files an export to *path* (local or a URI) writes: *path*, and for
+    ``.npy`` with *row_ids* the ids beside it; OutputError for one that exists
+    unless *overwrite*."""
+    targets = [path]
+    if file_format(path) == ".npy" and row_ids:
+        targets.append(os.path.splitext(path)[0] + ".row_ids.npy")
+    for target in targets:
+        if fsmod.get_fs(target).exists(target) and not overwrite:
+            raise OutputError(f"{target} exists (use --overwrite to replace it)")
+    return targets
+
+
 def _export_remote(matrix, uri, row_ids, overwrite):
     """Export to a local temporary directory, then copy each file to *uri*'s
     directory (each appears whole or not at all)."""
     remote = fsmod.get_fs(uri)
     directory, name = uri.rstrip("/").rsplit("/", 1)
-    targets = [uri] + ([f"{directory}/{os.path.splitext(name)[0]}.row_ids.npy"]
-                       if file_format(uri) == ".npy" and row_ids else [])
-    for target in targets:
-        if remote.exists(target) and not overwrite:
-            raise OutputError(f"{target} exists (use --overwrite to replace it)")
+    targets = _targets(uri, row_ids, overwrite)
     where = urlsplit(directory)
     root, parts = f"{where.scheme}://{where.netloc}", [p for p in where.path.split("/") if p]
     for depth in range(len(parts), 0, -1):                  # the directory and its ancestors

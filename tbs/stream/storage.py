@@ -70,6 +70,7 @@ class Store:
         if self.local:
             self.root = os.path.abspath(_strip_file(url))
             self.fs = None
+            self.remote = fsmod.LOCAL
         else:
             self.remote = fsmod.get_fs(url)
             self.fs = self.remote.fs
@@ -147,10 +148,6 @@ class Store:
 
     def read_range(self, rel, start, length):
         """``length`` bytes of a file from offset ``start``."""
-        if self.local:
-            with open(self.path(rel), "rb") as f:
-                f.seek(start)
-                return f.read(length)
         return self.remote.read_range(self.path(rel), start, length)
 
     def map_tail(self, rel, count, head, dtype="<i8"):
