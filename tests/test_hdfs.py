@@ -365,26 +365,71 @@ def _start_bootstrap(hadoop, remote, out, mrjob_conf, extra=()):
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)
 
 
+def _task_processes(kind):
+    """The running task attempts of ``kind`` ("m" or "r") on this node, as
+    {attempt id: the container's process group}, read from /proc: fast enough
+    to catch a task a second long, where a ``mapred`` client JVM takes two."""
+    found = {}
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                words = f.read().decode(errors="replace").split("\0")
+            if "org.apache.hadoop.mapred.YarnChild" not in words:
+                continue
+            attempt = next(w for w in words if re.fullmatch(rf"attempt_\d+_\d+_{kind}_\d+_\d+", w))
+            found[attempt] = os.getpgid(int(pid))
+        except (OSError, StopIteration):
+            continue
+    return found
+
+
+def _streaming_child(pgid):
+    """Whether the container's streaming process (samplegen's mapper or
+    reducer) has started."""
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            if os.getpgid(int(pid)) != pgid:
+                continue
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                words = f.read().split(b"\0")
+            if b"--mapper" in words or b"--reducer" in words:
+                return True
+        except OSError:
+            continue
+    return False
+
+
+def _freeze_a_writing_task(kind, seconds=300):
+    """Stop (SIGSTOP) the first task of ``kind`` seen running its Python
+    process, so that the job cannot finish before the test kills the attempt;
+    returns the attempt id."""
+    deadline = time.time() + seconds
+    while time.time() < deadline:
+        for attempt, pgid in _task_processes(kind).items():
+            if _streaming_child(pgid):
+                os.killpg(pgid, signal.SIGSTOP)
+                return attempt
+        time.sleep(0.05)
+    raise AssertionError(f"no {kind} task ran its Python process within {seconds} s")
+
+
 def test_killed_attempts_and_speculation_leave_whole_output(hadoop, base, matrices,
                                                             mrjob_conf, tmp_path):
-    """Speculative execution on, and a reduce attempt killed while it writes:
+    """Speculative execution on, and a reduce attempt killed while it writes
+    (frozen first, so that the kill cannot come after the task finished):
     Hadoop retries it, and the run is byte for byte the inline one, with no
     temporary file left behind."""
     local, remote = matrices["dense"]
-    before = set(_job_ids(hadoop))
     out = f"{base}/boot-killed-attempt"
     proc = _start_bootstrap(hadoop, remote, out, mrjob_conf,
                             ["--jobconf", "mapreduce.map.speculative=true",
                              "--jobconf", "mapreduce.reduce.speculative=true"])
-    job = _wait_for(lambda: next(iter(set(_job_ids(hadoop)) - before), None))
-
-    def running_reduce():
-        ids = run(hadoop, "mapred", "job", "-list-attempt-ids", job, "REDUCE", "running",
-                  check=False).stdout.decode().split()
-        return ids[0] if ids else None
-    attempt = _wait_for(running_reduce)
-    run(hadoop, "mapred", "job", "-kill-task", attempt)
-    _, err = proc.communicate(timeout=900)
+    try:
+        attempt = _freeze_a_writing_task("r")
+        run(hadoop, "mapred", "job", "-kill-task", attempt)
+        _, err = proc.communicate(timeout=900)
+    finally:
+        proc.kill()
     assert proc.returncode == 0, err.decode()[-3000:]
     samplegen(hadoop, "bootstrap", local, tmp_path / "inline", "--samples", 4, "--seed", 3,
               "--runner", "inline")
@@ -401,7 +446,7 @@ def test_killed_job_leaves_no_output_and_a_rerun_succeeds(hadoop, base, matrices
     out = f"{base}/boot-killed-job"
     proc = _start_bootstrap(hadoop, remote, out, mrjob_conf)
     job = _wait_for(lambda: next(iter(set(_job_ids(hadoop)) - before), None))
-    time.sleep(3)
+    _wait_for(lambda: _task_processes("m"))          # killed while its tasks run
     run(hadoop, "mapred", "job", "-kill", job)
     proc.communicate(timeout=600)
     assert proc.returncode == 1
