@@ -86,3 +86,25 @@ def test_an_unreachable_namenode_is_one_line_not_a_missing_file(conf_dir, monkey
     monkeypatch.setattr(fs, "_REMOTE", {})
     with pytest.raises(InputError, match="cannot reach HDFS: no WebHDFS answers at http://127"):
         fs.get_fs("hdfs:///data/m").exists("hdfs:///data/m")
+
+
+def test_hadoop_version_from_the_installations_jars(tmp_path):
+    """The hadoop runner learns the version from the jars beside the
+    launcher (Apache's tarball layout, or make hadoop-up's), without a JVM."""
+    from samplegen.jobs.engines.hadoop_runner import installed_version
+    home = tmp_path / "hadoop-3.3.6"
+    (home / "bin").mkdir(parents=True)
+    launcher = home / "bin" / "hadoop"
+    launcher.write_text("#!/bin/sh\n")
+    launcher.chmod(0o755)
+    assert installed_version(str(launcher)) is None            # no jar: ask the process
+    common = home / "share" / "hadoop" / "common"
+    common.mkdir(parents=True)
+    for name in ("hadoop-common-3.3.6.jar", "hadoop-common-3.3.6-tests.jar"):
+        (common / name).write_bytes(b"")
+    assert installed_version(str(launcher)) == "3.3.6"
+    (tmp_path / "bin").mkdir()
+    (tmp_path / "bin" / "hadoop").symlink_to(launcher)        # a link on PATH
+    assert installed_version(str(tmp_path / "bin" / "hadoop")) == "3.3.6"
+    (common / "hadoop-common-3.4.0.jar").write_bytes(b"")      # two versions: ask the process
+    assert installed_version(str(launcher)) is None

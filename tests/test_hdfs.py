@@ -143,6 +143,39 @@ def test_atomic_writes_and_renames(base, monkeypatch):
     assert not remote.exists(f"{d}/x")
 
 
+def test_mrjob_sees_the_same_hdfs_through_the_layer(hadoop, base, tmp_path):
+    """The hadoop runner's filesystem (WebHDFS, no JVM per operation) answers
+    as mrjob's own ``hadoop fs`` filesystem does, on the same files."""
+    import gzip
+
+    from mrjob.fs.hadoop import HadoopFilesystem
+
+    from samplegen.jobs.engines.hadoop_runner import LayerFilesystem, installed_version
+    launcher = os.path.join(hadoop["workdir"], "bin", "hadoop")
+    layer, hadoop_fs = LayerFilesystem(), HadoopFilesystem([launcher])
+    d = f"{base}/mrjob-fs"
+    (tmp_path / "a.txt").write_bytes(b"one\ntwo\n")
+    (tmp_path / "b.gz").write_bytes(gzip.compress(b"three\n"))
+    layer.mkdir(f"{d}/sub")
+    layer.put(str(tmp_path / "a.txt"), f"{d}/a.txt")
+    layer.put(str(tmp_path / "b.gz"), f"{d}/sub/b.gz")
+    layer.touchz(f"{d}/_SUCCESS")
+    with pytest.raises(OSError):
+        layer.touchz(f"{d}/a.txt")                          # not over a non-empty file
+    for path in (d, f"{d}/", f"{d}/a.txt"):
+        assert list(layer.ls(path)) == sorted(hadoop_fs.ls(path)), path
+        assert b"".join(layer.cat(path)) == b"".join(hadoop_fs.cat(path)), path
+        assert layer.du(path) == hadoop_fs.du(path)
+    assert b"three" in b"".join(layer.cat(f"{d}/sub/b.gz"))   # decompressed, like mrjob's
+    assert list(layer.ls(f"{d}/none")) == [] and not layer.exists(f"{d}/none")
+    assert layer.exists(f"{d}/sub") and hadoop_fs.exists(f"{d}/sub")
+    assert not layer.can_handle_path(f"{d}/*.txt")          # globs stay with hadoop fs
+    layer.rm(f"{d}/sub")
+    assert not hadoop_fs.exists(f"{d}/sub")
+    assert installed_version(launcher) == \
+        hadoop_fs.get_hadoop_version()                        # from the jars, no JVM
+
+
 def test_micro_batch_store_and_lock(base):
     from samplegen.tbs.errors import TBSError
     from samplegen.tbs.stream.storage import Lock, Store

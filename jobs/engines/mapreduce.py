@@ -18,6 +18,7 @@ group and sort key (KeyFieldBasedComparator ``-k1,2``); the inline and local
 runners sort whole lines, which gives the same order.
 
 The plumbing, also used by the micro-batch jobs (``tbs/stream/mr_tbs.py``):
+:class:`ClusterJob` (the base of every job: its hadoop runner),
 :func:`mrjob_args` builds a job's command line, :func:`run_job` runs it and
 returns its output lines, :func:`task_failure` turns a failed step into the
 error its task reported (:mod:`jobs.engines.task_errors`), and
@@ -81,7 +82,19 @@ HADOOP_JOBCONF = {
 LOCAL_RUNNERS = ("inline", "local")
 
 
-class BlockRecordJob(MRJob):
+class ClusterJob(MRJob):
+    """An mrjob job that runs ``-r hadoop`` on
+    :class:`jobs.engines.hadoop_runner.HadoopRunner` (its HDFS operations
+    through the filesystem layer, not a ``hadoop fs`` process each)."""
+
+    def _runner_class(self):
+        if self.options.runner == "hadoop":
+            from samplegen.jobs.engines.hadoop_runner import HadoopRunner
+            return HadoopRunner
+        return super()._runner_class()
+
+
+class BlockRecordJob(ClusterJob):
     """Base of jobs that read block lines and shuffle ``group TAB sort TAB
     payload`` records: raw bytes in and out, values sorted within a group."""
 
