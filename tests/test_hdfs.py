@@ -3,6 +3,7 @@ hadoop-up``): the filesystem layer (WebHDFS), every sampling method through
 mrjob's hadoop runner, Spark, import / export / info, the micro-batch jobs
 with STATE on HDFS, and runs whose tasks or job are killed.  Each result is
 compared byte for byte with the inline runner on local copies."""
+import functools
 import json
 import os
 import re
@@ -15,7 +16,7 @@ import uuid
 
 import pytest
 
-from samplegen.jobs import fs
+from samplegen.jobs import cluster, fs
 from samplegen.udfs.errors import OutputError
 
 from .conftest import sample_digests
@@ -24,6 +25,7 @@ pytestmark = pytest.mark.hadoop
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SAMPLEGEN = [sys.executable, "-m", "samplegen"]
+RM_REST = f"http://127.0.0.1:{cluster.PORTS['rm_http']}/ws/v1/cluster"
 
 
 def run(hadoop, *cmd, timeout=900, check=True):
@@ -392,16 +394,42 @@ def _wait_for(predicate, seconds=240):
 
 
 def _start_bootstrap(hadoop, remote, out, mrjob_conf, extra=()):
+    """Start a bootstrap run on the cluster; returns the process and the name
+    of its YARN application (unique)."""
+    name = f"samplegen-test-{uuid.uuid4().hex[:12]}"
     return subprocess.Popen([*SAMPLEGEN, "-q", "bootstrap", remote, out, "--samples", "4",
                              "--seed", "3", "--runner", "hadoop", "--mrjob-conf",
-                             str(mrjob_conf), *extra], env=hadoop["env"],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+                             str(mrjob_conf), "--jobconf", f"mapreduce.job.name={name}", *extra],
+                            env=hadoop["env"], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE), name
 
 
-def _task_processes(kind):
-    """The running task attempts of ``kind`` ("m" or "r") on this node, as
-    {attempt id: the container's process group}, read from /proc: fast enough
-    to catch a task a second long, where a ``mapred`` client JVM takes two."""
+def _applications(name, states="NEW,NEW_SAVING,SUBMITTED,ACCEPTED,RUNNING"):
+    """Ids of the YARN applications called *name* (the ResourceManager's REST
+    API: milliseconds, where a ``yarn`` or ``mapred`` client JVM takes two
+    seconds)."""
+    import urllib.request
+    url = f"{RM_REST}/apps?states={states}"
+    with urllib.request.urlopen(url, timeout=30) as response:
+        apps = (json.load(response).get("apps") or {}).get("app") or []
+    return [app["id"] for app in apps if app["name"] == name]
+
+
+def _kill_application(app):
+    import urllib.request
+    request = urllib.request.Request(
+        f"{RM_REST}/apps/{app}/state",
+        data=b'{"state": "KILLED"}', method="PUT", headers={"Content-Type": "application/json"})
+    with urllib.request.urlopen(request, timeout=30):
+        pass
+
+
+def _task_processes(kind, app=None):
+    """The running task attempts of ``kind`` ("m" or "r") on this node (of
+    application *app* only, if given), as {attempt id: the container's
+    process group}, read from /proc: fast enough to catch a task a second
+    long, where a ``mapred`` client JVM takes two."""
+    number = "_".join(app.split("_")[1:]) if app else r"\d+_\d+"
     found = {}
     for pid in filter(str.isdigit, os.listdir("/proc")):
         try:
@@ -409,7 +437,8 @@ def _task_processes(kind):
                 words = f.read().decode(errors="replace").split("\0")
             if "org.apache.hadoop.mapred.YarnChild" not in words:
                 continue
-            attempt = next(w for w in words if re.fullmatch(rf"attempt_\d+_\d+_{kind}_\d+_\d+", w))
+            attempt = next(w for w in words
+                           if re.fullmatch(rf"attempt_{number}_{kind}_\d+_\d+", w))
             found[attempt] = os.getpgid(int(pid))
         except (OSError, StopIteration):
             continue
@@ -432,13 +461,13 @@ def _streaming_child(pgid):
     return False
 
 
-def _freeze_a_writing_task(kind, seconds=300):
+def _freeze_a_writing_task(kind, app, seconds=300):
     """Stop (SIGSTOP) the first task of ``kind`` seen running its Python
     process, so that the job cannot finish before the test kills the attempt;
     returns the attempt id."""
     deadline = time.time() + seconds
     while time.time() < deadline:
-        for attempt, pgid in _task_processes(kind).items():
+        for attempt, pgid in _task_processes(kind, app).items():
             if _streaming_child(pgid):
                 os.killpg(pgid, signal.SIGSTOP)
                 return attempt
@@ -454,11 +483,12 @@ def test_killed_attempts_and_speculation_leave_whole_output(hadoop, base, matric
     temporary file left behind."""
     local, remote = matrices["dense"]
     out = f"{base}/boot-killed-attempt"
-    proc = _start_bootstrap(hadoop, remote, out, mrjob_conf,
-                            ["--jobconf", "mapreduce.map.speculative=true",
-                             "--jobconf", "mapreduce.reduce.speculative=true"])
+    proc, name = _start_bootstrap(hadoop, remote, out, mrjob_conf,
+                                  ["--jobconf", "mapreduce.map.speculative=true",
+                                   "--jobconf", "mapreduce.reduce.speculative=true"])
     try:
-        attempt = _freeze_a_writing_task("r")
+        app = _wait_for(lambda: next(iter(_applications(name)), None))
+        attempt = _freeze_a_writing_task("r", app)
         run(hadoop, "mapred", "job", "-kill-task", attempt)
         _, err = proc.communicate(timeout=900)
     finally:
@@ -472,27 +502,70 @@ def test_killed_attempts_and_speculation_leave_whole_output(hadoop, base, matric
     assert leftovers == []
 
 
+def _check_outcome(hadoop, proc, out, expected, rerun, tmp_path):
+    """A run that was hit by a fault: it succeeded with the expected bytes, or
+    it failed leaving neither its output nor its staging behind and a rerun
+    succeeds with them."""
+    _, err = proc.communicate(timeout=900)
+    remote_fs = fs.get_fs(out)
+    parent, leaf = out.rsplit("/", 1)
+    if proc.returncode != 0:
+        assert proc.returncode == 1, err.decode()[-3000:]
+        assert not remote_fs.exists(out)
+        assert not [n for n in remote_fs.listdir(parent) if n.startswith(f".{leaf}.tmp-")]
+        proc, _ = rerun()
+        _, err = proc.communicate(timeout=900)
+        assert proc.returncode == 0, err.decode()[-3000:]
+    got = fetch(out, tmp_path / f"got-{leaf}")
+    assert sample_digests(got) == expected
+    assert [n for _, _, names in os.walk(got) for n in names if ".tmp-" in n] == []
+
+
 def test_killed_job_leaves_no_output_and_a_rerun_succeeds(hadoop, base, matrices, mrjob_conf,
                                                           tmp_path):
     local, remote = matrices["dense"]
-    before = set(_job_ids(hadoop))
-    out = f"{base}/boot-killed-job"
-    proc = _start_bootstrap(hadoop, remote, out, mrjob_conf)
-    job = _wait_for(lambda: next(iter(set(_job_ids(hadoop)) - before), None))
-    _wait_for(lambda: _task_processes("m"))          # killed while its tasks run
-    run(hadoop, "mapred", "job", "-kill", job)
-    proc.communicate(timeout=600)
-    assert proc.returncode == 1
-    remote_fs = fs.get_fs(base)
-    assert not remote_fs.exists(out)
-    assert not [n for n in remote_fs.listdir(base) if n.startswith(".boot-killed-job.tmp-")]
-    proc = _start_bootstrap(hadoop, remote, out, mrjob_conf)
-    _, err = proc.communicate(timeout=900)
-    assert proc.returncode == 0, err.decode()[-3000:]
     samplegen(hadoop, "bootstrap", local, tmp_path / "inline", "--samples", 4, "--seed", 3,
               "--runner", "inline")
-    assert sample_digests(fetch(out, tmp_path / "hadoop")) == \
-        sample_digests(tmp_path / "inline")
+    out = f"{base}/boot-killed-job"
+    proc, name = _start_bootstrap(hadoop, remote, out, mrjob_conf)
+    app = _wait_for(lambda: next(iter(_applications(name)), None))
+    _wait_for(lambda: _task_processes("m", app))          # killed while its tasks run
+    _kill_application(app)
+    proc.communicate(timeout=600)
+    assert proc.returncode == 1
+    _check_outcome(hadoop, proc, out, sample_digests(tmp_path / "inline"),
+                   lambda: _start_bootstrap(hadoop, remote, out, mrjob_conf), tmp_path)
+
+
+def test_faults_at_random_moments(hadoop, base, matrices, mrjob_conf, tmp_path):
+    """The job, or one of its task containers (SIGKILL), killed at moments
+    drawn at random (seeded) over a run's life, from its submission to its
+    commit: every run ends with the inline run's bytes, or with nothing and a
+    rerun that has them."""
+    import random
+    local, remote = matrices["dense"]
+    samplegen(hadoop, "bootstrap", local, tmp_path / "inline", "--samples", 4, "--seed", 3,
+              "--runner", "inline")
+    expected = sample_digests(tmp_path / "inline")
+    rng = random.Random(20261125)
+    hits = []
+    for i, fault in enumerate(["job", "task", "job", "task", "task"]):
+        out = f"{base}/fault-{i}"
+        start = functools.partial(_start_bootstrap, hadoop, remote, out, mrjob_conf)
+        proc, name = start()
+        time.sleep(rng.uniform(0, 14))         # a run of this matrix takes 10-15 s
+        apps = _applications(name)
+        if fault == "job" and apps:
+            _kill_application(apps[0])
+            hits.append(fault)
+        tasks = _task_processes("m", apps[0]) | _task_processes("r", apps[0]) if apps else {}
+        if fault == "task" and tasks:
+            os.killpg(rng.choice(sorted(tasks.values())), signal.SIGKILL)
+            hits.append(fault)
+        _check_outcome(hadoop, proc, out, expected, start, tmp_path)
+        if fault == "task" and tasks:
+            assert proc.returncode == 0      # Hadoop retried the task
+    assert hits, "no fault hit a running job: the moments need a longer range"
 
 
 def test_a_failing_task_on_the_cluster_names_its_error(hadoop, base, matrices, mrjob_conf,
