@@ -169,6 +169,9 @@ BAD = [
      "name a sample"),
     ("unsupported export type", lambda t: ["export", make(t), "--to", t / "o.txt"],
      "unsupported"),
+    ("missing mrjob configuration", lambda t: ["kfold", make(t), t / "o", "--k", 3, "--seed", 1,
+                                               "--runner", "local", "--mrjob-conf",
+                                               t / "no.conf"], "mrjob configuration not found"),
 ]
 
 

@@ -319,6 +319,8 @@ def mrjob_args(runner, plan_path, inputs, options, tmp, udf=None):
     if conf == "":
         args.append("--no-conf")
     elif conf:
+        if not os.path.isfile(conf):
+            raise InputError(f"mrjob configuration not found: {conf}")
         args += ["-c", conf]
     if runner in LOCAL_RUNNERS:
         # the tasks import mrjob from this interpreter (no zip of it, no setup wrapper)
