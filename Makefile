@@ -153,19 +153,34 @@ bench-tbs: setup
 	$(PY) bench/bench_tbs.py --update-doc docs/BENCHMARKS.md
 
 # --- hive ---
-# A local HiveServer2 (the Spark Thrift Server from the pyspark distribution)
-# on 127.0.0.1:$(HIVE_PORT), metastore and warehouse in $(HIVE_WORK); see docs/HIVE.md.
-HIVE_PORT ?= 10000
-HIVE_WORK ?= $(WORK)/hive
-.PHONY: hive-up hive-down hive-dist bench-hive
+# A local HiveServer2 on 127.0.0.1:$(HIVE_PORT): Apache Hive's own on the single-node
+# Hadoop (HIVE_SERVER=apache, the default; metastore and configuration in $(HIVE_WORK),
+# warehouse on HDFS), or the Spark Thrift Server from the pyspark distribution
+# (HIVE_SERVER=spark, in $(HIVE_SPARK_WORK)); see docs/HIVE.md.
+# In a shell: eval "$$(make -s hive-env)" puts Apache beeline on PATH.
+HIVE_PORT       ?= 10000
+HIVE_SERVER     ?= apache
+HIVE_WORK       ?= $(WORK)/hive
+HIVE_SPARK_WORK ?= $(WORK)/hive-spark
+HIVE_SERVER_PY   = $(PY) -m samplegen.hive.server
+.PHONY: hive-up hive-down hive-env hive-dist bench-hive
 
 # Says so (and how to get it) when Java 17+ is missing; `make java` installs it.
-hive-up: setup
-	$(PY) -m samplegen.hive.server up --port $(HIVE_PORT) --workdir $(HIVE_WORK)
+# Apache Hive starts the local Hadoop first (left alone when it runs).
+hive-up: setup java $(if $(filter spark,$(HIVE_SERVER)),,maven hadoop-up)
+	$(HIVE_SERVER_PY) up --server $(HIVE_SERVER) --port $(HIVE_PORT) \
+	  --workdir $(if $(filter spark,$(HIVE_SERVER)),$(HIVE_SPARK_WORK),$(HIVE_WORK)) \
+	  --hadoop-workdir $(HADOOP_WORK)
 
+# Stops whichever of the two runs from its work directory (only that process).
 hive-down:
-	@if [ -x $(PY) ]; then $(PY) -m samplegen.hive.server down --workdir $(HIVE_WORK); \
+	@if [ -x $(PY) ]; then \
+	  $(HIVE_SERVER_PY) down --server apache --workdir $(HIVE_WORK) && \
+	  $(HIVE_SERVER_PY) down --server spark --workdir $(HIVE_SPARK_WORK); \
 	else echo "hive-server: not running (no $(VENV))"; fi
+
+hive-env: setup
+	@$(HIVE_SERVER_PY) env --workdir $(HIVE_WORK) --port $(HIVE_PORT)
 
 # dist/samplegen-<hash>.zip: what the HiveQL scripts ADD FILE (docs/HIVE.md)
 hive-dist: setup

@@ -1,11 +1,17 @@
-"""A local HiveServer2 for development and tests: the Spark Thrift Server that
-ships in the pyspark distribution.
+"""A local HiveServer2 for development and tests: Apache Hive's own on the
+single-node Hadoop (:mod:`samplegen.hive.apache_server`, the default), or the
+Spark Thrift Server that ships in the pyspark distribution (``--server
+spark``, the light one: no Hadoop, no Maven).
 
-    python -m samplegen.hive.server up   [--port 10000] [--workdir work/hive]
-    python -m samplegen.hive.server down [--workdir work/hive]
-    python -m samplegen.hive.server status [--workdir work/hive]
+    python -m samplegen.hive.server up     [--server apache|spark] [--port 10000] [--workdir DIR]
+    python -m samplegen.hive.server down   [--server apache|spark] [--workdir DIR]
+    python -m samplegen.hive.server status [--server apache|spark] [--workdir DIR]
+    python -m samplegen.hive.server env    (the export lines that put Apache beeline on PATH)
 
-``up`` starts ``spark-submit --class
+``--server`` defaults to ``$HIVE_SERVER``, else ``apache``; the work
+directory to ``work/hive`` (Apache Hive) or ``work/hive-spark`` (Spark).
+
+For the Spark Thrift Server, ``up`` starts ``spark-submit --class
 org.apache.spark.sql.hive.thriftserver.HiveThriftServer2`` bound to 127.0.0.1
 with a Derby metastore, the warehouse, Spark's scratch space and the log in
 the work directory, and waits until the port answers.  It is idempotent: a
@@ -22,16 +28,17 @@ import subprocess
 import sys
 import time
 
+from samplegen.jobs import cluster
 from samplegen.jobs.daemons import alive, check_java, port_answers, stop, tail
-from samplegen.udfs.errors import SamplegenError
+
+from . import apache_server
+from .apache_server import ServerError
 
 CLASS = "org.apache.spark.sql.hive.thriftserver.HiveThriftServer2"
 DEFAULT_PORT = 10000
 STARTUP_SECONDS = 240
-
-
-class ServerError(SamplegenError):
-    pass
+SERVERS = ("apache", "spark")
+WORKDIRS = {"apache": apache_server.DEFAULT_WORKDIR, "spark": os.path.join("work", "hive-spark")}
 
 
 def spark_home():
@@ -162,27 +169,46 @@ def down(workdir, log=print):
 def main(argv=None):
     parser = argparse.ArgumentParser(prog="python -m samplegen.hive.server",
                                      description=__doc__.split("\n\n")[0])
-    parser.add_argument("action", choices=("up", "down", "status"))
-    parser.add_argument("--workdir", default=os.path.join("work", "hive"))
+    parser.add_argument("action", choices=("up", "down", "status", "env"))
+    parser.add_argument("--server", choices=SERVERS,
+                        default=os.environ.get("HIVE_SERVER") or "apache")
+    parser.add_argument("--workdir", default=None)
     parser.add_argument("--port", type=int, default=int(os.environ.get("HIVE_PORT",
                                                                         DEFAULT_PORT)))
-    parser.add_argument("--timeout", type=float, default=STARTUP_SECONDS)
-    parser.add_argument("--driver-memory", default="1g")
+    parser.add_argument("--timeout", type=float, default=None,
+                        help="seconds to wait for the start (default 300 for Apache Hive, 240 "
+                        "for Spark)")
+    parser.add_argument("--driver-memory", default="1g", help="Spark's driver (--server spark)")
+    parser.add_argument("--hadoop-workdir", default=os.environ.get("HADOOP_WORK",
+                                                                   cluster.DEFAULT_WORKDIR))
+    parser.add_argument("--hdfs-root", default=apache_server.DEFAULT_HDFS_ROOT,
+                        help="HDFS directory of the warehouse and scratch space (Apache Hive)")
     args = parser.parse_args(argv)
+    if args.server not in SERVERS:
+        parser.error(f"HIVE_SERVER must be one of {', '.join(SERVERS)}, got {args.server!r}")
+    workdir = args.workdir or WORKDIRS[args.server]
+    apache = args.server == "apache"
 
     def log(message):
         sys.stderr.write(f"hive-server: {message}\n")
     try:
-        if args.action == "up":
-            up(args.workdir, args.port, args.timeout, log, driver_memory=args.driver_memory)
+        if args.action == "up" and apache:
+            apache_server.up(workdir, args.port, args.timeout or apache_server.STARTUP_SECONDS,
+                             log, hadoop_workdir=args.hadoop_workdir, hdfs_root=args.hdfs_root)
+        elif args.action == "up":
+            up(workdir, args.port, args.timeout or STARTUP_SECONDS, log,
+               driver_memory=args.driver_memory)
         elif args.action == "down":
-            down(args.workdir, log)
+            (apache_server.down if apache else down)(workdir, log)
+        elif args.action == "env":
+            print("\n".join(apache_server.env_lines(workdir, args.port)))
         else:
-            state = read_state(args.workdir)
+            state = (apache_server.read_state if apache else read_state)(workdir)
             if state is None:
                 log("not running")
                 return 1
-            log(f"running on 127.0.0.1:{state[1]} (pid {state[0]})")
+            log(f"{'Apache HiveServer2' if apache else 'Spark Thrift Server'} running on "
+                f"127.0.0.1:{state[1]} (pid {state[0]})")
     except ServerError as exc:
         sys.stderr.write(f"hive-server: error: {exc}\n")
         return 2

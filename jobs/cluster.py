@@ -45,7 +45,6 @@ directories, ``logs/`` one log per daemon and the containers' logs
 (``logs/userlogs``), ``pids/``, ``tmp/``.
 """
 import argparse
-import hashlib
 import json
 import os
 import re
@@ -58,6 +57,7 @@ import urllib.request
 
 from samplegen.udfs.errors import SamplegenError
 
+from . import daemons
 from .daemons import alive, check_java, port_answers, stop
 
 DEFAULT_WORKDIR = os.path.join("work", "hadoop")
@@ -223,11 +223,7 @@ def build_loopback_bind(workdir, log=print):
 # ---------------------------------------------------------------------------
 def check_maven():
     """The ``mvn`` command; ClusterError when Maven is missing."""
-    mvn = shutil.which("mvn")
-    if mvn is None:
-        raise ClusterError("Maven is missing: the local Hadoop resolves its jars with mvn; "
-                           "run 'make maven' or install the maven package")
-    return mvn
+    return daemons.check_maven("the local Hadoop", ClusterError)
 
 
 # ---------------------------------------------------------------------------
@@ -249,45 +245,11 @@ def paths(workdir):
     return p
 
 
-def _sha256(path):
-    with open(path, "rb") as f:
-        return hashlib.sha256(f.read()).hexdigest()
-
-
 def resolve_jars(workdir, pom=POM, log=print):
     """The jars of *pom* (a list of paths in ~/.m2), resolved with Maven the
     first time and whenever the pom changes; cached in *workdir*."""
-    p = paths(workdir)
-    if not os.path.exists(pom):
-        raise ClusterError(f"{pom} is missing: the local Hadoop's jars are listed there")
-    key = _sha256(pom)
-    try:
-        with open(p["classpath_key"]) as f:
-            cached = f.read().strip() == key
-        with open(p["classpath"]) as f:
-            jars = [j for j in f.read().strip().split(os.pathsep) if j]
-        if cached and jars and all(os.path.exists(j) for j in jars):
-            return jars
-    except OSError:
-        pass
-    mvn = check_maven()
-    os.makedirs(p["dir"], exist_ok=True)
-    out = p["classpath"] + ".tmp"
-    log(f"resolving the Hadoop jars of {pom} with Maven (the first time downloads about "
-        "110 MB into ~/.m2)")
-    start = time.time()
-    proc = subprocess.run([mvn, "-q", "-B", "-f", pom, "dependency:build-classpath",
-                           f"-Dmdep.outputFile={out}"], capture_output=True, text=True)
-    if proc.returncode != 0:
-        lines = [ln for ln in (proc.stdout + proc.stderr).splitlines() if "ERROR" in ln]
-        raise ClusterError("Maven could not resolve the Hadoop jars: "
-                           + (lines[0] if lines else proc.stderr.strip()[-500:]))
-    os.replace(out, p["classpath"])
-    with open(p["classpath_key"], "w") as f:
-        f.write(key + "\n")
-    log(f"resolved in {time.time() - start:.0f} s")
-    with open(p["classpath"]) as f:
-        return [j for j in f.read().strip().split(os.pathsep) if j]
+    return daemons.maven_classpath(pom, paths(workdir)["dir"], "the Hadoop jars", ClusterError,
+                                   log, size="110 MB")
 
 
 def link_jars(workdir, jars):
@@ -300,23 +262,12 @@ def link_jars(workdir, jars):
                                              os.path.basename(j))]
     if not streaming:
         raise ClusterError("the resolved jars have no hadoop-streaming jar (see the pom)")
-    classpath = sorted(os.path.realpath(j) for j in jars if j not in streaming)
     target = os.path.join(p["tools"], os.path.basename(streaming[0]))
-    if streaming_jar(workdir) == target and os.path.isdir(p["lib"]) and sorted(
-            os.path.realpath(os.path.join(p["lib"], n)) for n in os.listdir(p["lib"])) \
-            == classpath:
-        return target   # already these jars (daemons may be running on them)
-    for key in ("lib", "tools"):
-        shutil.rmtree(p[key], ignore_errors=True)
-        os.makedirs(p[key])
-    for jar in jars:
-        if jar in streaming:
-            continue
-        name = os.path.basename(jar)
-        if os.path.lexists(os.path.join(p["lib"], name)):  # same file name, another group
-            name = jar.replace(os.sep, "_")
-        os.symlink(jar, os.path.join(p["lib"], name))
-    os.symlink(streaming[0], target)
+    if streaming_jar(workdir) != target:
+        shutil.rmtree(p["tools"], ignore_errors=True)
+        os.makedirs(p["tools"])
+        os.symlink(streaming[0], target)
+    daemons.link_jars(p["lib"], [j for j in jars if j not in streaming])
     return target
 
 
