@@ -131,6 +131,11 @@ def temporary_name(name):
     return f".{name}.tmp-{uuid.uuid4().hex[:12]}"
 
 
+def is_temporary(name):
+    """Whether the file name *name* (no directory) is a writer's temporary name."""
+    return bool(_TEMPORARY.match(name))
+
+
 class _AtomicLocalWriter:
     def __init__(self, path, fsync=False):
         self.path = path
@@ -500,6 +505,13 @@ def _webhdfs_class():
         def append(self, path, data):
             self._to_datanode("post", "APPEND", path, data)
 
+        def cat_file(self, path, start=None, end=None, **kwargs):
+            """A whole file in one ``OPEN`` (the NameNode's redirect and the
+            DataNode's answer: fsspec's own asks for the file's status first)."""
+            if start is not None or end is not None:
+                return super().cat_file(path, start=start, end=end, **kwargs)
+            return self._to_datanode("get", "OPEN", path).content
+
         def read_range(self, path, start, length):
             if length <= 0:
                 return b""
@@ -605,11 +617,12 @@ class _AtomicRemoteWriter:
 
     CHUNK = 64 << 20
 
-    def __init__(self, remote, uri):
+    def __init__(self, remote, uri, prepare=True):
         self.remote, self.uri = remote, uri
         directory, name = uri.rsplit("/", 1)
         self.tmp = f"{directory}/{temporary_name(name)}"
-        remote.prepare_dir(directory)
+        if prepare:
+            remote.prepare_dir(directory)
         self.buffer = bytearray()
         self.started = False
         self.bytes = 0
@@ -732,6 +745,25 @@ class RemoteFS:
     def write_bytes(self, uri, data, fsync=False):
         writer = self.open_atomic(uri)
         writer.write(data)
+        writer.close()
+
+    def put_bytes(self, uri, data):
+        """:meth:`write_bytes` into a directory that may not exist yet, creating
+        it and its missing parents (as ``mkdir -p``).  On HDFS that costs no
+        request of its own: ``CREATE`` makes the temporary file's missing
+        parents (``RENAME`` would not, but the temporary name is beside the
+        target), so a file is three requests -- ``CREATE`` at the NameNode and
+        at the DataNode, ``RENAME`` -- against :meth:`write_bytes`' check of the
+        directory first.  For writers that own the tree they write into (no
+        :meth:`prepare_dir` guard against recreating a removed directory)."""
+        if not self.hdfs:
+            self.makedirs(uri.rsplit("/", 1)[0])
+        writer = _AtomicRemoteWriter(self, uri, prepare=False)
+        try:
+            writer.write(data)
+        except BaseException:
+            writer.abort()
+            raise
         writer.close()
 
     def replace(self, src, dst):
