@@ -357,22 +357,33 @@ def test_tbs_run_on_hadoop_with_state_on_hdfs(hadoop, base, batches, mrjob_conf,
 
 def test_tbs_killed_mid_batch_on_hdfs_reruns_to_the_same_state(hadoop, base, batches,
                                                                tmp_path):
-    """SIGKILL at three moments of runs on HDFS; each rerun continues where
-    the killed run stopped and ends where an uninterrupted run ends."""
+    """SIGKILL at several moments of runs on HDFS; each rerun continues where
+    the killed run stopped and ends with the STATE (every file, every byte) of
+    an uninterrupted run: what the killed runs left is collected, also after
+    a kill whose lock is then removed by hand (as for a run that died on
+    another host)."""
+    from .conftest import tree_digest
     local, remote = batches
     samplegen(hadoop, "tbs", "run", local, tmp_path / "clean", *TBS, "--runner", "inline",
               "--batches-per-job", 1)
     expected = _tbs_sample(hadoop, tmp_path / "clean", tmp_path / "clean.npy")
+    clean = f"{base}/clean"
+    samplegen(hadoop, "tbs", "run", remote, clean, *TBS, "--batches-per-job", 1)
     state = f"{base}/killed"
-    for delay in (0.8, 1.6, 2.4):
+    remote_fs = fs.get_fs(base)
+    for i, delay in enumerate((0.8, 1.2, 1.6, 2.0, 2.4)):
         proc = subprocess.Popen([*SAMPLEGEN, "-q", "tbs", "run", remote, state,
                                  *map(str, TBS), "--batches-per-job", "1"],
                                 env=hadoop["env"], stderr=subprocess.DEVNULL)
         time.sleep(delay)
         proc.send_signal(signal.SIGKILL)
         proc.wait()
+        if i % 2:
+            remote_fs.rmtree(f"{state}/_lock")
     samplegen(hadoop, "tbs", "run", remote, state, "--runner", "inline")
     assert _tbs_sample(hadoop, state, tmp_path / "after.npy") == expected
+    assert (tree_digest(fetch(state, tmp_path / "killed"))
+            == tree_digest(fetch(clean, tmp_path / "clean-hdfs")))
 
 
 # ---------------------------------------------------------------------------

@@ -154,7 +154,7 @@ def test_state_layout_snapshots_and_delta_retention(tmp_path):
     info = status(state)
     assert info["snapshot"] == 10 and info["deltas_kept"] == [10, 11, 12]
     top = sorted(os.listdir(state))
-    assert top == ["commits", "deltas", "parts", "snapshots"]
+    assert top == ["commits", "deltas", "snapshots"]
     assert sorted(os.listdir(os.path.join(state, "commits"))) == ["0000000011.json",
                                                                    "0000000012.json"]
     assert sorted(os.listdir(os.path.join(state, "snapshots"))) == ["0000000010"]

@@ -110,6 +110,18 @@ CRASH_POINTS = ["after-tasks:1", "before-commit:2", "after-commit:1", "in-gc:2",
 
 @pytest.mark.parametrize("name", list(ALGORITHMS))
 def test_sigkill_at_every_critical_point(tmp_path, batches, name):
+    _kill_at_every_critical_point(tmp_path, batches, name)
+
+
+def test_sigkill_then_lock_removed_by_hand(tmp_path, batches):
+    """After each kill the lock file is deleted (as a user does on a shared
+    filesystem for a run that died on another host): the next run cannot
+    know from the lock that a run died, and must still find and delete what
+    it left."""
+    _kill_at_every_critical_point(tmp_path, batches, "rtbs-poly", remove_lock=True)
+
+
+def _kill_at_every_critical_point(tmp_path, batches, name, remove_lock=False):
     digest, _ = _reference(batches, tmp_path, name)
     state = str(tmp_path / "s")
     seen = []
@@ -119,6 +131,8 @@ def test_sigkill_at_every_critical_point(tmp_path, batches, name):
         assert proc.returncode in (-signal.SIGKILL, 0), proc.stderr
         if proc.returncode == -signal.SIGKILL:
             seen.append(point)
+            if remove_lock:
+                os.remove(os.path.join(state, "_lock"))
         _consistent(state)
     final = subprocess.run(_cli(batches, state, name), env=_env(), capture_output=True, text=True)
     assert final.returncode == 0, final.stderr

@@ -6,8 +6,9 @@ One run:
 2. lists the batches after the last processed one and checks all their
    metadata (gaps, schemas, times, footers) -- any problem is an error
    before anything is written;
-3. if the previous run died holding the lock, deletes the files no commit
-   references (its leftovers; see :mod:`tbs.stream.state`);
+3. if a previous run died (it left the lock behind, or files where only a
+   dead run leaves them: :func:`.state.unfinished`), deletes the files no
+   commit references (its leftovers; see :mod:`tbs.stream.state`);
 4. for each chunk of ``batches_per_job`` batches: plans every batch on the
    driver (numbers only, :mod:`tbs.stream.decide`), runs one job whose task p
    applies the chunk's batches to partition p (:func:`task.run_partition`;
@@ -31,8 +32,19 @@ from ..errors import TBSError
 from ..randomness import derive_key
 from .batches import object_encodings, partition_bounds, pending
 from .decide import Driver, initial_state, output_salt, sampler_of
-from .state import FORMAT, collect_garbage, crash_point, forget, load_latest, write_commit
-from .storage import Lock, Store
+from .state import (
+    COMMITS,
+    FORMAT,
+    collect_garbage,
+    crash_point,
+    forget,
+    is_leftover,
+    read_log,
+    superseded,
+    unfinished,
+    write_commit,
+)
+from .storage import LOCK, Lock, Store
 from .task import ROW_GROUP, delta_in, delta_out, run_partition
 
 RUNNERS = ("inline", "local", "hadoop", "spark")
@@ -215,6 +227,7 @@ def next_commit(commit, batch, step, state_after, summaries):
                                   [delta_out(batch.k, p) for p in range(P)]]]
     oldest = batch.k - max(params["keep_deltas"], since)
     new["deltas"] = [d for d in deltas if d[0] > oldest]
+    new["superseded"] = superseded(commit, new)
     return new
 
 
@@ -304,6 +317,7 @@ def execute(plan, runner, options):
     P = len(plan["structs"])
     if runner == "inline":
         store = Store(plan["state"], fsync=plan.get("fsync"))
+        store.prefetch([rel for rel in plan["structs"] if rel])   # (remote: read together)
         rows = sum(hi - lo for info in plan["batch_info"] for lo, hi in info["bounds"])
         workers = inline_workers(options, P, rows / (P * max(1, len(plan["batch_info"]))))
         if workers == 1:
@@ -326,6 +340,12 @@ def execute(plan, runner, options):
     raise TBSError(f"--runner must be one of {', '.join(RUNNERS)}, got {runner!r}")
 
 
+def _folders(summaries):
+    """The directories the tasks' files of a chunk are in."""
+    return {rel.rpartition("/")[0] for task in summaries for s in task
+            for rel in (s["in"], s["out"], s["struct"], s["snapshot"]) if rel}
+
+
 def run(batches_url, state_url, given, runner="inline", options=None,
         log=None):
     """Process every batch of ``batches_url`` not yet in ``state_url``.
@@ -339,16 +359,20 @@ def run(batches_url, state_url, given, runner="inline", options=None,
     lock = None
     writing = False
     try:
-        commit = None
-        if store.exists():
-            if not store.isdir():
+        commit, names = None, []
+        kind = store.kind()
+        if kind is not None:
+            if kind != "directory":
                 raise TBSError(f"STATE {state_url} exists and is not a directory")
             lock = Lock(store).acquire()
             if lock.previous:
                 log(f"note: took over the lock of a run that ended without releasing it "
                     f"(pid {lock.previous.get('pid')} on {lock.previous.get('host')})")
-            commit = load_latest(store)
-            if commit is None and [n for n in store.listdir() if n != "_lock"]:
+            commit, names = read_log(store)
+            # (a run that died creating STATE leaves its lock and, in commits/,
+            # the temporary file of the first commit or a lock taken over)
+            if commit is None and ([n for n in store.listdir() if n not in (LOCK, COMMITS)]
+                                   or not all(map(is_leftover, names))):
                 raise TBSError(f"STATE {state_url} is a non-empty directory without a "
                                "samplegen tbs state")
         if commit is not None:
@@ -361,17 +385,18 @@ def run(batches_url, state_url, given, runner="inline", options=None,
             store.makedirs()
             if lock is None:
                 lock = Lock(store).acquire()
-            if load_latest(store) is not None:
+            created, names = read_log(store)
+            if created is not None:
                 raise TBSError(f"STATE {state_url} was created by another run meanwhile; run again")
             commit = initial_commit(params)
             write_commit(store, commit)
         if note:
             log(f"note: {note}")
         writing = True
-        if lock.previous or not store.local:
-            # Only a run that died while holding the lock (it left _lock behind) can
-            # have left files no commit references; a run that ended (even with an
-            # error) cleaned up before releasing the lock.
+        # Only a run that died can have left files no commit references (a run
+        # that ended, even with an error, cleaned up before releasing the lock):
+        # it left its lock behind, or files where only a dead run leaves them.
+        if lock.previous or unfinished(store, commit, names):
             removed = collect_garbage(store)
             if removed:
                 log(f"removed {removed} files left by an interrupted run")
@@ -386,13 +411,17 @@ def run(batches_url, state_url, given, runner="inline", options=None,
             plan, states = plan_chunk(commit, chunk, store)
             summaries = execute(plan, runner, options)
             crash_point("after-tasks")
+            if runner != "inline":        # what killed attempts of a task may have left
+                store.remove_temporaries(_folders(summaries))
+            known = {commit["seq"]: commit}
             for i, b in enumerate(chunk):
                 commit = next_commit(commit, b, plan["batches"][i], states[i],
                                      [s[i] for s in summaries])
                 write_commit(store, commit)
+                known[commit["seq"]] = commit
                 done += 1
             for seq in range(commit["seq"] - len(chunk) + 1, commit["seq"] + 1):
-                forget(store, seq)  # not before: the chunk's later batches were not committed
+                forget(store, seq, known)  # not before: the chunk's later batches were uncommitted
             log(f"processed batches {chunk[0].name}..{chunk[-1].name} ({done}/{len(batches)})")
         if not batches:
             log("nothing to do: no new batches")

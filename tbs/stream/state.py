@@ -3,12 +3,14 @@
 Layout::
 
     STATE/commits/<seq>.json            the commit log; the highest seq is the state
-    STATE/parts/<p>/<k>.bin             partition p after batch k: bitmaps, partials, sources, keys
+    STATE/deltas/<k>/part-<p>.bin       partition p after batch k: bitmaps, partials, sources, keys
     STATE/deltas/<k>/in/part-<p>.parquet   rows that entered partition p's reservoir with batch k
     STATE/deltas/<k>/out/part-<p>.parquet  keys (_sg_batch, _sg_row) that left S_k, or
                                            entered without
     STATE/snapshots/<k>/part-<p>.parquet   partition p's items after batch k, with _sg_in_sample
     STATE/_lock                         held by the running job (see storage.Lock)
+
+Every file of batch k is in ``deltas/<k>/`` or ``snapshots/<k>/``.
 
 A commit (``commits/<seq>.json``, written under a temporary name and renamed:
 the commit point) records the parameters, the driver's numbers (weights, rho,
@@ -29,16 +31,41 @@ modified.  Hence:
   the newest commit's last one and refuses a gap).
 
 Commits are never renamed over an existing file, which HDFS would refuse.
+
+**When to collect.**  A run that ends, even with an error, leaves only the
+files of the newest two commits.  So the garbage collection's walk of the
+whole STATE runs only when a run died: when this run took over a lock left
+behind (``Lock.previous``), or when :func:`unfinished` finds what a dead run
+leaves -- which also covers a remote lock removed by hand.  Its evidence
+needs two listings besides the commit log's, whatever the STATE's age,
+because every leftover lies where they look, and stays findable until the
+collection that removes it ends:
+
+* every file a batch writes is in ``deltas/<k>/`` or ``snapshots/<k>/``
+  (temporary names included), and ``k`` is above the newest commit's last
+  batch until the commit of ``k``;
+* a commit's own temporary file, and a lock being taken over, are in
+  ``commits/``, where only the newest two commits belong;
+* the files a commit supersedes are deleted after it (:func:`forget`),
+  the older commit that needs them last; until then ``commits/`` holds a
+  third commit;
+* :func:`collect_garbage` deletes commit files last and the directories
+  after every file.
+
+After each commit, :func:`forget` deletes what the commit two steps back
+was the last to need: the previous commit names the files it superseded
+(``superseded``), so neither walking nor reading anything is needed.
 """
 import os
 import re
 import signal
 
+from samplegen.jobs.fs import is_temporary
+
 from ..errors import TBSError
-from .storage import LOCK
+from .storage import COMMITS, LOCK
 
 FORMAT = "samplegen-tbs/1"
-COMMITS = "commits"
 _COMMIT_RE = re.compile(r"^(\d{10})\.json$")
 KEEP_COMMITS = 2
 
@@ -53,9 +80,15 @@ def commit_seqs(store):
 
 def load_latest(store):
     """The newest commit, or None for a STATE without any."""
-    seqs = commit_seqs(store)
+    return read_log(store)[0]
+
+
+def read_log(store):
+    """(the newest commit or None, the names in ``commits/``): one listing."""
+    names = store.listdir(COMMITS)
+    seqs = sorted(int(m.group(1)) for m in map(_COMMIT_RE.match, names) if m)
     if not seqs:
-        return None
+        return None, names
     name = commit_name(seqs[-1])
     try:
         commit = store.read_json(name)
@@ -64,7 +97,33 @@ def load_latest(store):
     if (not isinstance(commit, dict) or commit.get("format") != FORMAT
             or commit.get("seq") != seqs[-1]):
         raise TBSError(f"{store.url} is not a samplegen tbs STATE (unexpected {name})")
-    return commit
+    return commit, names
+
+
+_BATCH_DIR = re.compile(r"^\d{10}$")
+
+
+def is_leftover(name):
+    """Whether a name in ``commits/`` is what a run that died leaves there: a
+    commit's temporary file or a lock it was taking over."""
+    return is_temporary(name) or name.startswith(f"{LOCK}.stale-")
+
+
+def unfinished(store, commit, names):
+    """Whether a run died after writing into STATE (see "When to collect"
+    above): ``commits/`` (its listing *names*) holds anything but the newest
+    two commits, or ``deltas/`` or ``snapshots/`` a directory of a batch after
+    the newest commit's."""
+    newest = commit["seq"]
+    expected = {commit_name(seq).rpartition("/")[2] for seq in (newest - 1, newest) if seq >= 0}
+    if set(names) - expected:
+        return True
+    last = commit["last_batch"]
+    for top in ("deltas", "snapshots"):
+        for name in store.listdir(top):
+            if not _BATCH_DIR.match(name) or last is None or int(name) > last:
+                return True
+    return False
 
 
 def referenced(commit):
@@ -88,25 +147,81 @@ def write_commit(store, commit):
     crash_point("after-commit")
 
 
-def forget(store, seq):
+def superseded(previous, commit):
+    """The files ``previous`` referenced and its successor ``commit`` does not
+    (the previous commit's own file included): the commit records them, and
+    :func:`forget` deletes them after the next one."""
+    return sorted(referenced(previous) - referenced(commit))
+
+
+def forget(store, seq, known=None):
     """After commit ``seq``: delete the files only commit ``seq - KEEP_COMMITS``
     needed (the same result as :func:`collect_garbage` on a STATE without
-    leftovers, without listing it)."""
+    leftovers, without listing it): what commit ``seq - 1`` superseded and
+    commit ``seq`` does not reference again.  ``known``: commits by seq
+    already in memory (others are read).  The older commit's file goes last,
+    so that a crash in between leaves it behind as evidence
+    (:func:`unfinished`)."""
     old = seq - KEEP_COMMITS
     if old < 0:
         return 0
+    known = known or {}
+
+    def get(s):
+        return known[s] if s in known else store.read_json(commit_name(s))
+
     try:
-        gone = referenced(store.read_json(commit_name(old)))
+        previous = get(seq - 1)
+        if "superseded" in previous:
+            gone = set(previous["superseded"])
+        else:                         # a commit of an earlier version: compare with the old one
+            gone = referenced(get(old)) - referenced(previous)
     except FileNotFoundError:
         return 0
-    for s in range(old + 1, seq + 1):
-        gone -= referenced(store.read_json(commit_name(s)))
-    for i, rel in enumerate(sorted(gone)):
-        store.remove(rel)
+    live = referenced(get(seq)) | referenced(previous)      # what the newest two need
+    gone -= live
+    old_commit = commit_name(old)
+    files = sorted(gone - {old_commit})
+    # a directory of a batch (or its in/ or out/) of which nothing is needed
+    # goes whole: one request (HDFS) instead of one per file and directory
+    whole = _whole_dirs(files, live)
+    singles = [rel for rel in files if not any(rel.startswith(d + "/") for d in whole)]
+    for i, rel in enumerate(whole + singles):
+        if i < len(whole):
+            store.remove_tree(rel)
+        else:
+            store.remove(rel)
         if i == 0:
             crash_point("in-gc")
-    store.remove_parents_if_empty(gone)
+    store.remove_parents_if_empty(whole + singles, kept=live)
+    if old_commit in gone:
+        store.remove(old_commit)
     return len(gone)
+
+
+def _whole_dirs(files, live):
+    """The highest directories below ``deltas/<k>`` or ``snapshots/<k>`` (those
+    included) that hold some of ``files`` and none of ``live``."""
+    needed = set()
+    for rel in live:
+        head = rel.rpartition("/")[0]
+        while head:
+            needed.add(head)
+            head = head.rpartition("/")[0]
+    whole = set()
+    for rel in files:
+        parts = rel.split("/")
+        if parts[0] not in ("deltas", "snapshots") or len(parts) < 3 \
+                or not _BATCH_DIR.match(parts[1]):
+            continue
+        for depth in range(2, len(parts)):
+            head = "/".join(parts[:depth])
+            if head in whole:
+                break
+            if head not in needed:
+                whole.add(head)
+                break
+    return sorted(whole)
 
 
 def collect_garbage(store):
@@ -118,9 +233,10 @@ def collect_garbage(store):
     for seq in seqs[-KEEP_COMMITS:]:
         keep |= referenced(store.read_json(commit_name(seq)))
     removed = 0
-    for rel in store.names():
-        if rel == LOCK or rel in keep:
-            continue
+    names = [rel for rel in store.names() if rel != LOCK and rel not in keep]
+    # commits/ last: while it holds more than the newest two, the next run
+    # knows that this collection did not finish (see "When to collect")
+    for rel in sorted(names, key=lambda rel: (rel.startswith(COMMITS + "/"), rel)):
         store.remove(rel)
         removed += 1
         if removed == 1:

@@ -14,21 +14,36 @@ refuses and object stores cannot do atomically.
 * Other URLs go through the project's filesystem layer
   (:func:`samplegen.jobs.fs.get_fs`: ``hdfs://`` by WebHDFS, anything else
   through fsspec): the same temporary-name-then-rename writes (one atomic
-  rename on HDFS), an exclusive-create lock file.
+  rename on HDFS), an exclusive-create lock file.  There a file costs round
+  trips, not bytes (on HDFS three requests, the DataNode's taking 5-35 ms
+  whatever the size), so :meth:`Store.write_bytes` returns at once and up to
+  :data:`WRITERS` files are written at the same time; a read of a file waits
+  for its write, and :meth:`Store.sync` -- called before every commit, and
+  at the end of every task -- for all of them, raising the first error.  A
+  commit therefore still follows every file it references.  Small files
+  (commits, structure files) are read whole: one ``OPEN``, where reading
+  pieces of them costs a request each.
 """
 import io
 import json
 import mmap
 import os
 import socket
+import threading
 import time
 import uuid
+from concurrent.futures import ThreadPoolExecutor
 
 from samplegen.jobs import fs as fsmod
 
 from ..errors import TBSError
 
 LOCK = "_lock"
+#: the commit log's directory (:mod:`.state`), where a remote lock being taken
+#: over is also moved aside (see :meth:`Lock._take_over`)
+COMMITS = "commits"
+#: remote files written at the same time by one :class:`Store`
+WRITERS = 8
 
 
 def is_local(url):
@@ -77,6 +92,12 @@ class Store:
             self.root = self.fs._strip_protocol(url).rstrip("/")
         self._dirty_dirs = set()
         self._made = set()
+        self._pending = {}                # rel -> Future of a remote write in flight
+        self._fetched = {}                # rel -> Future of a remote read ahead (prefetch)
+        self._guard = threading.Lock()
+        self._slots = threading.BoundedSemaphore(WRITERS)
+        self._pool = None
+        self._failure = None              # the first failed remote write, for sync()
 
     # -- naming ----------------------------------------------------------
     def path(self, rel=""):
@@ -91,27 +112,43 @@ class Store:
             return self.path(rel)
         return self.fs.unstrip_protocol(self.path(rel))
 
-    # -- queries -------------------------------------------------------------
+    # -- queries (they see every write made before them) ----------------------
     def exists(self, rel=""):
+        self._drain()
         return os.path.exists(self.path(rel)) if self.local else self.fs.exists(self.path(rel))
 
     def isdir(self, rel=""):
+        self._drain()
         return os.path.isdir(self.path(rel)) if self.local else self.fs.isdir(self.path(rel))
+
+    def kind(self, rel=""):
+        """"directory", "file" or None (nothing there): one request on a remote store."""
+        self._drain()
+        if self.local:
+            path = self.path(rel)
+            return "directory" if os.path.isdir(path) else "file" if os.path.exists(path) else None
+        try:
+            return self.fs.info(self.path(rel))["type"]
+        except FileNotFoundError:
+            return None
 
     def listdir(self, rel=""):
         """Names in a directory (empty if it does not exist)."""
+        self._drain()
         if self.local:
             try:
                 return sorted(os.listdir(self.path(rel)))
             except FileNotFoundError:
                 return []
-        if not self.fs.exists(self.path(rel)):
+        try:
+            found = self.fs.ls(self.path(rel), detail=False)
+        except FileNotFoundError:
             return []
-        return sorted(p.rstrip("/").rsplit("/", 1)[-1]
-                      for p in self.fs.ls(self.path(rel), detail=False))
+        return sorted(p.rstrip("/").rsplit("/", 1)[-1] for p in found)
 
     def walk(self):
         """Every file under the root as (relative name, size in bytes), sorted."""
+        self._drain()
         out = []
         if self.local:
             for dirpath, dirnames, filenames in os.walk(self.root):
@@ -132,6 +169,7 @@ class Store:
         """Every file under the root (relative names), without their sizes."""
         if not self.local:
             return [rel for rel, _ in self.walk()]
+        self._drain()
         out = []
         for dirpath, _, filenames in os.walk(self.root):
             rel_dir = os.path.relpath(dirpath, self.root)
@@ -139,15 +177,35 @@ class Store:
             out += [prefix + name for name in filenames]
         return out
 
-    # -- reading ---------------------------------------------------------------
+    # -- reading (a file being written is read once it is complete) -------------
     def read_bytes(self, rel):
+        """A whole file (remote: one ``OPEN``)."""
+        self._settle(rel)
         if self.local:
             with open(self.path(rel), "rb") as f:
                 return f.read()
+        with self._guard:
+            ahead = self._fetched.pop(rel, None)
+        if ahead is not None:
+            return ahead.result()
         return self.fs.cat_file(self.path(rel))
+
+    def prefetch(self, rels):
+        """Start reading the whole files ``rels`` in the background (remote
+        stores; nothing on a local disk): the next :meth:`read_bytes` of each
+        returns its bytes, so that reads another task or step needs later
+        wait for one round trip together instead of one each."""
+        if self.local:
+            return
+        for rel in rels:
+            with self._guard:
+                if rel in self._fetched or rel in self._pending:
+                    continue
+                self._fetched[rel] = self._executor().submit(self.fs.cat_file, self.path(rel))
 
     def read_range(self, rel, start, length):
         """``length`` bytes of a file from offset ``start``."""
+        self._settle(rel)
         return self.remote.read_range(self.path(rel), start, length)
 
     def map_tail(self, rel, count, head, dtype="<i8"):
@@ -156,6 +214,7 @@ class Store:
         shorter than ``head`` bytes plus the values."""
         import numpy as np
         width = np.dtype(dtype).itemsize * count
+        self._settle(rel)
         if self.local:
             with open(self.path(rel), "rb") as f:
                 size = os.fstat(f.fileno()).st_size
@@ -171,17 +230,18 @@ class Store:
                                    flags=mmap.MAP_SHARED | _POPULATE, offset=start)
                 return np.frombuffer(mapped, dtype=dtype, count=count,
                                      offset=size - width - start), first
-        size = self.fs.size(self.path(rel))
-        if size < head + width:
+        data = self.read_bytes(rel)      # whole: one request, where tail and head are three
+        if len(data) < head + width:
             return None
-        data = self.remote.read_range(self.path(rel), size - width, width)
-        return np.frombuffer(data, dtype=dtype), self.read_range(rel, 0, head)
+        return (np.frombuffer(data, dtype=dtype, count=count, offset=len(data) - width),
+                data[:head])
 
     def read_json(self, rel):
         return json.loads(self.read_bytes(rel))
 
     def open_parquet(self, rel):
         import fastparquet
+        self._settle(rel)
         if self.local:
             return fastparquet.ParquetFile(self.path(rel))
         return fastparquet.ParquetFile(self.path(rel), open_with=self.fs.open)
@@ -192,6 +252,7 @@ class Store:
         fsync-ed at the next :meth:`sync` (so that its entry survives a power loss)."""
         if rel in self._made:
             return
+        self._drain()
         if self.local:
             parts = rel.split("/") if rel else []
             for i in range(len(parts) + 1):
@@ -204,14 +265,25 @@ class Store:
         self._made.add(rel)
 
     def write_bytes(self, rel, data):
-        """Write ``data`` to ``rel`` atomically: temporary name, (fsync), rename."""
+        """Write ``data`` to ``rel`` atomically: temporary name, (fsync), rename;
+        missing directories are created.  Remote: in the background (see the
+        module's docstring); :meth:`sync` waits for it."""
         head = rel.rpartition("/")[0]
-        self.makedirs(head)
         if self.local:
+            self.makedirs(head)
             fsmod.write_atomic(self.path(rel), data, fsync=self.fsync)
             self._dirty_dirs.add(self.path(head))
-        else:
-            self.remote.write_bytes(self.uri(rel), data)
+            return
+        self._settle(rel)                 # (one write per name at a time)
+        self._slots.acquire()             # at most WRITERS files in flight (and in memory)
+        try:
+            with self._guard:
+                future = self._executor().submit(self.remote.put_bytes, self.uri(rel), data)
+                self._pending[rel] = future
+        except BaseException:
+            self._slots.release()
+            raise
+        future.add_done_callback(lambda _: self._slots.release())
 
     def write_json(self, rel, value):
         text = json.dumps(value, sort_keys=True, separators=(",", ":"))
@@ -220,8 +292,48 @@ class Store:
     def write_parquet(self, rel, df, **options):
         self.write_bytes(rel, parquet_bytes(df, **options))
 
+    def _executor(self):
+        """The threads of remote reads and writes (the caller holds the guard)."""
+        if self._pool is None:
+            self._pool = ThreadPoolExecutor(WRITERS, thread_name_prefix="tbs-io")
+        return self._pool
+
+    def _settle(self, rel):
+        """Wait for the write of ``rel`` if one is in flight (its error, if any, raised)."""
+        with self._guard:
+            future = self._pending.get(rel)
+        if future is not None:
+            try:
+                future.result()
+            finally:
+                with self._guard:
+                    if self._pending.get(rel) is future:
+                        del self._pending[rel]
+
+    def _drain(self):
+        """Wait for every write in flight; the first failure is kept for :meth:`sync`."""
+        while True:
+            with self._guard:
+                if not self._pending:
+                    return
+                rel, future = next(iter(self._pending.items()))
+            try:
+                self._settle(rel)
+            except Exception as exc:
+                with self._guard:
+                    self._failure = self._failure or exc
+
     def sync(self):
-        """fsync the directories that received renames since the last call."""
+        """Wait for the files being written (raising the first failure), then
+        fsync the directories that received renames since the last call."""
+        self._drain()
+        with self._guard:
+            failure, self._failure = self._failure, None
+            pool, self._pool = self._pool, None
+        if pool is not None:
+            pool.shutdown(wait=False)
+        if failure is not None:
+            raise failure
         if self.local and self.fsync:
             for path in sorted(self._dirty_dirs, key=len, reverse=True):
                 try:
@@ -235,6 +347,9 @@ class Store:
         self._dirty_dirs.clear()
 
     def remove(self, rel):
+        self._drain()
+        with self._guard:
+            self._fetched.pop(rel, None)
         try:
             if self.local:
                 os.remove(self.path(rel))
@@ -243,18 +358,47 @@ class Store:
         except FileNotFoundError:
             pass
 
-    def remove_parents_if_empty(self, rels):
+    def remove_tree(self, rel):
+        """Delete directory ``rel`` and everything in it (remote: one request)."""
+        self._drain()
+        if self.local:
+            import shutil
+            shutil.rmtree(self.path(rel), ignore_errors=True)
+        else:
+            self.remote.rmtree(self.uri(rel))
+        self._made.clear()
+
+    def remove_parents_if_empty(self, rels, kept=()):
         """Delete the directories of the files *rels* (and their parents below
         the root) that are now empty: what :meth:`remove_empty_dirs` would
-        remove after deleting *rels*, without walking the whole tree."""
+        remove after deleting *rels*, without walking the whole tree.  The
+        directories of the files *kept* (still there) are not tried."""
         self._made.clear()
-        dirs = {rel.rpartition("/")[0] for rel in rels}
-        for head in sorted(dirs, key=lambda d: d.count("/"), reverse=True):
-            while head and self._rmdir(self.path(head)):
+
+        def parents(rel):
+            head = rel.rpartition("/")[0]
+            while head:
+                yield head
                 head = head.rpartition("/")[0]
+
+        full = {d for rel in kept for d in parents(rel)}       # certainly not empty
+        dirs = {d for rel in rels for d in parents(rel)} - full
+        # deepest first, each once: a directory after all its subdirectories
+        for head in sorted(dirs, key=lambda d: d.count("/"), reverse=True):
+            if head not in full and not self._rmdir(self.path(head)):
+                full.update(parents(head))
+
+    def remove_temporaries(self, dirs):
+        """Delete the writers' temporary files in the directories *dirs*
+        (left by killed task attempts on a cluster)."""
+        for rel in sorted(set(dirs)):
+            for name in self.listdir(rel):
+                if fsmod.is_temporary(name):
+                    self.remove(f"{rel}/{name}" if rel else name)
 
     def remove_empty_dirs(self):
         """Delete empty directories below the root (after garbage collection)."""
+        self._drain()
         self._made.clear()
         if self.local:
             dirs = [d for d, _, _ in os.walk(self.root, topdown=False) if d != self.root]
@@ -362,7 +506,10 @@ class Lock:
     def _take_over(self, info):
         """Move the lock of a run that is gone aside (one atomic rename: of two
         runs taking over at once, one wins) and remember whose it was."""
-        store, aside = self.store, f"{LOCK}.stale-{uuid.uuid4().hex[:12]}"
+        # Aside into commits/, which every run lists: if this run dies before it
+        # removes the file, the next one finds it there and collects it.
+        store, aside = self.store, f"{COMMITS}/{LOCK}.stale-{uuid.uuid4().hex[:12]}"
+        store.makedirs(COMMITS)
         try:
             store.remote.rename(store.uri(LOCK), store.uri(aside))
         except (FileNotFoundError, FileExistsError):

@@ -81,7 +81,11 @@ def snapshot_file(k, p):
 
 
 def struct_file(k, p):
-    return f"parts/{p:05d}/{k:010d}.bin"
+    """Partition p's structure file after batch k: in the batch's directory,
+    like every other file of batch k but its snapshot (see
+    :func:`.state.unfinished`).  (STATEs of earlier versions reference theirs
+    as ``parts/<p>/<k>.bin``; commits name every file, so both coexist.)"""
+    return f"deltas/{k:010d}/part-{p:05d}.bin"
 
 
 def split_keys(keys):
@@ -149,11 +153,17 @@ class Partition:
         part = cls(store, p, writer_options)
         if rel is None:
             return part
-        head, base = read_struct_header(store, rel)
+        # A remote file is read whole (one request; by pieces, three or four);
+        # a local one by offset (the newest source's keys are not needed yet).
+        data = None if store.local else store.read_bytes(rel)
+        head, base = read_struct_header(store, rel, data)
         n = head["rows"]
         f_at, f_len = head["F"]
         r_at, r_len = head.get("R", (f_at + f_len, f_len))   # (older structure files always hold R)
-        bits = np.frombuffer(store.read_range(rel, base + f_at, f_len + r_len), dtype=np.uint8)
+        if data is None:
+            bits = np.frombuffer(store.read_range(rel, base + f_at, f_len + r_len), dtype=np.uint8)
+        else:
+            bits = np.frombuffer(data, dtype=np.uint8, count=f_len + r_len, offset=base + f_at)
         F = _unpack(bits[:f_len], n + headroom)
         part.all_mode = bool(head["all_mode"])
         part.extra_rows = np.array(head["extra_rows"], dtype=np.int64)
@@ -171,6 +181,14 @@ class Partition:
         part.sources = head["sources"]
         if sum(s["rows"] for s in part.sources) != n:
             raise TBSError(f"corrupt STATE: {rel} does not match its sources")
+        # the other sources' keys, wanted as soon as rows leave S (remote: read them together)
+        store.prefetch(sorted({s["keys"] for s in part.sources} - {rel}))
+        if data is not None:                # the keys this file holds, already read
+            keys_at, count = head["keys"]
+            for i, source in enumerate(part.sources):
+                if source["keys"] == rel and source["rows"] == count:
+                    part._keys[i] = np.frombuffer(data, dtype="<i8", count=count,
+                                                  offset=base + keys_at)
         if int(np.count_nonzero(R)) != part.realized:
             raise TBSError(f"corrupt STATE: {rel} marks {int(np.count_nonzero(R))} rows as "
                            f"sampled, its header {part.realized}")
@@ -590,9 +608,10 @@ def struct_bytes(head, f_bits, r_bits, keys):
                      np.ascontiguousarray(keys, dtype="<i8").tobytes()])
 
 
-def read_struct_header(store, rel):
-    """(header, offset of the arrays) of a structure file."""
-    first = store.read_range(rel, 0, 1 << 16)
+def read_struct_header(store, rel, data=None):
+    """(header, offset of the arrays) of a structure file (from its bytes
+    ``data`` if given, else read from the start of the file)."""
+    first = store.read_range(rel, 0, 1 << 16) if data is None else data
     if first[:len(_MAGIC)] != _MAGIC:
         raise TBSError(f"corrupt STATE: {rel} is not a partition structure file")
     size = int.from_bytes(first[len(_MAGIC):len(_MAGIC) + 8], "little")
