@@ -18,9 +18,9 @@ stops the process recorded in ``<workdir>/server.pid`` and nothing else.
 *Why Tez rather than MapReduce:* both run here (``SET
 hive.execution.engine=mr`` still works in a session), but on two cores a
 MapReduce query pays a YARN application's start every time: a small
-TRANSFORM query took 16-20 s on MapReduce and about 1 s on the shared Tez
+TRANSFORM query took 7-20 s on MapReduce and about 1 s on the shared Tez
 session once it is up (its application master and one task container stay
-warm), the first query after the start 14 s.
+warm), the first query after the start 10-14 s.
 
 The layout of ``<workdir>``: ``conf/`` (``hive-site.xml``,
 ``tez-site.xml``, log settings; rewritten at each start), ``lib/`` and
@@ -229,6 +229,7 @@ def site_config(p, hp, port, hdfs_root, tez_uri):
             os.path.join(p["tmp"], "resources", "${hive.session.id}_resources"),
         "hive.querylog.location": os.path.join(p["tmp"], "querylog"),
         "hive.user.install.directory": f"{root}/jars",
+        "hive.query.results.cache.directory": f"{root}/results-cache",
         # execution: Tez on YARN, one shared session started with the server
         "hive.execution.engine": "tez",
         "hive.server2.tez.default.queues": "default",
@@ -254,10 +255,9 @@ def site_config(p, hp, port, hdfs_root, tez_uri):
         "tez.task.launch.env": f"PATH={task_path()}",
         "tez.runtime.io.sort.mb": 64,
         "tez.staging-dir": f"{root}/tez-staging",
-        # one task container stays warm between queries (a JVM start saved)
+        # one task container stays warm between queries (a JVM start saved);
+        # any other goes back to YARN after 5-10 s idle, for other jobs
         "tez.am.session.min.held-containers": 1,
-        "tez.am.container.idle.release-timeout-min.millis": 600000,
-        "tez.am.container.idle.release-timeout-max.millis": 900000,
         # an application master the server lost (a killed server) ends by itself
         "tez.session.am.dag.submit.timeout.secs": 3600,
         "tez.am.speculation.enabled": "false",
