@@ -2,7 +2,7 @@
 a table on HDFS, a TRANSFORM script shipped with ADD FILE, Apache beeline
 with ``--hivevar``, and the behaviours the HiveQL scripts depend on.
 
-One server per test session on a free port, its work directory in a
+One server for the module's tests on a free port, its work directory in a
 temporary directory and its warehouse under a directory of its own on HDFS
 (removed afterwards); the Tez runtime on HDFS is shared."""
 import json
@@ -27,8 +27,11 @@ for k, v in rows:
 '''
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def apache_hive(hadoop, tmp_path_factory):
+    """The server for this module's tests, stopped after them: its Tez session
+    holds an application master and a warm container of the one NodeManager,
+    which the MapReduce tests that follow need."""
     workdir = str(tmp_path_factory.mktemp("apache-hive"))
     root = f"/tmp/samplegen-test-hive-{os.getpid()}"
     port = daemons.free_port()
