@@ -260,8 +260,10 @@ def heading(base):
 def markdown(results, command, machine_text, warmup, measure, fsync=True, base=None):
     remote = base is not None and not fsmod.is_local(base)
     where = (f"BATCHES, STATEs and the floor's deltas under `{base}`, through the project's "
-             "filesystem layer (WebHDFS for `hdfs://`; a write returns once the DataNode has the "
-             "bytes, no fsync)" if remote else f"fsync {'on' if fsync else 'off'}")
+             "filesystem layer (WebHDFS for `hdfs://`; the job and the floor write through the "
+             "same `Store`: up to 8 files at a time in the background, each complete once the "
+             "DataNode has its bytes, all waited for before a commit and before the floor ends; "
+             "no fsync)" if remote else f"fsync {'on' if fsync else 'off'}")
     lines = [heading(base), "", f"Command: `{command}`", "", f"Machine: {machine_text}.", "",
              f"One `samplegen tbs run` per arriving batch (in-process runner, {P} partitions -- on "
              f"{inline_workers({}, P)} threads from {P * THREAD_ROWS:,} rows per batch, the "
