@@ -17,7 +17,9 @@
 -- Output rows: as bootstrap.hql's.
 
 SET mapreduce.reduce.speculative=false;
+SET tez.am.speculation.enabled=false;
 SET hive.script.operator.truncate.env=true;
+SET hive.remove.orderby.in.subquery=false;
 
 ADD FILE ${hivevar:files}/${hivevar:zip};
 

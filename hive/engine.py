@@ -142,14 +142,22 @@ def ship_zip(files, udf_spec):
 
 
 def server_path(uri):
-    """A path as the scripts and DDL get it (absolute for local paths)."""
+    """A path as the scripts get it (absolute for local paths)."""
     if fsmod.is_local(uri):
         return os.path.abspath(fsmod.local_path(uri))
     return uri
 
 
+def table_location(uri):
+    """A table's LOCATION: a local path as a ``file://`` URI (Apache Hive
+    resolves a bare path on the default filesystem, HDFS on a cluster)."""
+    if fsmod.is_local(uri):
+        return "file://" + os.path.abspath(fsmod.local_path(uri))
+    return uri
+
+
 def block_table_ddl(table, location, meta):
-    values = {"table": table, "location": server_path(location), "rows": meta["rows"],
+    values = {"table": table, "location": table_location(location), "rows": meta["rows"],
               "cols": meta["cols"], "block_size": meta["block_size"], "kind": meta["kind"]}
     return sql.render(sql.load_script("create_block_table"), values, KINDS)
 

@@ -24,10 +24,14 @@
 -- Output rows: (route, sample, v_index, payload); route = -1 rows carry the
 -- JSON summary of one written column of blocks of a sample matrix.
 
--- Reducers write the block files themselves: no speculative duplicates.
+-- Reducers write the block files themselves: no speculative duplicates
+-- (MapReduce; Tez does not speculate unless tez.am.speculation.enabled).
 -- Hive copies the job configuration into the scripts' environment; keep it short.
+-- Hive 4 drops DISTRIBUTE BY / SORT BY from a subquery unless told not to.
 SET mapreduce.reduce.speculative=false;
+SET tez.am.speculation.enabled=false;
 SET hive.script.operator.truncate.env=true;
+SET hive.remove.orderby.in.subquery=false;
 
 ADD FILE ${hivevar:files}/${hivevar:zip};
 

@@ -28,7 +28,15 @@ from samplegen.udfs.errors import OutputError, ParameterError
 
 from . import sql
 from .client import Client
-from .engine import block_table_ddl, check_query, render_query, server_path, settings, ship_zip
+from .engine import (
+    block_table_ddl,
+    check_query,
+    render_query,
+    server_path,
+    settings,
+    ship_zip,
+    table_location,
+)
 
 RESULT_DDL = """CREATE EXTERNAL TABLE {result} (
   h_index INT,
@@ -83,11 +91,11 @@ def result_ddl(result, output, samples):
     property, so that replacing the table drops exactly them."""
     views = [view_name(result, e["name"]) for e in samples if e.get("composed_of")]
     statements = [RESULT_DDL.format(result=result, location=sql.quoted(
-        sql.path(server_path(output), "output")))
+        sql.path(table_location(output), "output")))
         + f"\nTBLPROPERTIES ('samplegen.views' = {sql.quoted(','.join(views))})"]
     for entry in samples:
         name = sql.word(entry["name"], "sample name")
-        location = sql.quoted(sql.path(server_path(fsmod.join(output, name)), "output"))
+        location = sql.quoted(sql.path(table_location(fsmod.join(output, name)), "output"))
         statements.append(f"ALTER TABLE {result} ADD PARTITION (sample = {sql.quoted(name)}) "
                           f"LOCATION {location}")
     for entry in samples:

@@ -1,38 +1,55 @@
-"""One real HiveServer2 (the Spark Thrift Server from pyspark) per test session.
+"""Real HiveServer2s, each once per test session: Apache Hive's own (on the
+single-node Hadoop) and the Spark Thrift Server from pyspark.
 
-``hive_server`` starts it on a free port of 127.0.0.1 with its metastore,
-warehouse and scratch space in a temporary directory, and stops it when the
-session ends.  ``beeline`` runs a script through the hive-beeline jar of the
-same pyspark distribution.
+``hive_server`` starts one on a free port of 127.0.0.1 with its metastore,
+warehouse and scratch space in a temporary directory (Apache Hive: the
+warehouse under a directory of its own on HDFS), and stops it when the tests
+of the next server begin or the session ends; every test that uses it runs on
+both.  ``beeline`` runs a script through the hive-beeline jar of the pyspark
+distribution.
 """
 import os
 import subprocess
 
 import pytest
 
-from samplegen.hive import server
+from samplegen.hive import apache_server, server
 from samplegen.jobs import daemons
 
 
-@pytest.fixture(scope="session")
-def hive_server(tmp_path_factory):
+@pytest.fixture(scope="session", params=["apache", "spark"])
+def hive_server(request, tmp_path_factory):
+    """Each Hive test runs on Apache Hive's HiveServer2 (on the single-node
+    Hadoop: its tables on HDFS, its queries on YARN) and on the Spark Thrift
+    Server."""
     workdir = str(tmp_path_factory.mktemp("hive-server"))
     files = str(tmp_path_factory.mktemp("hive-files"))
     port = daemons.free_port()
-    server.up(workdir, port, log=lambda message: None)
+    hadoop = None
+    if request.param == "apache":
+        hadoop = request.getfixturevalue("hadoop")
+        apache_server.up(workdir, port, log=lambda message: None,
+                         hadoop_workdir=hadoop["workdir"],
+                         hdfs_root=f"/tmp/samplegen-test-hive-{os.getpid()}-engine")
+    else:
+        server.up(workdir, port, log=lambda message: None)
     saved = {k: os.environ.get(k) for k in ("SAMPLEGEN_HIVE_FILES", "SAMPLEGEN_HIVE_URL")}
     os.environ["SAMPLEGEN_HIVE_FILES"] = files   # never ~/.cache in tests
     os.environ.pop("SAMPLEGEN_HIVE_URL", None)
     try:
         yield {"url": f"hive://127.0.0.1:{port}/default", "port": port, "files": files,
-               "workdir": workdir}
+               "workdir": workdir, "kind": request.param,
+               "hadoop_workdir": hadoop and hadoop["workdir"]}
     finally:
         for key, value in saved.items():
             if value is None:
                 os.environ.pop(key, None)
             else:
                 os.environ[key] = value
-        server.down(workdir, log=lambda message: None)
+        if request.param == "apache":
+            apache_server.down(workdir, log=lambda message: None)
+        else:
+            server.down(workdir, log=lambda message: None)
 
 
 def beeline(port, script_path, hivevars=None, timeout=300):

@@ -11,8 +11,8 @@ import uuid
 import numpy as np
 import pytest
 
+from samplegen.hive import apache_server, engine, server, sql, transform
 from samplegen.hive import client as hive_client
-from samplegen.hive import engine, server, sql, transform
 from samplegen.jobs import daemons, driver
 from samplegen.jobs.plan import DEFAULT_BIN_BUDGET, format_bin_bits, format_params, make_plan
 from samplegen.jobs.store import Matrix, StagedOutput
@@ -47,7 +47,8 @@ def reference(tmp_path_factory, src, udf, params):
 
 def server_tables(url):
     with hive_client.Client(url) as c:
-        return {str(row[1]) for row in c.execute("SHOW TABLES")}
+        # Spark: (database, tableName, isTemporary); Apache Hive: (tab_name)
+        return {str(row[1] if len(row) > 1 else row[0]) for row in c.execute("SHOW TABLES")}
 
 
 CASES = [
@@ -462,15 +463,19 @@ def test_map_side_error_row_flows_to_the_client(tmp_path, inputs):
 
 def test_server_up_is_idempotent_and_explains_a_missing_java(hive_server, monkeypatch,
                                                              tmp_path):
-    state = server.read_state(hive_server["workdir"])
+    kind = hive_server["kind"]
+    module = apache_server if kind == "apache" else server
+    state = module.read_state(hive_server["workdir"])
     assert state is not None and state[1] == hive_server["port"]
-    assert server.up(hive_server["workdir"], hive_server["port"], log=lambda m: None) == state
-    assert server.main(["up", "--workdir", str(tmp_path / "other"), "--port",
-                        str(hive_server["port"])]) == 2  # port taken: refused, not started
+    assert module.up(hive_server["workdir"], hive_server["port"], log=lambda m: None) == state
+    hadoop = ["--hadoop-workdir", hive_server["hadoop_workdir"]] if kind == "apache" else []
+    assert server.main(["up", "--server", kind, "--workdir", str(tmp_path / "other"),
+                        "--port", str(hive_server["port"]), *hadoop]) == 2  # port taken
+    assert not os.path.exists(tmp_path / "other" / "server.pid")
     monkeypatch.setenv("PATH", str(tmp_path))
     monkeypatch.delenv("JAVA_HOME", raising=False)
-    with pytest.raises(server.ServerError, match="Java is missing.*make java"):
-        server.up(str(tmp_path / "fresh"), daemons.free_port(), log=lambda m: None)
+    with pytest.raises(module.ServerError, match="Java is missing.*make java"):
+        module.up(str(tmp_path / "fresh"), daemons.free_port(), log=lambda m: None)
 
 
 @pytest.mark.parametrize("udf,params", [("bootstrap", {"samples": 4, "size": 900}),
