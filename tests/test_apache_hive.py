@@ -9,6 +9,7 @@ import json
 import os
 import socket
 import subprocess
+import sys
 import urllib.request
 
 import pytest
@@ -124,6 +125,38 @@ def test_apache_beeline_runs_a_script_with_hivevars(apache_hive, tmp_path):
                           capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert proc.stdout.split() == ["1", "hello", "2", "hello"]
+
+
+def test_sampling_from_hdfs_to_hdfs_on_apache_hive(apache_hive, hadoop, tmp_path, monkeypatch):
+    """The Hive engine with its input, its zip and its output on HDFS: the
+    block table over an hdfs:// matrix, the reducers in YARN containers
+    writing hdfs:// blocks; the same bytes as the inline runner."""
+    import uuid
+
+    from samplegen.jobs import fs
+
+    from .conftest import sample_digests
+    env = hadoop["env"]
+    for key, value in env.items():      # this process reaches HDFS as the cluster's clients do
+        monkeypatch.setenv(key, value)
+    monkeypatch.setattr(fs, "_REMOTE", {})
+    base = f"hdfs://{apache_hive['root']}/engine-{uuid.uuid4().hex[:8]}"
+    url = f"hive://127.0.0.1:{apache_hive['port']}/default?files={base}/files"
+    local = tmp_path / "m"
+
+    def samplegen(*args):
+        proc = subprocess.run([sys.executable, "-m", "samplegen", "-q", *map(str, args)],
+                              capture_output=True, text=True, env=env, timeout=600)
+        assert proc.returncode == 0, proc.stderr[-2000:]
+    for where in (local, f"{base}/m"):
+        samplegen("make-matrix", where, "--rows", 2500, "--cols", 30, "--block-size", 100,
+                  "--seed", 4)
+    samplegen("kfold", f"{base}/m", f"{base}/kf", "--k", 3, "--seed", 9, "--runner", "hive",
+              "--hive-url", url)
+    samplegen("kfold", local, tmp_path / "inline", "--k", 3, "--seed", 9, "--runner", "inline",
+              "--mrjob-conf", "")
+    fs.get_fs(base).download(f"{base}/kf", str(tmp_path / "hive"))
+    assert sample_digests(tmp_path / "hive") == sample_digests(tmp_path / "inline")
 
 
 def test_up_again_leaves_the_running_server_alone(apache_hive):
