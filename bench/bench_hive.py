@@ -5,6 +5,13 @@ the same run.
 
     .venv/bin/python bench/bench_hive.py            # full: 100k x 100, N = 20..50
     .venv/bin/python bench/bench_hive.py --quick    # 20k x 100, N = 20, 50, 1 repeat
+    .venv/bin/python bench/bench_hive.py --server spark   # on the Spark Thrift Server
+
+``--server apache`` (the default; ``$HIVE_SERVER``) is Apache Hive's own
+HiveServer2 on Tez on the single-node Hadoop (``make hadoop-up``); there the
+matrix, the zip (``files=``) and every output directory are on HDFS
+(``--data hdfs``, the default there), as a cluster's users keep them.
+``--server spark`` is the Spark Thrift Server with local files.
 
 For every N it times, in interleaved order and ``--repeats`` times:
 
@@ -16,20 +23,25 @@ For every N it times, in interleaved order and ``--repeats`` times:
 * ``join``: baseline_bootstrap.hql (explode, join, DISTRIBUTE BY / SORT BY,
   the same reblock script with one row per occurrence);
 
-checks that all three queries wrote byte-identical sample blocks, and prints
-medians as Markdown (saved as JSON with ``--json``).  Without ``--hive-url``
-it starts its own local server (python -m samplegen.hive.server) and stops it after;
-then it also records the server's CPU time per script (user + system of the
-JVM and of the TRANSFORM processes it ran, from /proc): on a machine shared
-with other work, wall-clock times vary by tens of percent from run to run,
-CPU time much less.
+checks that every query wrote N samples of exactly ``size`` rows (from the
+summary rows) and that all three wrote byte-identical sample blocks (the
+blocks' CRCs in the summaries, and the files: bytes locally, HDFS file
+checksums on HDFS), and prints medians as Markdown (saved as JSON with
+``--json``).  Without ``--hive-url`` it starts its own local server (in
+``WORKDIR/server-<server>``; one already running from there is used and left
+running) and stops it after; then it also records the CPU time per script
+(user + system, from /proc) of the server JVM and of the processes that ran
+the query: the TRANSFORM processes the Spark server started, or on Apache
+Hive every process under YARN's NodeManager (the Tez application master,
+the task containers and their TRANSFORM processes; HDFS's daemons are not
+counted).  On a machine shared with other work, wall-clock times vary by
+tens of percent from run to run, CPU time much less.
 """
 import argparse
 import hashlib
 import json
 import os
 import platform
-import shutil
 import statistics
 import subprocess
 import sys
@@ -37,19 +49,26 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from samplegen.hive import engine, server, sql  # noqa: E402
+from samplegen.hive import apache_server, engine, server, sql  # noqa: E402
 from samplegen.hive.client import Client  # noqa: E402
-from samplegen.jobs import (
-    daemons,  # noqa: E402
-    driver,  # noqa: E402
-)
+from samplegen.jobs import cluster, daemons, driver  # noqa: E402
+from samplegen.jobs import fs as fsmod  # noqa: E402
 from samplegen.jobs.plan import make_plan  # noqa: E402
 from samplegen.jobs.store import Matrix  # noqa: E402
 from samplegen.udfs.custom import load_udf  # noqa: E402
 
 
 def parts_digest(path):
-    """Digest of every part file under a run directory (names and bytes)."""
+    """Digest of every part file under a run directory (names and bytes;
+    on HDFS names, lengths and HDFS's file checksums)."""
+    if not fsmod.is_local(path):
+        remote, root = fsmod.fsspec_of(path)
+        digest = hashlib.sha256()
+        for name in sorted(remote.find(root)):
+            if name.rsplit("/", 1)[-1].startswith("part-"):
+                digest.update(os.path.relpath(name, root).encode())
+                digest.update(json.dumps(remote.ukey(name), sort_keys=True).encode())
+        return digest.hexdigest()
     digest = hashlib.sha256()
     for root, dirs, files in sorted(os.walk(path)):
         dirs.sort()
@@ -85,12 +104,45 @@ def machine():
     return info
 
 
-def cpu_seconds(pid):
-    """User + system CPU seconds of *pid* and of its children that it reaped."""
+def _stat(pid):
+    """``(parent pid, own ticks, reaped children's ticks)`` of a process."""
     with open(f"/proc/{pid}/stat") as f:
         fields = f.read().rsplit(")", 1)[1].split()
-    ticks = sum(int(x) for x in fields[11:15])  # utime, stime, cutime, cstime
+    return (int(fields[1]), int(fields[11]) + int(fields[12]),
+            int(fields[13]) + int(fields[14]))
+
+
+def cpu_seconds(pid):
+    """User + system CPU seconds of *pid* and of its children that it reaped."""
+    _, own, reaped = _stat(pid)
+    return (own + reaped) / os.sysconf("SC_CLK_TCK")
+
+
+def tree_cpu_seconds(pid):
+    """CPU seconds of everything *pid* started, whether running or ended
+    (without *pid*'s own time): the children it reaped, plus every live
+    descendant's own and reaped time.  Each process counts once: a live one
+    by its own ticks, an ended one in the reaped ticks of its parent."""
+    children, stats = {}, {}
+    for name in os.listdir("/proc"):
+        if name.isdigit():
+            try:
+                stats[int(name)] = _stat(int(name))
+            except (OSError, IndexError, ValueError):
+                continue
+            children.setdefault(stats[int(name)][0], []).append(int(name))
+    ticks = stats[pid][2]
+    todo = list(children.get(pid, ()))
+    while todo:
+        child = todo.pop()
+        ticks += stats[child][1] + stats[child][2]
+        todo.extend(children.get(child, ()))
     return ticks / os.sysconf("SC_CLK_TCK")
+
+
+def nodemanager_pid(hadoop_workdir):
+    """The pid of the single-node Hadoop's NodeManager (None if it does not run)."""
+    return cluster.running(hadoop_workdir).get("nodemanager")
 
 
 def render_baseline(plan, table, assignments, output, engine_settings, zip_name):
@@ -110,18 +162,18 @@ def render_baseline(plan, table, assignments, output, engine_settings, zip_name)
 
 
 class Bench:
-    def __init__(self, client, conf, zip_name, table, matrix, workdir, server_pid=None):
+    def __init__(self, client, conf, zip_name, table, matrix, outdir, cpu_probe=None):
         self.client, self.conf, self.zip = client, conf, zip_name
-        self.table, self.matrix, self.workdir = table, matrix, workdir
-        self.server_pid = server_pid
+        self.table, self.matrix, self.outdir = table, matrix, outdir
+        self.cpu_probe = cpu_probe  # () -> CPU seconds so far, or None
         self.counter = 0
         self.cpu = []  # CPU seconds of the scripts timed last
 
     def _out(self):
         self.counter += 1
-        path = os.path.join(self.workdir, "out", f"run-{self.counter:04d}")
-        shutil.rmtree(path, ignore_errors=True)
-        os.makedirs(path)
+        path = fsmod.join(self.outdir, f"run-{self.counter:04d}")
+        remove(path)
+        fsmod.get_fs(path).makedirs(path)
         return path
 
     def _plan(self, n, size, out):
@@ -130,14 +182,14 @@ class Bench:
 
     def _timed_script(self, text):
         """Run a rendered script (every statement, as a user would); returns
-        (seconds, rows of the last statement); appends the server's CPU
-        seconds to ``self.cpu``."""
-        cpu = cpu_seconds(self.server_pid) if self.server_pid else None
+        (seconds, rows of the last statement); appends the CPU seconds of
+        the server and of the processes that ran the query to ``self.cpu``."""
+        cpu = self.cpu_probe() if self.cpu_probe else None
         t = time.perf_counter()
         rows = self.client.run_script(text)
         seconds = time.perf_counter() - t
         if cpu is not None:
-            self.cpu.append(cpu_seconds(self.server_pid) - cpu)
+            self.cpu.append(self.cpu_probe() - cpu)
         return seconds, rows
 
     def ours(self, n, size, records):
@@ -145,8 +197,7 @@ class Bench:
         conf = dict(self.conf, records=records)
         text = engine.render_query(self._plan(n, size, out), self.table, out, conf, self.zip)
         seconds, rows = self._timed_script(text)
-        engine.summaries_of(rows)
-        return seconds, out
+        return seconds, out, engine.summaries_of(rows)
 
     def baseline(self, n, size):
         out = self._out()
@@ -154,8 +205,35 @@ class Bench:
                                        "bench_assignments", out, self.conf, self.zip)
         assign_s, _ = self._timed_script(assign)
         join_s, rows = self._timed_script(join)
-        engine.summaries_of(rows)
-        return assign_s, join_s, out
+        return assign_s, join_s, out, engine.summaries_of(rows)
+
+
+def remove(path):
+    fs = fsmod.get_fs(path)
+    if fs.exists(path):
+        fs.rmtree(path)
+
+
+def check_sizes(summaries, n, size, meta, what):
+    """Every one of the *n* samples has every column of blocks, each of
+    exactly *size* rows and the matrix's columns; returns the blocks as a
+    comparable value (their CRCs included)."""
+    col_blocks = -(-meta["cols"] // meta["block_size"])
+    found = {}
+    for s in summaries:
+        found[(s["sample"], s["v"])] = [tuple(b) for b in s["blocks"]]
+    want = {(f"sample-{i}", v) for i in range(n) for v in range(col_blocks)}
+    if set(found) != want:
+        raise SystemExit(f"{what}: wrote {len(found)} columns of blocks, expected {len(want)} "
+                         f"({n} samples x {col_blocks})")
+    for (name, v), blocks in found.items():
+        rows = sum(b[1] for b in blocks)
+        cols = {b[2] for b in blocks}
+        width = min(meta["block_size"], meta["cols"] - v * meta["block_size"])
+        if rows != size or cols != {width}:
+            raise SystemExit(f"{what}: {name} column {v} has {rows} rows x {cols} columns, "
+                             f"expected {size} x {width}")
+    return sorted(found.items())
 
 
 def main(argv=None):
@@ -169,76 +247,117 @@ def main(argv=None):
     p.add_argument("--repeats", type=int, default=3)
     p.add_argument("--quick", action="store_true",
                    help="20k x 100, N = 20 and 50, one repeat (a smoke test of the benchmark)")
+    p.add_argument("--server", choices=server.SERVERS,
+                   default=os.environ.get("HIVE_SERVER") or "apache",
+                   help="the HiveServer2 to start: Apache Hive on Tez (default) or the Spark "
+                        "Thrift Server")
+    p.add_argument("--data", choices=("hdfs", "local"), default=None,
+                   help="where the matrix, the zip and the outputs are (default: hdfs on "
+                        "Apache Hive, local on Spark)")
+    p.add_argument("--hdfs-root", default="/tmp/samplegen-bench-hive",
+                   help="HDFS directory of the data (and of the Apache server's warehouse)")
+    p.add_argument("--hadoop-workdir", default=os.path.join("work", "hadoop"))
     p.add_argument("--hive-url", default=None, help="use this server instead of starting one")
     p.add_argument("--workdir", default=os.path.join("work", "bench-hive"))
-    p.add_argument("--driver-memory", default="2g", help="of the server this script starts")
+    p.add_argument("--driver-memory", default="2g", help="of a Spark server this script starts")
     p.add_argument("--json", default=None)
     args = p.parse_args(argv)
     if args.quick:
         args.rows, args.samples, args.repeats = 20_000, "20,50", 1
+    data = args.data or ("hdfs" if args.server == "apache" else "local")
     counts = [int(x) for x in args.samples.split(",")]
     size = args.size or max(1, args.rows // 50)
     workdir = os.path.abspath(args.workdir)
     os.makedirs(workdir, exist_ok=True)
+    if data == "hdfs" or args.server == "apache":   # this process is a client of the cluster
+        os.environ.update(cluster.env(args.hadoop_workdir))
+    base = f"hdfs://{args.hdfs_root}/data" if data == "hdfs" else workdir
 
-    src = os.path.join(workdir, f"matrix-{args.rows}x{args.cols}-b{args.block_size}")
-    if not os.path.exists(os.path.join(src, "_matrix.json")):
+    src = fsmod.join(base, f"matrix-{args.rows}x{args.cols}-b{args.block_size}")
+    if not fsmod.get_fs(src).exists(fsmod.join(src, "_matrix.json")):
         driver.make_matrix(src, args.rows, args.cols, args.block_size, seed=1, overwrite=True)
     matrix = Matrix.open(src)
 
-    started_server = server_pid = None
+    log = lambda m: print(m, file=sys.stderr)  # noqa: E731
+    started_server = cpu_probe = None
     url = args.hive_url
     if url is None:
-        server_dir = os.path.join(workdir, "server")
-        state = server.read_state(server_dir)
-        port = state[1] if state else daemons.free_port()
-        server_pid, _ = server.up(server_dir, port, log=lambda m: print(m, file=sys.stderr),
-                                  driver_memory=args.driver_memory)
+        server_dir = os.path.join(workdir, f"server-{args.server}")
+        if args.server == "apache":
+            state = apache_server.read_state(server_dir)
+            port = state[1] if state else daemons.free_port()
+            server_pid, _ = apache_server.up(server_dir, port, log=log,
+                                             hadoop_workdir=args.hadoop_workdir,
+                                             hdfs_root=f"{args.hdfs_root}/hive")
+            nodemanager = nodemanager_pid(args.hadoop_workdir)
+            if nodemanager:
+                def cpu_probe():
+                    return cpu_seconds(server_pid) + tree_cpu_seconds(nodemanager)
+        else:
+            state = server.read_state(server_dir)
+            port = state[1] if state else daemons.free_port()
+            server_pid, _ = server.up(server_dir, port, log=log,
+                                      driver_memory=args.driver_memory)
+
+            def cpu_probe():
+                return cpu_seconds(server_pid)
         started_server = None if state else server_dir
         url = f"hive://127.0.0.1:{port}/default"
-    files = os.path.join(workdir, "files")
+    files = fsmod.join(base, "files")
+    if data == "local":
+        os.makedirs(files, exist_ok=True)
     conf = engine.settings({"hive_url": url, "hive_files": files})
     zip_name = engine.ship_zip(files, "bootstrap")
-    results = {"machine": machine(), "rows": args.rows, "cols": args.cols,
-               "block_size": args.block_size, "size": size, "repeats": args.repeats,
+    results = {"machine": machine(), "server": args.server, "data": data, "rows": args.rows,
+               "cols": args.cols, "block_size": args.block_size, "size": size,
+               "repeats": args.repeats,
                "command": " ".join([os.path.relpath(sys.executable), "bench/bench_hive.py"]
                                    + (argv if argv is not None else sys.argv[1:])),
                "by_samples": []}
+    started = time.time()
     try:
         with Client(url) as client:
+            results["server_version"] = client.execute("SELECT version()")[0][0] \
+                if args.server == "apache" else None
             table = "bench_blocks"
             client.execute(f"DROP TABLE IF EXISTS {table}", fetch=False)
             client.run_script(engine.block_table_ddl(table, src, matrix.meta))
-            bench = Bench(client, conf, zip_name, table, matrix, workdir, server_pid)
-            bench.ours(2, 100, "chunks")  # warm-up: metastore, JIT, page cache
-            bench.baseline(2, 100)
+            bench = Bench(client, conf, zip_name, table, matrix, fsmod.join(base, "out"),
+                          cpu_probe)
+            for o in (bench.ours(2, 100, "chunks")[1], bench.baseline(2, 100)[2]):
+                remove(o)   # warm-up: metastore, Tez session and containers, page cache
             for n in counts:
                 times = {"ours": [], "ours, rows": [], "assignments": [], "join": []}
                 cpu = {k: [] for k in times}
                 for rep in range(args.repeats):
                     bench.cpu = []
-                    s, out_a = bench.ours(n, size, "chunks")
+                    s, out_a, sum_a = bench.ours(n, size, "chunks")
                     times["ours"].append(s)
-                    assign_s, join_s, out_b = bench.baseline(n, size)
+                    assign_s, join_s, out_b, sum_b = bench.baseline(n, size)
                     times["assignments"].append(assign_s)
                     times["join"].append(join_s)
-                    s, out_c = bench.ours(n, size, "rows")
+                    s, out_c, sum_c = bench.ours(n, size, "rows")
                     times["ours, rows"].append(s)
                     for key, value in zip(("ours", "assignments", "join", "ours, rows"),
                                           bench.cpu):
                         cpu[key].append(value)
+                    blocks = [check_sizes(summ, n, size, matrix.meta, what)
+                              for summ, what in ((sum_a, "ours"), (sum_b, "join"),
+                                                 (sum_c, "ours, rows"))]
+                    if blocks[0] != blocks[1] or blocks[0] != blocks[2]:
+                        raise SystemExit(f"N={n}: the three queries wrote different blocks")
                     if rep == 0:
                         digests = {parts_digest(o) for o in (out_a, out_b, out_c)}
                         if len(digests) != 1:
-                            raise SystemExit(f"N={n}: the three queries wrote different blocks")
+                            raise SystemExit(f"N={n}: the three queries wrote different files")
                     for o in (out_a, out_b, out_c):
-                        shutil.rmtree(o)
+                        remove(o)
                 entry = {"samples": n, "identical_outputs": True,
                          "seconds": {k: v for k, v in times.items()},
                          "median": {k: statistics.median(v) for k, v in times.items()}}
                 entry["median"]["assignments + join"] = statistics.median(
                     [a + j for a, j in zip(times["assignments"], times["join"])])
-                if server_pid:
+                if cpu_probe:
                     entry["cpu_seconds"] = cpu
                     entry["cpu_median"] = {k: statistics.median(v) for k, v in cpu.items()}
                     entry["cpu_median"]["assignments + join"] = statistics.median(
@@ -252,7 +371,9 @@ def main(argv=None):
             client.execute(f"DROP TABLE IF EXISTS {table}", fetch=False)
     finally:
         if started_server:
-            server.down(started_server, log=lambda m: print(m, file=sys.stderr))
+            (apache_server if args.server == "apache" else server).down(started_server,
+                                                                       log=log)
+    results["seconds_in_all"] = round(time.time() - started)
     with open("/proc/loadavg") as f:
         results["machine"]["loadavg_at_end"] = f.read().split()[:3]
     print(report(results))
@@ -270,8 +391,11 @@ def report(results):
     lines = [f"Bootstrap samples of {results['size']} rows from a dense {results['rows']} x "
              f"{results['cols']} matrix (block size {results['block_size']}); median of "
              f"{results['repeats']} runs."]
-    for key, title in (("median", "Wall-clock seconds"),
-                       ("cpu_median", "Server CPU seconds (JVM and TRANSFORM processes)")):
+    cpu_title = ("CPU seconds of the server and of YARN's containers (Tez application "
+                 "master, tasks, TRANSFORM processes)" if results.get("server") == "apache"
+                 else "Server CPU seconds (JVM and TRANSFORM processes)")
+    lines[0] += f" Server: {results.get('server', 'spark')}, data: {results.get('data', 'local')}."
+    for key, title in (("median", "Wall-clock seconds"), ("cpu_median", cpu_title)):
         if not all(key in e for e in results["by_samples"]):
             continue
         lines += ["", title + ":", ""] + header
