@@ -11,17 +11,17 @@ attempts would only write the same bytes again, but are switched off.
 Run it through ``samplegen tbs run --runner local|hadoop``; the driver
 writes the plan and commits the results.  The command line, the run and a
 failed task's error are the MapReduce engine's (:mod:`jobs.engines.mapreduce`:
-``mrjob_args``, ``run_job``, ``run_task``).
+``ClusterJob``, whose hadoop runner needs no ``hadoop fs`` process, ``mrjob_args``,
+``run_job``, ``run_task``).
 """
 import json
 import os
 import tempfile
 
-from mrjob.job import MRJob
 from mrjob.protocol import RawValueProtocol
 
 from samplegen.jobs import plan as plan_codec
-from samplegen.jobs.engines.mapreduce import mrjob_args, run_job, run_task
+from samplegen.jobs.engines.mapreduce import ClusterJob, mrjob_args, run_job, run_task
 from samplegen.tbs.errors import TBSError
 from samplegen.tbs.stream.task import run_partition
 
@@ -33,7 +33,7 @@ HADOOP_JOBCONF = {
 }
 
 
-class MRTBS(MRJob):
+class MRTBS(ClusterJob):
     """Apply a plan of micro-batches, one map task per reservoir partition."""
 
     INPUT_PROTOCOL = RawValueProtocol
