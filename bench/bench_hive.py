@@ -38,6 +38,7 @@ counted).  On a machine shared with other work, wall-clock times vary by
 tens of percent from run to run, CPU time much less.
 """
 import argparse
+import contextlib
 import hashlib
 import json
 import os
@@ -118,26 +119,96 @@ def cpu_seconds(pid):
     return (own + reaped) / os.sysconf("SC_CLK_TCK")
 
 
-def tree_cpu_seconds(pid):
-    """CPU seconds of everything *pid* started, whether running or ended
-    (without *pid*'s own time): the children it reaped, plus every live
-    descendant's own and reaped time.  Each process counts once: a live one
-    by its own ticks, an ended one in the reaped ticks of its parent."""
-    children, stats = {}, {}
+def _processes():
+    """``{(pid, start time): (parent pid, own ticks)}`` of every process."""
+    found = {}
     for name in os.listdir("/proc"):
         if name.isdigit():
             try:
-                stats[int(name)] = _stat(int(name))
-            except (OSError, IndexError, ValueError):
+                with open(f"/proc/{name}/stat") as f:
+                    fields = f.read().rsplit(")", 1)[1].split()
+            except (OSError, IndexError):
                 continue
-            children.setdefault(stats[int(name)][0], []).append(int(name))
-    ticks = stats[pid][2]
-    todo = list(children.get(pid, ()))
-    while todo:
-        child = todo.pop()
-        ticks += stats[child][1] + stats[child][2]
-        todo.extend(children.get(child, ()))
-    return ticks / os.sysconf("SC_CLK_TCK")
+            found[(int(name), fields[19])] = (int(fields[1]), int(fields[11]) + int(fields[12]))
+    return found
+
+
+class TreeCPU:
+    """CPU seconds of every process under *root* (not *root* itself; with
+    *only*, under those of its children whose command line holds *only*)
+    while it runs, sampled from /proc every *interval* seconds by a thread: each
+    process (pid and start time) counts its own user + system ticks from
+    when it was first seen (or from its start, if it started while
+    sampling) to when it was last seen.  The reaped-children counters are
+    of no use here: YARN kills a released container's launcher and JVM
+    together, and a JVM whose launcher died first is re-parented to init,
+    its time lost to the NodeManager's tree.  Misses at most *interval* of
+    each process's last moments."""
+
+    def __init__(self, root, only=None, interval=0.2):
+        self.root, self.only, self.interval = root, only, interval
+        self.tops = {}   # (pid, start time) of root's children -> counted?
+
+    def _top(self, key):
+        if key not in self.tops:
+            try:
+                with open(f"/proc/{key[0]}/cmdline", "rb") as f:
+                    self.tops[key] = self.only is None or self.only.encode() in f.read()
+            except OSError:
+                return False
+        return self.tops[key]
+
+    def _in_tree(self, procs):
+        children = {}
+        for key, (parent, _) in procs.items():
+            children.setdefault(parent, []).append(key)
+        found = set()
+        todo = [key[0] for key in children.get(self.root, ()) if self._top(key)]
+        found.update(key for key in children.get(self.root, ()) if self._top(key))
+        while todo:
+            for key in children.get(todo.pop(), ()):
+                found.add(key)
+                todo.append(key[0])
+        return found
+
+    def __enter__(self):
+        import threading
+        procs = _processes()
+        self.first = {k: procs[k][1] for k in self._in_tree(procs)}
+        self.last = dict(self.first)
+        self.stop = threading.Event()
+        self.thread = threading.Thread(target=self._run, daemon=True)
+        self.thread.start()
+        return self
+
+    def _sample(self):
+        procs = _processes()
+        for key in self._in_tree(procs) | (self.last.keys() & procs.keys()):
+            self.last[key] = procs[key][1]
+            self.first.setdefault(key, 0)
+
+    def _run(self):
+        while not self.stop.wait(self.interval):
+            self._sample()
+
+    def __exit__(self, *exc):
+        self.stop.set()
+        self.thread.join()
+        self._sample()
+        self.seconds = sum(self.last[k] - self.first[k] for k in self.last) \
+            / os.sysconf("SC_CLK_TCK")
+
+
+def tez_application(server_dir):
+    """The YARN application of the Apache server's Tez session (the last one
+    its log names), or None."""
+    import re
+    try:
+        with open(apache_server.paths(server_dir)["log"], errors="replace") as f:
+            found = re.findall(r"application_\d+_\d+", f.read())
+    except OSError:
+        return None
+    return found[-1] if found else None
 
 
 def nodemanager_pid(hadoop_workdir):
@@ -162,10 +233,13 @@ def render_baseline(plan, table, assignments, output, engine_settings, zip_name)
 
 
 class Bench:
-    def __init__(self, client, conf, zip_name, table, matrix, outdir, cpu_probe=None):
+    def __init__(self, client, conf, zip_name, table, matrix, outdir, server_pid=None,
+                 tree=None, only=None):
         self.client, self.conf, self.zip = client, conf, zip_name
         self.table, self.matrix, self.outdir = table, matrix, outdir
-        self.cpu_probe = cpu_probe  # () -> CPU seconds so far, or None
+        self.server_pid = server_pid  # its CPU, and its reaped children's
+        self.tree = tree              # and that of every process under this one
+        self.only = only              # (if its command line, or its parent's, holds this)
         self.counter = 0
         self.cpu = []  # CPU seconds of the scripts timed last
 
@@ -184,12 +258,15 @@ class Bench:
         """Run a rendered script (every statement, as a user would); returns
         (seconds, rows of the last statement); appends the CPU seconds of
         the server and of the processes that ran the query to ``self.cpu``."""
-        cpu = self.cpu_probe() if self.cpu_probe else None
-        t = time.perf_counter()
-        rows = self.client.run_script(text)
-        seconds = time.perf_counter() - t
+        cpu = cpu_seconds(self.server_pid) if self.server_pid else None
+        tree = TreeCPU(self.tree, self.only) if self.tree else contextlib.nullcontext()
+        with tree:
+            t = time.perf_counter()
+            rows = self.client.run_script(text)
+            seconds = time.perf_counter() - t
         if cpu is not None:
-            self.cpu.append(self.cpu_probe() - cpu)
+            self.cpu.append(cpu_seconds(self.server_pid) - cpu
+                            + (tree.seconds if self.tree else 0))
         return seconds, rows
 
     def ours(self, n, size, records):
@@ -279,7 +356,7 @@ def main(argv=None):
     matrix = Matrix.open(src)
 
     log = lambda m: print(m, file=sys.stderr)  # noqa: E731
-    started_server = cpu_probe = None
+    started_server = server_pid = nodemanager = None
     url = args.hive_url
     if url is None:
         server_dir = os.path.join(workdir, f"server-{args.server}")
@@ -290,17 +367,11 @@ def main(argv=None):
                                              hadoop_workdir=args.hadoop_workdir,
                                              hdfs_root=f"{args.hdfs_root}/hive")
             nodemanager = nodemanager_pid(args.hadoop_workdir)
-            if nodemanager:
-                def cpu_probe():
-                    return cpu_seconds(server_pid) + tree_cpu_seconds(nodemanager)
         else:
             state = server.read_state(server_dir)
             port = state[1] if state else daemons.free_port()
             server_pid, _ = server.up(server_dir, port, log=log,
                                       driver_memory=args.driver_memory)
-
-            def cpu_probe():
-                return cpu_seconds(server_pid)
         started_server = None if state else server_dir
         url = f"hive://127.0.0.1:{port}/default"
     files = fsmod.join(base, "files")
@@ -323,9 +394,12 @@ def main(argv=None):
             client.execute(f"DROP TABLE IF EXISTS {table}", fetch=False)
             client.run_script(engine.block_table_ddl(table, src, matrix.meta))
             bench = Bench(client, conf, zip_name, table, matrix, fsmod.join(base, "out"),
-                          cpu_probe)
+                          server_pid)
             for o in (bench.ours(2, 100, "chunks")[1], bench.baseline(2, 100)[2]):
                 remove(o)   # warm-up: metastore, Tez session and containers, page cache
+            if nodemanager:   # the session's containers, not other users' of the cluster
+                bench.only = results["tez_application"] = tez_application(server_dir)
+                bench.tree = nodemanager if bench.only else None
             for n in counts:
                 times = {"ours": [], "ours, rows": [], "assignments": [], "join": []}
                 cpu = {k: [] for k in times}
@@ -357,7 +431,7 @@ def main(argv=None):
                          "median": {k: statistics.median(v) for k, v in times.items()}}
                 entry["median"]["assignments + join"] = statistics.median(
                     [a + j for a, j in zip(times["assignments"], times["join"])])
-                if cpu_probe:
+                if server_pid:
                     entry["cpu_seconds"] = cpu
                     entry["cpu_median"] = {k: statistics.median(v) for k, v in cpu.items()}
                     entry["cpu_median"]["assignments + join"] = statistics.median(
