@@ -14,8 +14,13 @@ pyhive:
    ``SORT BY`` group and order, the reduce-side TRANSFORM re-blocks and
    writes ``<plan.output>/<sample>/part-v<v>`` with
    :func:`jobs.store.write_group` (fold mode: a second TRANSFORM composes);
-4. collect the query's rows: one JSON summary per written column of blocks,
-   which the driver turns into ``_matrix.json`` files and the manifest;
+4. the script's last stage (``transform.py finish``, one task) writes the
+   ``_matrix.json`` files and the manifest into ``plan.output`` with
+   :func:`jobs.driver.write_run`, as a run from beeline alone needs; the
+   query's rows are the summaries (one per written column of blocks), from
+   which the driver writes the same metadata again into its staging
+   directory (its manifest, with the engine's options, replaces the
+   query's) and commits it;
 5. drop the temporary table (always).
 
 ``plan.output`` (the driver's staging directory) and the input directory must
@@ -35,7 +40,8 @@ from .client import Client, HiveError, parse_url
 from .package import build_hive_zip
 
 KINDS = {
-    "table": "identifier", "location": "path", "output": "path", "files": "path",
+    "table": "identifier", "location": "path", "output": "path", "input": "path",
+    "files": "path",
     "zip": "word", "python": "program", "udf": "word", "params": "params", "bin_bits": "word",
     "records": "word", "kind": "word", "rows": "int", "cols": "int", "block_size": "int",
     "seed": "int", "repeats": "int", "k": "int", "samples": "int", "size": "int",
@@ -162,10 +168,12 @@ def block_table_ddl(table, location, meta):
     return sql.render(sql.load_script("create_block_table"), values, KINDS)
 
 
-def render_query(plan, table, output, engine_settings, zip_name):
-    """The method's script with every variable filled in (validated)."""
+def render_query(plan, table, output, engine_settings, zip_name, input_dir):
+    """The method's script with every variable filled in (validated);
+    *input_dir* is the block table's matrix directory."""
     name, method_vars = script_for(plan)
-    values = {"table": table, "output": server_path(output), "files": engine_settings["files"],
+    values = {"table": table, "output": server_path(output), "input": server_path(input_dir),
+              "files": engine_settings["files"],
               "zip": zip_name, "python": engine_settings["python"], "rows": plan.rows,
               "cols": plan.cols, "block_size": plan.block_size, "kind": plan.kind,
               "seed": plan.seed, "bin_bits": format_bin_bits(plan),
@@ -178,10 +186,10 @@ def render_query(plan, table, output, engine_settings, zip_name):
 PENDING_ZIP = "samplegen-0000000000000000.zip"
 
 
-def check_query(plan, table, output, engine_settings):
+def check_query(plan, table, output, engine_settings, input_dir):
     """Render the method's script with every value but the zip's name, to
     refuse a bad value before the zip is built or shipped."""
-    render_query(plan, table, output, engine_settings, PENDING_ZIP)
+    render_query(plan, table, output, engine_settings, PENDING_ZIP, input_dir)
 
 
 class ScriptError(RuntimeError):
@@ -234,18 +242,19 @@ def run_hive(plan, inputs, runner, options):
     table = options.get("hive_table")
     temp = temp_table_name() if table is None else None
     ddl = None
+    input_dir = matrix_dir(inputs)
     if temp is not None:
         meta = {"rows": plan.rows, "cols": plan.cols, "block_size": plan.block_size,
                 "kind": plan.kind}
-        ddl = block_table_ddl(temp, matrix_dir(inputs), meta)
-    check_query(plan, table or temp, plan.output, conf)
+        ddl = block_table_ddl(temp, input_dir, meta)
+    check_query(plan, table or temp, plan.output, conf, input_dir)
     # every value is checked; connect before shipping: a dead server writes nothing
     with Client(conf["url"]) as client:
         zip_name = ship_zip(conf["files"], plan.udf)
         try:
             if ddl is not None:
                 client.run_script(ddl)
-            query = render_query(plan, table or temp, plan.output, conf, zip_name)
+            query = render_query(plan, table or temp, plan.output, conf, zip_name, input_dir)
             rows = client.run_script(query)
         finally:
             if temp is not None:

@@ -4,9 +4,12 @@
 -- Variables (beeline: --hivevar NAME=VALUE; `samplegen hive ... --print`
 -- prints this script with every variable filled in):
 --   table        block table (create_block_table.hql)
---   output       directory receiving one block-store matrix per sample, as
---                the server's tasks see it; the reducers write
---                <output>/<sample>/part-v<v> themselves
+--   output       the run directory, as the server's tasks see it (new or
+--                empty): the reducers write <output>/<sample>/part-v<v>,
+--                the last stage the _matrix.json of each sample, _manifest.json
+--                and _SUCCESS (samplegen info / export read it)
+--   input        the matrix directory of the block table (its LOCATION), as the
+--                tasks see it: its _matrix.json goes into the manifest
 --   files, zip   directory holding the samplegen zip, and its file name
 --                (samplegen-<hash>.zip: make hive-dist)
 --   python       a Python with numpy on the nodes (python3)
@@ -22,7 +25,8 @@
 --                rows: one row per occurrence (the paper's UDTF form)
 --
 -- Output rows: (route, sample, v_index, payload); route = -1 rows carry the
--- JSON summary of one written column of blocks of a sample matrix.
+-- JSON summary of one written column of blocks of a sample matrix, route = -2
+-- rows an error (then no metadata is written).
 
 -- Reducers write the block files themselves: no speculative duplicates
 -- (MapReduce; Tez does not speculate unless tez.am.speculation.enabled).
@@ -35,19 +39,30 @@ SET hive.remove.orderby.in.subquery=false;
 
 ADD FILE ${hivevar:files}/${hivevar:zip};
 
--- streaming-re-block: one buffer block at a time, written to <output>
-SELECT TRANSFORM (sample, v_index, relative_pos, row_id, row_partition)
-  USING '${hivevar:python} ${hivevar:zip} reblock --output ${hivevar:output} --udf holdout --params=ratio=${hivevar:ratio},repeats=${hivevar:repeats},fraction=${hivevar:fraction} --seed ${hivevar:seed} --rows ${hivevar:rows} --cols ${hivevar:cols} --block-size ${hivevar:block_size} --kind ${hivevar:kind} --bin-bits ${hivevar:bin_bits} --records ${hivevar:records}'
+-- the run's metadata: one task (DISTRIBUTE BY a constant) receives every
+-- summary row and writes the _matrix.json of each sample, _manifest.json and
+-- _SUCCESS, as the samplegen driver does, and passes the rows through.
+SELECT TRANSFORM (route, sample, v_index, payload)
+  USING '${hivevar:python} ${hivevar:zip} finish --output ${hivevar:output} --input ${hivevar:input} --udf holdout --params=ratio=${hivevar:ratio},repeats=${hivevar:repeats},fraction=${hivevar:fraction} --seed ${hivevar:seed} --rows ${hivevar:rows} --cols ${hivevar:cols} --block-size ${hivevar:block_size} --kind ${hivevar:kind} --bin-bits ${hivevar:bin_bits} --records ${hivevar:records}'
   AS (route INT, sample INT, v_index INT, payload STRING)
 FROM (
-  SELECT * FROM (
-    -- local-sampling: the sampling UDTF over the blocks of the table
-    SELECT TRANSFORM (h_index, v_index, block)
-      USING '${hivevar:python} ${hivevar:zip} sample --udf holdout --params=ratio=${hivevar:ratio},repeats=${hivevar:repeats},fraction=${hivevar:fraction} --seed ${hivevar:seed} --rows ${hivevar:rows} --cols ${hivevar:cols} --block-size ${hivevar:block_size} --kind ${hivevar:kind} --bin-bits ${hivevar:bin_bits} --records ${hivevar:records}'
-      AS (sample INT, v_index INT, relative_pos STRING, row_id BIGINT, row_partition STRING)
-    FROM ${hivevar:table}
-  ) occurrences
-  -- block-preparation: group by (sample, column block), in sample order
-  DISTRIBUTE BY sample, v_index
-  SORT BY sample, v_index, relative_pos, row_id
-) sorted_occurrences;
+  SELECT route, sample, v_index, payload, 0 AS task FROM (
+    -- streaming-re-block: one buffer block at a time, written to <output>
+    SELECT TRANSFORM (sample, v_index, relative_pos, row_id, row_partition)
+      USING '${hivevar:python} ${hivevar:zip} reblock --output ${hivevar:output} --udf holdout --params=ratio=${hivevar:ratio},repeats=${hivevar:repeats},fraction=${hivevar:fraction} --seed ${hivevar:seed} --rows ${hivevar:rows} --cols ${hivevar:cols} --block-size ${hivevar:block_size} --kind ${hivevar:kind} --bin-bits ${hivevar:bin_bits} --records ${hivevar:records}'
+      AS (route INT, sample INT, v_index INT, payload STRING)
+    FROM (
+      SELECT * FROM (
+        -- local-sampling: the sampling UDTF over the blocks of the table
+        SELECT TRANSFORM (h_index, v_index, block)
+          USING '${hivevar:python} ${hivevar:zip} sample --udf holdout --params=ratio=${hivevar:ratio},repeats=${hivevar:repeats},fraction=${hivevar:fraction} --seed ${hivevar:seed} --rows ${hivevar:rows} --cols ${hivevar:cols} --block-size ${hivevar:block_size} --kind ${hivevar:kind} --bin-bits ${hivevar:bin_bits} --records ${hivevar:records}'
+          AS (sample INT, v_index INT, relative_pos STRING, row_id BIGINT, row_partition STRING)
+        FROM ${hivevar:table}
+      ) occurrences
+      -- block-preparation: group by (sample, column block), in sample order
+      DISTRIBUTE BY sample, v_index
+      SORT BY sample, v_index, relative_pos, row_id
+    ) sorted_occurrences
+  ) summaries
+  DISTRIBUTE BY task
+) all_summaries;

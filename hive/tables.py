@@ -19,6 +19,8 @@ not at all (:func:`jobs.driver.generate`).
 """
 import os
 
+import numpy as np
+
 from samplegen.jobs import driver
 from samplegen.jobs import fs as fsmod
 from samplegen.jobs.plan import make_plan
@@ -132,6 +134,24 @@ def _drop_result(client, result):
     client.execute(f"DROP TABLE IF EXISTS {result}", fetch=False)
 
 
+#: rows of row ids per call of the sampling-UDF in :func:`sample_rows`
+COUNT_ROWS = 1 << 20
+
+
+def sample_rows(plan):
+    """Rows of every sample matrix of *plan*, counted on the client: the
+    sampling-UDF over every row id (no data is read; the RNG contract makes
+    the counts those of the run).  ``samplegen hive kfold --print`` needs
+    the folds' sizes for the views of the composed training sets: about
+    0.02 s per million rows (k-fold, one core)."""
+    udf, rng, n = plan.sampler(), plan.rng(), len(plan.names)
+    counts = np.zeros(n, np.int64)
+    for start in range(0, plan.rows, COUNT_ROWS):
+        occ = udf(start, min(plan.rows, start + COUNT_ROWS), rng)
+        counts += np.bincount(occ.sample, minlength=n)[:n]
+    return dict(zip(plan.names, counts.tolist()))
+
+
 def check_output(output, overwrite=False):
     """``--output``, checked before any connection and any write.
 
@@ -189,13 +209,21 @@ def sample_table(url, table, result, output, udf, params, seed, overwrite=False,
             view_name(result, name)
         if print_only:
             plan = make_plan(udf_obj, seed, matrix.meta, output)
-            check_query(plan, table, output, conf)
-            ddl = result_ddl(result, output, [{"name": n} for n in names])
+            check_query(plan, table, output, conf, location)
+            entries = [{"name": n} for n in names]
+            if composed:  # the views' block counts, known before the run
+                rows_of = sample_rows(plan)
+                entries = [{"name": n} for n in plan.names] + [
+                    {"name": n, "composed_of": driver.composed_of(plan.names, rows_of,
+                                                                 plan.block_size, round_)}
+                    for round_, n in enumerate(composed)]
+            ddl = result_ddl(result, output, entries)
             # all checked: now the zip the printed query adds (nothing before)
-            query = render_query(plan, table, output, conf, ship_zip(conf["files"], plan.udf))
-            return (query + "\n-- then, over the run directory:\n" + ";\n".join(ddl) + ";\n"
-                    + ("-- and one view per composed training set (needs the fold sizes)\n"
-                       if composed else ""))
+            query = render_query(plan, table, output, conf, ship_zip(conf["files"], plan.udf),
+                                 location)
+            return (query + "\n-- then the result table over the run directory"
+                    + (" and one view per composed training set" if composed else "")
+                    + ":\n" + ";\n".join(ddl) + ";\n")
         if client.table_exists(result) and not overwrite:
             raise OutputError(f"table {result} exists (use --overwrite to replace it)")
         manifest = driver.generate(location, output, udf, params, seed, runner="hive",

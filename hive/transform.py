@@ -42,6 +42,17 @@ sample, v_index, relative_pos, row_id``)
     extra matrix of ``train-r`` (:func:`jobs.phases.write_extra`; the rest of
     the training set is a composed view of the folds' full blocks).
 
+``finish`` (the last stage, one task: ``DISTRIBUTE BY`` a constant)
+    Receives every summary row of the run and writes the run's metadata
+    into ``<output>`` with :func:`jobs.driver.write_run` -- each sample's
+    ``_matrix.json`` and ``_manifest.json`` exactly as the driver writes
+    them, then ``_SUCCESS`` -- so that a run from beeline alone leaves a
+    run directory ``samplegen info`` / ``export`` read.  ``--input`` is the
+    input matrix directory (its ``_matrix.json`` gives the fingerprint and
+    must match the plan's shape).  Passes every row through (the driver
+    commits from the summaries as before); with an error row in its input
+    it writes nothing; a task without input does nothing.
+
 ``explode`` / ``assign`` (the join-based baseline)
     ``explode``: ``h_index, v_index, block`` -> ``row_id, v_index,
     row_partition`` (every row of every block).  ``assign``: ``h_index`` of
@@ -63,10 +74,13 @@ pipe" on Spark, "[Error 20001]" on Hive, after Hive's task retries).
 """
 import argparse
 import json
+import re
 import sys
 
 import numpy as np
 
+from samplegen.jobs import driver
+from samplegen.jobs import fs as fsmod
 from samplegen.jobs import plan as plan_codec
 from samplegen.jobs.blocks import DENSE, ENTRY_CHARS, EncodedBlock, parse_encoded, row_chars
 from samplegen.jobs.engines.task_errors import error_line
@@ -78,6 +92,7 @@ from samplegen.jobs.phases import (
     write_extra,
     write_sample,
 )
+from samplegen.jobs.store import META, SUCCESS, read_json
 from samplegen.udfs.base import Occurrences
 from samplegen.udfs.errors import InputError, ParameterError, SamplegenError
 
@@ -322,6 +337,41 @@ def _compose_group(plan, group, tails, out):
 
 
 # ---------------------------------------------------------------------------
+# the last stage: the run's metadata
+# ---------------------------------------------------------------------------
+#: the manifest's ``engine`` entry of a run whose metadata the query wrote
+QUERY_ENGINE = {"runner": "hive", "metadata": "query"}
+
+
+def run_finish(plan, input_dir, lines, out):
+    summaries, errors, n = [], False, 0
+    for line in lines:
+        route_t, _, _, payload = _fields(line, 4)
+        route = int(route_t)
+        if route == _ERROR_ROUTE:
+            errors = True
+        elif route == _SUMMARY:
+            summaries.append(json.loads(payload))
+        else:
+            raise InputError(f"finish input has a row of route {route}: only summaries "
+                             "(the last stage of a script) are expected")
+        out.write(line if line.endswith(b"\n") else line + b"\n")
+        n += 1
+    if errors or not n:
+        return
+    meta = read_json(fsmod.join(input_dir, META), "input matrix metadata")
+    shape = {"rows": plan.rows, "cols": plan.cols, "block_size": plan.block_size,
+             "kind": plan.kind}
+    if {k: meta.get(k) for k in shape} != shape:
+        raise InputError(f"input {input_dir} is a {meta.get('rows')} x {meta.get('cols')} "
+                         f"{meta.get('kind')} matrix with block size {meta.get('block_size')}, "
+                         f"but the query was given {plan.rows} x {plan.cols} {plan.kind} with "
+                         f"block size {plan.block_size}")
+    driver.write_run(plan, meta, input_dir, summaries, plan.output, dict(QUERY_ENGINE))
+    fsmod.get_fs(plan.output).touch(fsmod.join(plan.output, SUCCESS))
+
+
+# ---------------------------------------------------------------------------
 # join-based baseline helpers
 # ---------------------------------------------------------------------------
 def run_explode(plan, lines, out):
@@ -351,7 +401,7 @@ class _Parser(argparse.ArgumentParser):
         raise ParameterError(f"{self.prog}: {message}")
 
 
-COMMANDS = ("sample", "reblock", "compose", "explode", "assign")
+COMMANDS = ("sample", "reblock", "compose", "finish", "explode", "assign")
 
 
 def build_parser():
@@ -361,8 +411,10 @@ def build_parser():
         p = sub.add_parser(name)
         plan_codec.add_options(p)
         p.add_argument("--records", choices=("chunks", "rows"), default="chunks")
-        if name in ("reblock", "compose"):
+        if name in ("reblock", "compose", "finish"):
             p.add_argument("--output", required=True)
+        if name == "finish":
+            p.add_argument("--input", required=True)
     return parser
 
 
@@ -375,6 +427,24 @@ def error_row(command, exc):
     return b"%d\t-1\t-1\t%s\n" % (_ERROR_ROUTE, message)
 
 
+_STAGING = re.compile(r"\..+\.tmp-[0-9a-f]{12}")
+
+
+def prepare_output(output):
+    """Create the run directory of a run from beeline (the reducers write
+    into it; its parent must exist).  A staging directory of samplegen's
+    driver (``.<name>.tmp-<id>``, :class:`jobs.store.StagedOutput`) is never
+    re-created: a task that outlives its run must not bring it back."""
+    name = output.rstrip("/").rsplit("/", 1)[-1]
+    fs = fsmod.get_fs(output)
+    if _STAGING.fullmatch(name) or fs.isdir(output):
+        return
+    if hasattr(fs, "prepare_dir"):  # a Hadoop filesystem: only inside an existing parent
+        fs.prepare_dir(output)
+    else:
+        fs.makedirs(output)
+
+
 def main(argv=None, stdin=None, stdout=None):
     stdin = stdin or sys.stdin.buffer
     stdout = stdout or sys.stdout.buffer
@@ -383,12 +453,16 @@ def main(argv=None, stdin=None, stdout=None):
     try:
         args = build_parser().parse_args(argv)
         plan = plan_codec.from_options(args, getattr(args, "output", ""))
+        if args.command in ("reblock", "compose"):
+            prepare_output(args.output)
         if args.command == "sample":
             run_sample(plan, args.records, stdin, stdout)
         elif args.command == "reblock":
             run_reblock(plan, args.records, stdin, stdout)
         elif args.command == "compose":
             run_compose(plan, stdin, stdout)
+        elif args.command == "finish":
+            run_finish(plan, args.input, stdin, stdout)
         elif args.command == "explode":
             run_explode(plan, stdin, stdout)
         else:

@@ -104,28 +104,43 @@ def generate(src, dest, udf_spec, params, seed, runner="local", overwrite=False,
             progress=True)
         inputs = matrix.part_uris()
         summaries = engine(plan, inputs, runner, dict(options, scratch=staged.scratch))
-        samples = commit_samples(plan, matrix.meta, summaries, staging)
-        manifest = {
-            "format": RUN_FORMAT,
-            "samplegen": _version(),
-            "method": udf.name,
-            "params": udf.params(),
-            "seed": plan.seed,
-            "rng": PositionRNG(plan.seed).describe(),
-            "engine": {"runner": runner, **{k: v for k, v in options.items()
-                                            if isinstance(v, (str, int, float, list))}},
-            "input": {"path": os.path.abspath(src) if fsmod.is_local(src) else src,
-                      "fingerprint": matrix.meta.get("fingerprint"), "rows": matrix.rows,
-                      "cols": matrix.cols, "block_size": matrix.block_size,
-                      "kind": matrix.kind},
-            "samples": samples,
-            "elapsed_seconds": round(time.time() - started, 3),
-        }
-        fsmod.get_fs(staging).write_bytes(fsmod.join(staging, MANIFEST), to_json(manifest))
+        engine_info = {"runner": runner, **{k: v for k, v in options.items()
+                                            if isinstance(v, (str, int, float, list))}}
+        manifest = write_run(plan, matrix.meta, src, summaries, staging, engine_info, started)
+    samples = manifest["samples"]
     total = sum(s["bytes"] for s in samples)
     log(f"wrote {count_words(len(samples), 'sample matrix', 'sample matrices')} "
         f"({total / 1e6:.1f} MB) in "
         f"{manifest['elapsed_seconds']:.1f} s")
+    return manifest
+
+
+def write_run(plan, input_meta, src, summaries, root, engine_info, started=None):
+    """Write a run's metadata into *root* from the reducers' summaries: every
+    sample's ``_matrix.json`` (:func:`commit_samples`), then the manifest;
+    returns the manifest.  The driver calls it on its staging directory; the
+    last stage of a HiveQL script calls it on the output directory (so a run
+    from beeline alone leaves the same metadata).  *src* is the input
+    matrix directory, *input_meta* its ``_matrix.json``; *started*, the
+    run's start time, gives ``elapsed_seconds`` (``None``: not known)."""
+    samples = commit_samples(plan, input_meta, summaries, root)
+    udf = plan.sampler()
+    manifest = {
+        "format": RUN_FORMAT,
+        "samplegen": _version(),
+        "method": udf.name,
+        "params": udf.params(),
+        "seed": plan.seed,
+        "rng": PositionRNG(plan.seed).describe(),
+        "engine": engine_info,
+        "input": {"path": os.path.abspath(src) if fsmod.is_local(src) else src,
+                  "fingerprint": input_meta.get("fingerprint"), "rows": input_meta["rows"],
+                  "cols": input_meta["cols"], "block_size": input_meta["block_size"],
+                  "kind": input_meta["kind"]},
+        "samples": samples,
+        "elapsed_seconds": None if started is None else round(time.time() - started, 3),
+    }
+    fsmod.get_fs(root).write_bytes(fsmod.join(root, MANIFEST), to_json(manifest))
     return manifest
 
 
@@ -188,17 +203,14 @@ def commit_samples(plan, input_meta, summaries, staging):
         write_meta(fs, fsmod.join(staging, name), meta)
         samples.append(_sample_entry(name, meta, nbytes))
     for round_, name in enumerate(plan.composed):
-        parts, entries, h0 = [], [], 0
-        for fold_name in (names[fold] for fold in partners(len(names), round_)):
-            full = rows_of[fold_name] // B
-            parts.append({"path": "../" + fold_name, "blocks": full, "rows": full * B})
-            entries += [(h0 + h, v, r, c, crc) for h, v, r, c, crc in entries_of[fold_name]
-                        if h < full]
+        parts, entries, h0 = composed_of(names, rows_of, B, round_, rows_of[name]), [], 0
+        for part in parts[:-1]:
+            full = part["blocks"]
+            entries += [(h0 + h, v, r, c, crc) for h, v, r, c, crc
+                        in entries_of[part["path"][3:]] if h < full]
             h0 += full
-        extra_rows = rows_of[name]
-        parts.append({"path": ".", "blocks": n_blocks(extra_rows, B), "rows": extra_rows})
         entries += [(h0 + h, v, r, c, crc) for h, v, r, c, crc in entries_of[name]]
-        rows = h0 * B + extra_rows
+        rows = h0 * B + rows_of[name]
         meta = make_meta(rows, cols, B, plan.kind, 0, fingerprint(entries), columns,
                          row_ids="stored", composed_of=parts)
         meta.pop("nnz")
@@ -206,6 +218,21 @@ def commit_samples(plan, input_meta, summaries, staging):
         write_meta(fs, fsmod.join(staging, name), meta)
         samples.append(_sample_entry(name, meta, nbytes_of[name]))
     return samples
+
+
+def composed_of(names, rows_of, block_size, round_, extra_rows=None):
+    """The ``composed_of`` list of training set *round_* in fold mode: the
+    full blocks of the other folds (*names*: the folds; *rows_of*: rows per
+    fold), then the extra matrix (``"."``) of *extra_rows* rows -- by default
+    the other folds' partial bottom blocks, which is what it holds."""
+    parts = []
+    for fold_name in (names[fold] for fold in partners(len(names), round_)):
+        full = rows_of[fold_name] // block_size
+        parts.append({"path": "../" + fold_name, "blocks": full, "rows": full * block_size})
+    if extra_rows is None:
+        extra_rows = sum(rows_of[p["path"][3:]] - p["rows"] for p in parts)
+    parts.append({"path": ".", "blocks": n_blocks(extra_rows, block_size), "rows": extra_rows})
+    return parts
 
 
 def _sample_entry(name, meta, nbytes):

@@ -15,7 +15,7 @@ from samplegen.hive import apache_server, engine, server, sql, transform
 from samplegen.hive import client as hive_client
 from samplegen.jobs import daemons, driver
 from samplegen.jobs.plan import DEFAULT_BIN_BUDGET, format_bin_bits, format_params, make_plan
-from samplegen.jobs.store import Matrix, StagedOutput
+from samplegen.jobs.store import Matrix
 from samplegen.udfs.custom import load_udf
 from samplegen.udfs.errors import InputError, ParameterError
 
@@ -299,13 +299,14 @@ def test_block_table_to_result_table(tmp_path, tmp_path_factory, inputs, hive_se
     assert (props["samplegen.rows"], props["samplegen.block_size"]) == ("450", "64")
 
     # --print renders the HiveQL and runs nothing
-    out = tmp_path / "folds"
-    code, text, err = run_cli(capsys, "hive", "kfold", table, "res", "--output", out, "--k", 4,
-                              "--seed", SEED, "--hive-url", url, "--print")
+    out, printed = tmp_path / "folds", tmp_path / "printed"
+    code, text, err = run_cli(capsys, "hive", "kfold", table, "res_p", "--output", printed,
+                              "--k", 4, "--seed", SEED, "--hive-url", url, "--print")
     assert code == 0, err
     assert f"FROM {table}" in text and "USING 'python3 samplegen-" in text
-    assert "compose --output " + str(out) in text and "${hivevar:" not in text
-    assert not out.exists() and "res" not in server_tables(url)
+    assert "compose --output " + str(printed) in text and "${hivevar:" not in text
+    assert "CREATE VIEW res_p_train_3 AS" in text
+    assert not printed.exists() and "res_p" not in server_tables(url)
 
     code, _, err = run_cli(capsys, "hive", "kfold", table, "res", "--output", out, "--k", 4,
                            "--seed", SEED, "--hive-url", url)
@@ -325,6 +326,18 @@ def test_block_table_to_result_table(tmp_path, tmp_path_factory, inputs, hive_se
                 _, _, got = parse_line(f"{h}\t{v}\t{block}")
                 assert np.array_equal(got.to_dense(), composed.read_block(h, v).to_dense())
                 assert np.array_equal(got.row_ids, composed.read_block(h, v).row_ids)
+
+    # the printed script, run by beeline alone: the same run directory (metadata
+    # included) as the Python run, and the same result table and views
+    (tmp_path / "printed.sql").write_text(text)
+    code, _, err = beeline(hive_server["port"], tmp_path / "printed.sql")
+    assert code == 0, err[-2000:]
+    _readable_like(capsys, tmp_path, str(printed), str(out))
+    with hive_client.Client(url) as c:
+        assert dict(c.execute("SELECT sample, count(*) FROM res_p GROUP BY sample")) == counts
+        for i in range(4):
+            query = "SELECT h_index, v_index, block FROM {}_train_%d ORDER BY h_index, v_index" % i
+            assert c.execute(query.format("res_p")) == c.execute(query.format("res"))
 
     # an existing result table is refused, and nothing is written
     before = tree_digest(str(tmp_path))
@@ -351,23 +364,47 @@ def test_script_command_prints_the_hql(capsys):
 # ---------------------------------------------------------------------------
 # beeline: the same scripts, the same bytes
 # ---------------------------------------------------------------------------
+def _metadata(run_dir):
+    """A run's metadata, without what legitimately differs between runs of
+    the same seed: the engine entry, the elapsed time and the directory."""
+    manifest = driver.info(run_dir)
+    for key in ("engine", "elapsed_seconds", "path"):
+        manifest.pop(key)
+    return manifest
+
+
+def _readable_like(capsys, tmp_path, dest, ref):
+    """``samplegen info`` and ``export`` read the beeline-only run *dest*:
+    the same samples, bytes and metadata as the run directory *ref*."""
+    assert sample_digests(dest) == sample_digests(ref)   # blocks and _matrix.json
+    assert _metadata(dest) == _metadata(ref)
+    assert driver.info(dest)["engine"] == transform.QUERY_ENGINE
+    assert os.path.exists(os.path.join(dest, "_SUCCESS"))
+    code, out, err = run_cli(capsys, "info", dest, "--json")
+    assert code == 0, err
+    names = [s["name"] for s in json.loads(out)["samples"]]
+    for name in (names[0], names[-1]):
+        got, want = tmp_path / f"got-{name}.npy", tmp_path / f"want-{name}.npy"
+        code, _, err = run_cli(capsys, "export", dest, name, "--to", got)
+        assert code == 0, err
+        assert run_cli(capsys, "export", ref, name, "--to", want)[0] == 0
+        assert np.array_equal(np.load(got), np.load(want))
+
+
 def _beeline_run(tmp_path, port, url, src, dest, udf, params):
+    """The rendered script through beeline alone, into *dest* itself."""
     matrix = Matrix.open(src)
-    with StagedOutput(dest) as staging:
-        plan = make_plan(load_udf(udf, matrix.rows, params), SEED, matrix.meta, staging)
-        conf = engine.settings({"hive_url": url})
-        zip_name = engine.ship_zip(conf["files"], plan.udf)
-        table = engine.temp_table_name()
-        script = (engine.block_table_ddl(table, src, matrix.meta) + "\n"
-                  + engine.render_query(plan, table, staging, conf, zip_name)
-                  + f"\nDROP TABLE {table};\n")
-        path = tmp_path / f"{udf}.hql"
-        path.write_text(script)
-        code, out, err = beeline(port, path)
-        assert code == 0, err[-2000:]
-        summaries = [json.loads(line.split("\t", 3)[3]) for line in out.splitlines()
-                     if line.startswith("-1\t")]
-        driver.commit_samples(plan, matrix.meta, summaries, staging)
+    plan = make_plan(load_udf(udf, matrix.rows, params), SEED, matrix.meta, dest)
+    conf = engine.settings({"hive_url": url})
+    zip_name = engine.ship_zip(conf["files"], plan.udf)
+    table = engine.temp_table_name()
+    script = (engine.block_table_ddl(table, src, matrix.meta) + "\n"
+              + engine.render_query(plan, table, dest, conf, zip_name, src)
+              + f"\nDROP TABLE {table};\n")
+    path = tmp_path / f"{udf}.hql"
+    path.write_text(script)
+    code, out, err = beeline(port, path)
+    assert code == 0, err[-2000:]
 
 
 @pytest.mark.slow
@@ -376,19 +413,21 @@ def _beeline_run(tmp_path, port, url, src, dest, udf, params):
     ("wide", "kfold", {"k": 5}),
     ("sparse", "bootstrap", {"samples": 3, "size": 1000})])
 def test_rendered_scripts_run_through_beeline(tmp_path, tmp_path_factory, inputs, hive_server,
-                                              src, udf, params):
+                                              src, udf, params, capsys):
+    """beeline alone leaves a run directory: the samples, their _matrix.json
+    and the manifest of a samplegen run (info and export read it)."""
     dest = str(tmp_path / "beeline")
     _beeline_run(tmp_path, hive_server["port"], hive_server["url"], inputs[src], dest, udf,
                  params)
-    assert sample_digests(dest) == sample_digests(reference(tmp_path_factory, inputs[src], udf,
-                                                            params))
+    _readable_like(capsys, tmp_path, dest, reference(tmp_path_factory, inputs[src], udf, params))
 
 
 @pytest.mark.slow
 def test_raw_script_with_hivevars_through_beeline(tmp_path, tmp_path_factory, inputs,
-                                                  hive_server):
+                                                  hive_server, capsys):
     """hive/kfold_naive.hql as shipped, the variables given with --hivevar
-    (substituted by the server), as a beeline user runs it."""
+    (substituted by the server), as a beeline user runs it: a complete run
+    directory."""
     src = inputs["dense"]
     matrix = Matrix.open(src)
     table = "blocks_" + uuid.uuid4().hex[:8]
@@ -398,19 +437,23 @@ def test_raw_script_with_hivevars_through_beeline(tmp_path, tmp_path_factory, in
     zip_name = engine.ship_zip(conf["files"], "kfold")
     dest = str(tmp_path / "raw")
     params = {"k": 4, "naive": True}
-    with StagedOutput(dest) as staging:
-        plan = make_plan(load_udf("kfold", matrix.rows, params), SEED, matrix.meta, staging)
-        hivevars = {"table": table, "output": staging, "files": conf["files"], "zip": zip_name,
-                    "python": "python3", "rows": 700, "cols": 20, "block_size": 64,
-                    "kind": "dense", "seed": SEED, "k": 4, "bin_bits": 0, "records": "chunks"}
-        code, out, err = beeline(hive_server["port"],
-                                 os.path.join(sql.SCRIPT_DIR, "kfold_naive.hql"), hivevars)
-        assert code == 0, err[-2000:]
-        summaries = [json.loads(line.split("\t", 3)[3]) for line in out.splitlines()
-                     if line.startswith("-1\t")]
-        driver.commit_samples(plan, matrix.meta, summaries, staging)
-    assert sample_digests(dest) == sample_digests(reference(tmp_path_factory, src, "kfold",
-                                                            params))
+    hivevars = {"table": table, "output": dest, "input": src, "files": conf["files"],
+                "zip": zip_name, "python": "python3", "rows": 700, "cols": 20,
+                "block_size": 64, "kind": "dense", "seed": SEED, "k": 4, "bin_bits": 0,
+                "records": "chunks"}
+    code, out, err = beeline(hive_server["port"],
+                             os.path.join(sql.SCRIPT_DIR, "kfold_naive.hql"), hivevars)
+    assert code == 0, err[-2000:]
+    _readable_like(capsys, tmp_path, dest, reference(tmp_path_factory, src, "kfold", params))
+
+    # a shape that is not the input's: an error row, and no metadata
+    other = str(tmp_path / "wrong")
+    code, out, err = beeline(hive_server["port"],
+                             os.path.join(sql.SCRIPT_DIR, "kfold_naive.hql"),
+                             dict(hivevars, output=other, input=inputs["wide"]))
+    assert code == 0, err[-2000:]
+    assert "samplegen-error: InputError: input " in out
+    assert not os.path.exists(os.path.join(other, "_manifest.json"))
 
 
 # ---------------------------------------------------------------------------
