@@ -272,7 +272,8 @@ class Bench:
     def ours(self, n, size, records):
         out = self._out()
         conf = dict(self.conf, records=records)
-        text = engine.render_query(self._plan(n, size, out), self.table, out, conf, self.zip)
+        text = engine.render_query(self._plan(n, size, out), self.table, out, conf, self.zip,
+                                   self.matrix.uri)
         seconds, rows = self._timed_script(text)
         return seconds, out, engine.summaries_of(rows)
 
