@@ -386,11 +386,8 @@ def up(workdir=DEFAULT_WORKDIR, port=DEFAULT_PORT, timeout=STARTUP_SECONDS, log=
     Hadoop of *hadoop_workdir*, its warehouse and scratch space under
     *hdfs_root* on HDFS; returns ``(pid, port)``.  Two ``up`` of one work
     directory at a time take turns."""
-    import fcntl
     p = paths(workdir)
-    os.makedirs(p["dir"], exist_ok=True)
-    with open(os.path.join(p["dir"], "up.lock"), "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
+    with daemons.one_at_a_time(p["dir"]):
         return _up(p, port, timeout, log, hadoop_workdir, hdfs_root)
 
 
@@ -452,16 +449,8 @@ def down(workdir=DEFAULT_WORKDIR, log=print):
     """Stop the server started from *workdir*, if it runs (its shared Tez
     session ends with it)."""
     p = paths(workdir)
-    state = read_state(workdir)
-    if state is None:
-        log("Apache HiveServer2 is not running" + (f" (from {p['dir']})"
-                                                   if os.path.isdir(p["dir"]) else ""))
-    else:
-        stop(state[0])
-        log(f"stopped Apache HiveServer2 (pid {state[0]})")
-    for key in ("pid", "port"):
-        if os.path.exists(p[key]):
-            os.remove(p[key])
+    daemons.stop_recorded(read_state(workdir), (p["pid"], p["port"]), "Apache HiveServer2",
+                          p["dir"], log)
 
 
 def env_lines(workdir=DEFAULT_WORKDIR, port=DEFAULT_PORT):

@@ -29,7 +29,7 @@ import sys
 import time
 
 from samplegen.jobs import cluster
-from samplegen.jobs.daemons import alive, check_java, port_answers, stop, tail
+from samplegen.jobs.daemons import alive, check_java, port_answers, stop, stop_recorded, tail
 
 from . import apache_server
 from .apache_server import ServerError
@@ -154,16 +154,7 @@ def _wait(pid, port, p, timeout, log, proc=None):
 def down(workdir, log=print):
     """Stop the server started from *workdir*, if it runs."""
     p = _paths(workdir)
-    state = read_state(workdir)
-    if state is None:
-        log("HiveServer2 is not running" + (f" (from {p['dir']})" if os.path.isdir(p["dir"])
-                                            else ""))
-    else:
-        stop(state[0])
-        log(f"stopped HiveServer2 (pid {state[0]})")
-    for key in ("pid", "port"):
-        if os.path.exists(p[key]):
-            os.remove(p[key])
+    stop_recorded(read_state(workdir), (p["pid"], p["port"]), "HiveServer2", p["dir"], log)
 
 
 def main(argv=None):

@@ -704,11 +704,8 @@ def up(workdir=DEFAULT_WORKDIR, hdfs_port=DEFAULT_HDFS_PORT, timeout=STARTUP_SEC
     the NameNode's RPC port (``fs.defaultFS``); *timeout*: seconds to wait;
     *log*: a callable for progress messages; *pom*: the jars' pom.  Two
     ``up`` of one work directory at a time take turns (a lock file)."""
-    import fcntl
     p = paths(workdir)
-    os.makedirs(p["dir"], exist_ok=True)
-    with open(os.path.join(p["dir"], "up.lock"), "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
+    with daemons.one_at_a_time(p["dir"]):
         return _up(p, workdir, hdfs_port, timeout, log, pom)
 
 

@@ -3,6 +3,7 @@ start (the single-node Hadoop of :mod:`jobs.cluster`, the HiveServer2s of
 ``hive/server.py``): the Java they need, their jars (resolved by Maven from a
 pinned pom, linked into a directory), whether a recorded process is alive,
 stopping it, and ports on 127.0.0.1."""
+import contextlib
 import hashlib
 import os
 import re
@@ -168,3 +169,27 @@ def free_port():
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
+
+
+@contextlib.contextmanager
+def one_at_a_time(directory):
+    """While the block runs, no other process holds the same work directory:
+    two ``up`` of one server at a time take turns (a lock file in it)."""
+    import fcntl
+    os.makedirs(directory, exist_ok=True)
+    with open(os.path.join(directory, "up.lock"), "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        yield
+
+
+def stop_recorded(state, files, name, where, log):
+    """Stop the server whose ``(pid, port)`` *state* its work directory
+    records (None: not running) and remove the *files* that record it."""
+    if state is None:
+        log(f"{name} is not running" + (f" (from {where})" if os.path.isdir(where) else ""))
+    else:
+        stop(state[0])
+        log(f"stopped {name} (pid {state[0]})")
+    for path in files:
+        if os.path.exists(path):
+            os.remove(path)
