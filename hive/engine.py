@@ -28,6 +28,7 @@ be paths the server's tasks can read and write.  See docs/HIVE.md.
 """
 import json
 import os
+import re
 import uuid
 
 from samplegen.jobs import fs as fsmod
@@ -168,9 +169,17 @@ def block_table_ddl(table, location, meta):
     return sql.render(sql.load_script("create_block_table"), values, KINDS)
 
 
-def render_query(plan, table, output, engine_settings, zip_name, input_dir):
+#: the scripts' last stage, between ``-- [finish`` and ``-- finish]`` lines:
+#: one task that writes the run's metadata, for runs from beeline alone
+_FINISH = re.compile(r"^-- \[finish\n.*?^-- finish\]\n", re.MULTILINE | re.DOTALL)
+
+
+def render_query(plan, table, output, engine_settings, zip_name, input_dir, finish=True):
     """The method's script with every variable filled in (validated);
-    *input_dir* is the block table's matrix directory."""
+    *input_dir* is the block table's matrix directory.  Without *finish*,
+    the query ends with the re-blocking stage: the samplegen driver writes
+    the metadata itself, so its query skips the last stage (one task, on
+    Tez one more vertex: about a second)."""
     name, method_vars = script_for(plan)
     values = {"table": table, "output": server_path(output), "input": server_path(input_dir),
               "files": engine_settings["files"],
@@ -178,7 +187,11 @@ def render_query(plan, table, output, engine_settings, zip_name, input_dir):
               "cols": plan.cols, "block_size": plan.block_size, "kind": plan.kind,
               "seed": plan.seed, "bin_bits": format_bin_bits(plan),
               "records": engine_settings["records"], **method_vars}
-    return sql.render(sql.load_script(name), values, KINDS)
+    text = sql.load_script(name)
+    if not finish:
+        text = _FINISH.sub("", text)
+        sql.path(values.pop("input"), "input")
+    return sql.render(text, values, KINDS)
 
 
 #: the zip's name while a query is only being checked: the real name is the
@@ -254,7 +267,8 @@ def run_hive(plan, inputs, runner, options):
         try:
             if ddl is not None:
                 client.run_script(ddl)
-            query = render_query(plan, table or temp, plan.output, conf, zip_name, input_dir)
+            query = render_query(plan, table or temp, plan.output, conf, zip_name, input_dir,
+                                 finish=False)
             rows = client.run_script(query)
         finally:
             if temp is not None:

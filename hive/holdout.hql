@@ -39,14 +39,18 @@ SET hive.remove.orderby.in.subquery=false;
 
 ADD FILE ${hivevar:files}/${hivevar:zip};
 
+-- [finish
 -- the run's metadata: one task (DISTRIBUTE BY a constant) receives every
 -- summary row and writes the _matrix.json of each sample, _manifest.json and
--- _SUCCESS, as the samplegen driver does, and passes the rows through.
+-- _SUCCESS, as the samplegen driver does, and passes the rows through
+-- (the lines between the finish markers: the samplegen driver's own query
+-- leaves them out and writes the metadata itself).
 SELECT TRANSFORM (route, sample, v_index, payload)
   USING '${hivevar:python} ${hivevar:zip} finish --output ${hivevar:output} --input ${hivevar:input} --udf holdout --params=ratio=${hivevar:ratio},repeats=${hivevar:repeats},fraction=${hivevar:fraction} --seed ${hivevar:seed} --rows ${hivevar:rows} --cols ${hivevar:cols} --block-size ${hivevar:block_size} --kind ${hivevar:kind} --bin-bits ${hivevar:bin_bits} --records ${hivevar:records}'
   AS (route INT, sample INT, v_index INT, payload STRING)
 FROM (
   SELECT route, sample, v_index, payload, 0 AS task FROM (
+-- finish]
     -- streaming-re-block: one buffer block at a time, written to <output>
     SELECT TRANSFORM (sample, v_index, relative_pos, row_id, row_partition)
       USING '${hivevar:python} ${hivevar:zip} reblock --output ${hivevar:output} --udf holdout --params=ratio=${hivevar:ratio},repeats=${hivevar:repeats},fraction=${hivevar:fraction} --seed ${hivevar:seed} --rows ${hivevar:rows} --cols ${hivevar:cols} --block-size ${hivevar:block_size} --kind ${hivevar:kind} --bin-bits ${hivevar:bin_bits} --records ${hivevar:records}'
@@ -63,6 +67,9 @@ FROM (
       DISTRIBUTE BY sample, v_index
       SORT BY sample, v_index, relative_pos, row_id
     ) sorted_occurrences
+-- [finish
   ) summaries
   DISTRIBUTE BY task
-) all_summaries;
+) all_summaries
+-- finish]
+;

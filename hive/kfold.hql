@@ -40,14 +40,18 @@ SET hive.remove.orderby.in.subquery=false;
 
 ADD FILE ${hivevar:files}/${hivevar:zip};
 
+-- [finish
 -- the run's metadata: one task (DISTRIBUTE BY a constant) receives every
 -- summary row and writes the _matrix.json of each sample, _manifest.json and
--- _SUCCESS, as the samplegen driver does, and passes the rows through.
+-- _SUCCESS, as the samplegen driver does, and passes the rows through
+-- (the lines between the finish markers: the samplegen driver's own query
+-- leaves them out and writes the metadata itself).
 SELECT TRANSFORM (route, sample, v_index, payload)
   USING '${hivevar:python} ${hivevar:zip} finish --output ${hivevar:output} --input ${hivevar:input} --udf kfold --params=k=${hivevar:k},naive=false --seed ${hivevar:seed} --rows ${hivevar:rows} --cols ${hivevar:cols} --block-size ${hivevar:block_size} --kind ${hivevar:kind} --bin-bits ${hivevar:bin_bits} --records ${hivevar:records}'
   AS (route INT, sample INT, v_index INT, payload STRING)
 FROM (
   SELECT route, sample, v_index, payload, 0 AS task FROM (
+-- finish]
     -- dynamic sample matrix composition: every fold's partial bottom block is
     -- routed (route = r) to each other round r, merged in (relative position,
     -- row id) order and re-blocked into the extra matrix of train-r; summaries
@@ -77,6 +81,9 @@ FROM (
       DISTRIBUTE BY route, v_index
       SORT BY route, v_index, sample
     ) routed
+-- [finish
   ) summaries
   DISTRIBUTE BY task
-) all_summaries;
+) all_summaries
+-- finish]
+;
