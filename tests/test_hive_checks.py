@@ -6,6 +6,7 @@ points where nothing listens, so a check that came after the connection
 attempt would report the connection instead."""
 import os
 import urllib.parse
+import uuid
 
 import pytest
 
@@ -13,6 +14,7 @@ from samplegen.hive import engine, tables
 from samplegen.udfs.errors import OutputError, ParameterError
 
 from .conftest import make, run_cli
+from .hive_fixtures import hive_server  # noqa: F401  (session fixture)
 
 DEAD = "hive://127.0.0.1:1/default"
 
@@ -213,40 +215,19 @@ def test_settings_check_without_creating(tmp_path):
     assert _paths(tmp_path) == set()
 
 
-class _FakeServer:
-    """A stand-in for hive.client.Client that knows one block table (over a
-    local matrix) and runs nothing: enough for ``--print``."""
-
-    def __init__(self, location):
-        self.location = location
-
-    def __call__(self, url):
-        return self
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        return False
-
-    def table_location(self, name):
-        return "file:" + self.location
-
-    def table_exists(self, name):
-        return False
-
-
+@pytest.mark.hive
 def test_print_ships_the_zip_only_after_the_whole_query_is_checked(tmp_path, capsys,
-                                                                  monkeypatch):
+                                                                  hive_server):
     """Past the connection, --print still writes nothing until the query
-    renders: a parameter that cannot reach a TRANSFORM command line is
+    is checked: a bad UDF parameter (on a real server, over a real block table) is
     refused with the zip unbuilt; a good one prints the query and ships the
     zip it names."""
     src = make(tmp_path, "in", rows=100, cols=4, block_size=32)
-    monkeypatch.setattr(tables, "Client", _FakeServer(src))
+    table = "blocks_" + uuid.uuid4().hex[:8]
+    assert run_cli(capsys, "hive", "table", table, src, "--hive-url", hive_server["url"])[0] == 0
     files = tmp_path / "files"
-    url = _url(files=str(files))
-    base = ["hive", "sample", "blocks", "res", "--output", tmp_path / "out", "--seed", 1,
+    url = hive_server["url"] + "?" + urllib.parse.urlencode({"files": str(files)})
+    base = ["hive", "sample", table, "res", "--output", tmp_path / "out", "--seed", 1,
             "--hive-url", url, "--udf", "samplegen.udfs.examples:bernoulli", "--print"]
     before = _paths(tmp_path)
     code, out, err = run_cli(capsys, *base, "--param", "p=0.5", "--param", "note=a b")
