@@ -389,9 +389,13 @@ def test_ctrl_c_and_sigterm_stop_every_command_set_with_one_line(tmp_path, signu
     """Ctrl-C and SIGTERM: 130 and 143, one line, for tbs too (it had neither)."""
     import signal as signals
     exe = os.path.join(os.path.dirname(sys.executable), "samplegen")
+    # as in a terminal's foreground job: a test run started in the background
+    # (`make test &`) would hand down SIGINT ignored, and Python keeps it so
     proc = subprocess.Popen([exe, "tbs", "knn", "--runs", "30", "--csv", str(tmp_path / "k.csv")],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            preexec_fn=lambda: signals.signal(signals.SIGINT, signals.SIG_DFL))
     _wait_for_handler(proc, signals.SIGTERM)
+    _wait_for_handler(proc, signum)
     proc.send_signal(signum)
     out, err = proc.communicate(timeout=120)
     assert proc.returncode == status and err == f"samplegen: {word}\n" and out == ""
