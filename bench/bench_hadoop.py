@@ -30,6 +30,8 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
+from identity_job import report_vs_identity  # noqa: E402  (bench/ is on sys.path)
+
 from samplegen.jobs import cluster, driver  # noqa: E402
 from samplegen.jobs import fs as fsmod  # noqa: E402
 from samplegen.jobs.package import build_zip  # noqa: E402
@@ -220,16 +222,7 @@ def report(results):
     for op, ms in results["metadata_ms"].items():
         print(f"| {op} | {ms:.1f} |")
     if "main" in results:
-        print("\n| case | samplegen s | identity job s | I/O floor s | vs identity | "
-              "output / input |\n|---|---:|---:|---:|---:|---:|")
-        for r in results["main"]:
-            print(f"| {r['case']} | {r['seconds']:.1f} | {r['identity_seconds']:.1f} | "
-                  f"{r['io_floor_seconds']:.1f} | {r['seconds'] / r['identity_seconds']:.2f}x | "
-                  f"{r['output_over_input']:.2f} |")
-        e = {r["case"]: r for r in results["main"]}
-        speedup = e["k-fold, k=10, naive"]["seconds"] / e["k-fold, k=10, fold mode"]["seconds"]
-        results["fold_vs_naive_speedup"] = speedup
-        print(f"\nfold mode vs naive at k = 10: {speedup:.2f}x faster")
+        results["fold_vs_naive_speedup"] = report_vs_identity(results["main"])
     if "fig10" in results:
         print("\n| samples | hold-out s | bootstrap s |\n|---:|---:|---:|")
         by = {(c["method"], c["samples"]): c["seconds"] for c in results["fig10"]}

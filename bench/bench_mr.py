@@ -22,6 +22,8 @@ import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
+from identity_job import report_vs_identity  # noqa: E402  (bench/ is on sys.path)
+
 from samplegen.jobs import driver  # noqa: E402
 from samplegen.jobs import fs as fsmod  # noqa: E402
 from samplegen.jobs.phases import local_sampling  # noqa: E402
@@ -225,16 +227,7 @@ def main():
         print(f"| {r['udf']} | {r['map_rows_per_s'] / 1e6:.2f} M | "
               f"{r['reduce_rows_per_s'] / 1e6:.2f} M |")
     if "end_to_end" in results:
-        print("\n| case | samplegen s | identity job s | I/O floor s | vs identity | "
-              "output / input |\n|---|---:|---:|---:|---:|---:|")
-        for r in results["end_to_end"]:
-            print(f"| {r['case']} | {r['seconds']:.1f} | {r['identity_seconds']:.1f} | "
-                  f"{r['io_floor_seconds']:.1f} | {r['seconds'] / r['identity_seconds']:.2f}x | "
-                  f"{r['output_over_input']:.2f} |")
-        e = {r["case"]: r for r in results["end_to_end"]}
-        speedup = e["k-fold, k=10, naive"]["seconds"] / e["k-fold, k=10, fold mode"]["seconds"]
-        results["fold_vs_naive_speedup"] = speedup
-        print(f"\nfold mode vs naive at k=10: {speedup:.2f}x faster")
+        results["fold_vs_naive_speedup"] = report_vs_identity(results["end_to_end"])
     if args.json:
         with open(args.json, "w") as f:
             json.dump(results, f, indent=1)

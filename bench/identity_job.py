@@ -43,5 +43,21 @@ class MRIdentity(BlockRecordJob):
         yield b"S", b"%d" % n
 
 
+def report_vs_identity(rows):
+    """Print the Markdown table of sampling runs next to the identity job and
+    the I/O floor (*rows*: the benchmarks' case dicts), and return fold mode's
+    speed-up over naive k-fold at k = 10."""
+    print("\n| case | samplegen s | identity job s | I/O floor s | vs identity | "
+          "output / input |\n|---|---:|---:|---:|---:|---:|")
+    for r in rows:
+        print(f"| {r['case']} | {r['seconds']:.1f} | {r['identity_seconds']:.1f} | "
+              f"{r['io_floor_seconds']:.1f} | {r['seconds'] / r['identity_seconds']:.2f}x | "
+              f"{r['output_over_input']:.2f} |")
+    e = {r["case"]: r for r in rows}
+    speedup = e["k-fold, k=10, naive"]["seconds"] / e["k-fold, k=10, fold mode"]["seconds"]
+    print(f"\nfold mode vs naive at k = 10: {speedup:.2f}x faster")
+    return speedup
+
+
 if __name__ == "__main__":
     MRIdentity.run()
