@@ -7,6 +7,7 @@ table-to-table sampling, and the HiveQL scripts.
     samplegen hive kfold TABLE RESULT --output DIR --k K [--naive] ...
     samplegen hive bootstrap TABLE RESULT --output DIR --samples N [--size S] ...
     samplegen hive sample TABLE RESULT --output DIR --udf MODULE:FUNC [--param K=V] ...
+    samplegen hive register RESULT --output DIR --hive-url URL [--overwrite] [--print]
     samplegen hive script NAME        print hive/NAME.hql (for beeline -f)
 
 This module adds the commands (:func:`add_commands`) and runs them
@@ -74,6 +75,17 @@ def add_commands(sub):
     p.add_argument("--param", action="append", default=[], metavar="KEY=VALUE",
                    help="UDF parameter (repeatable)")
 
+    p = sub.add_parser("register", help="the result table over a finished run directory "
+                       "(e.g. one written by beeline from a shipped script)")
+    p.add_argument("result", metavar="RESULT", help="result table to create")
+    p.add_argument("--output", required=True, metavar="DIR",
+                   help="the run directory (a path the server sees)")
+    p.add_argument("--overwrite", action="store_true",
+                   help="replace an existing result table (and its views)")
+    p.add_argument("--print", action="store_true", dest="print_only",
+                   help="print the HiveQL instead of running it")
+    _hive_url(p)
+
     p = sub.add_parser("script", help="print a HiveQL script of hive/ (for beeline -f)")
     p.add_argument("name", metavar="NAME", help="e.g. holdout, kfold, bootstrap, "
                    "create_block_table, baseline_bootstrap")
@@ -97,6 +109,12 @@ def dispatch(args, log):
         sys.stdout.write(tables.script_text(args.name))
     elif args.command == "table":
         tables.create_block_table(args.hive_url, args.name, args.src, args.replace, log)
+    elif args.command == "register":
+        out = tables.register_result(args.hive_url, args.result, args.output,
+                                     overwrite=args.overwrite, print_only=args.print_only,
+                                     log=log)
+        if args.print_only:
+            sys.stdout.write(out)
     else:
         udf, params = _method(args)
         out = tables.sample_table(args.hive_url, args.table, args.result, args.output, udf,

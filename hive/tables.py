@@ -26,7 +26,7 @@ from samplegen.jobs import fs as fsmod
 from samplegen.jobs.plan import make_plan
 from samplegen.jobs.store import Matrix
 from samplegen.udfs.custom import load_udf
-from samplegen.udfs.errors import OutputError, ParameterError
+from samplegen.udfs.errors import InputError, OutputError, ParameterError
 
 from . import sql
 from .client import Client
@@ -124,14 +124,20 @@ def composed_view(result, entry):
     return f"CREATE VIEW {view_name(result, entry['name'])} AS\n" + "\nUNION ALL\n".join(parts)
 
 
-def _drop_result(client, result):
-    """Drop result table *result* and the views recorded with it."""
+def drop_statements(client, result):
+    """Statements dropping result table *result* and the views recorded with
+    it (none when it does not exist)."""
     if not client.table_exists(result):
-        return
+        return []
     props = {str(k): str(v) for k, v in client.execute(f"SHOW TBLPROPERTIES {result}")}
-    for view in filter(None, props.get("samplegen.views", "").split(",")):
-        client.execute(f"DROP VIEW IF EXISTS {sql.identifier(view, 'view name')}", fetch=False)
-    client.execute(f"DROP TABLE IF EXISTS {result}", fetch=False)
+    views = filter(None, props.get("samplegen.views", "").split(","))
+    return ([f"DROP VIEW IF EXISTS {sql.identifier(view, 'view name')}" for view in views]
+            + [f"DROP TABLE IF EXISTS {result}"])
+
+
+def _refuse_existing(client, result, overwrite):
+    if client.table_exists(result) and not overwrite:
+        raise OutputError(f"table {result} exists (use --overwrite to replace it)")
 
 
 #: rows of row ids per call of the sampling-UDF in :func:`sample_rows`
@@ -207,6 +213,7 @@ def sample_table(url, table, result, output, udf, params, seed, overwrite=False,
             sql.word(name, "sample name")
         for name in composed:
             view_name(result, name)
+        _refuse_existing(client, result, overwrite)
         if print_only:
             plan = make_plan(udf_obj, seed, matrix.meta, output)
             check_query(plan, table, output, conf, location)
@@ -217,22 +224,50 @@ def sample_table(url, table, result, output, udf, params, seed, overwrite=False,
                     {"name": n, "composed_of": driver.composed_of(plan.names, rows_of,
                                                                  plan.block_size, round_)}
                     for round_, n in enumerate(composed)]
-            ddl = result_ddl(result, output, entries)
+            ddl = (drop_statements(client, result) if overwrite else []) + result_ddl(
+                result, output, entries)
             # all checked: now the zip the printed query adds (nothing before)
             query = render_query(plan, table, output, conf, ship_zip(conf["files"], plan.udf),
                                  location)
             return (query + "\n-- then the result table over the run directory"
                     + (" and one view per composed training set" if composed else "")
                     + ":\n" + ";\n".join(ddl) + ";\n")
-        if client.table_exists(result) and not overwrite:
-            raise OutputError(f"table {result} exists (use --overwrite to replace it)")
         manifest = driver.generate(location, output, udf, params, seed, runner="hive",
                                    overwrite=overwrite, options=options, log=log)
-        _drop_result(client, result)
-        for statement in result_ddl(result, output, manifest["samples"]):
+        for statement in drop_statements(client, result) + result_ddl(result, output,
+                                                                      manifest["samples"]):
             client.execute(statement, fetch=False)
     log(f"result table {result}: {len(manifest['samples'])} partitions over "
         f"{server_path(output)}")
+    return manifest
+
+
+def register_result(url, result, output, overwrite=False, print_only=False, log=None):
+    """Result table *result* (and the views of composed training sets) over
+    the finished run directory *output*: a run written by beeline alone, from
+    a shipped script and its ``--hivevar`` values, becomes what ``samplegen
+    hive`` leaves.  The samples, their partitions and the views come from the
+    run's manifest; with *print_only*, return the statements instead."""
+    log = log or (lambda message, progress=False: None)
+    sql.identifier(result, "result table name")
+    where = check_output(output, overwrite=True)
+    manifest = driver.info(output)
+    if manifest.get("kind") != "run":
+        raise InputError(f"{output} is a matrix, not a run directory")
+    for entry in manifest["samples"]:
+        sql.word(entry["name"], "sample name")
+        if entry.get("composed_of"):
+            view_name(result, entry["name"])
+    conf = settings({"hive_url": url})
+    with Client(conf["url"]) as client:
+        _refuse_existing(client, result, overwrite)
+        statements = drop_statements(client, result) + result_ddl(result, output,
+                                                                  manifest["samples"])
+        if print_only:
+            return ";\n".join(statements) + ";\n"
+        for statement in statements:
+            client.execute(statement, fetch=False)
+    log(f"result table {result}: {len(manifest['samples'])} partitions over {where}")
     return manifest
 
 

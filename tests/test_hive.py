@@ -339,6 +339,43 @@ def test_block_table_to_result_table(tmp_path, tmp_path_factory, inputs, hive_se
             query = "SELECT h_index, v_index, block FROM {}_train_%d ORDER BY h_index, v_index" % i
             assert c.execute(query.format("res_p")) == c.execute(query.format("res"))
 
+    # a finished run directory registered as a result table: the same
+    # partitions and views as the run's own
+    code, ddl, err = run_cli(capsys, "hive", "register", "res_r", "--output", printed,
+                             "--hive-url", url, "--print")
+    assert code == 0, err
+    assert "CREATE VIEW res_r_train_3 AS" in ddl and "DROP" not in ddl
+    assert "res_r" not in server_tables(url)
+    code, _, err = run_cli(capsys, "hive", "register", "res_r", "--output", printed,
+                           "--hive-url", url)
+    assert code == 0, err
+    with hive_client.Client(url) as c:
+        assert dict(c.execute("SELECT sample, count(*) FROM res_r GROUP BY sample")) == counts
+        for i in range(4):
+            query = "SELECT h_index, v_index, block FROM {}_train_%d ORDER BY h_index, v_index" % i
+            assert c.execute(query.format("res_r")) == c.execute(query.format("res"))
+    code, _, err = run_cli(capsys, "hive", "register", "res_r", "--output", printed,
+                           "--hive-url", url)
+    assert "exists" in _one_line_error(code, err)
+    code, _, err = run_cli(capsys, "hive", "register", "res_m", "--output", inputs["wide"],
+                           "--hive-url", url)
+    assert "not a run directory" in _one_line_error(code, err)
+    assert "res_m" not in server_tables(url)
+
+    # --print --overwrite drops the table it replaces, and its views, first
+    code, text, err = run_cli(capsys, "hive", "holdout", table, "res_r", "--output",
+                              tmp_path / "again", "--ratio", 0.5, "--seed", 1, "--hive-url", url,
+                              "--print", "--overwrite")
+    assert code == 0, err
+    ddl = text[text.index("-- then the result table"):]
+    assert ddl.index("DROP VIEW IF EXISTS res_r_train_0") < ddl.index("DROP TABLE IF EXISTS "
+                                                                      "res_r")
+    assert ddl.index("DROP TABLE IF EXISTS res_r") < ddl.index("CREATE EXTERNAL TABLE res_r")
+    code, _, err = run_cli(capsys, "hive", "holdout", table, "res_r", "--output",
+                           tmp_path / "again", "--ratio", 0.5, "--seed", 1, "--hive-url", url,
+                           "--print")
+    assert "exists" in _one_line_error(code, err)
+
     # an existing result table is refused, and nothing is written
     before = tree_digest(str(tmp_path))
     code, _, err = run_cli(capsys, "hive", "holdout", table, "res", "--output",
@@ -445,6 +482,15 @@ def test_raw_script_with_hivevars_through_beeline(tmp_path, tmp_path_factory, in
                              os.path.join(sql.SCRIPT_DIR, "kfold_naive.hql"), hivevars)
     assert code == 0, err[-2000:]
     _readable_like(capsys, tmp_path, dest, reference(tmp_path_factory, src, "kfold", params))
+    # one follow-up command makes it a result table, as `samplegen hive kfold` leaves
+    result = "raw_" + uuid.uuid4().hex[:8]
+    code, _, err = run_cli(capsys, "hive", "register", result, "--output", dest,
+                           "--hive-url", hive_server["url"])
+    assert code == 0, err
+    with hive_client.Client(hive_server["url"]) as c:
+        got = dict(c.execute(f"SELECT sample, count(*) FROM {result} GROUP BY sample"))
+    assert got == {s["name"]: len(Matrix.open(os.path.join(dest, s["name"])).blocks())
+                   for s in driver.info(dest)["samples"]}
 
     # a shape that is not the input's: an error row, and no metadata
     other = str(tmp_path / "wrong")
