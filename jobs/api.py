@@ -11,16 +11,32 @@ block size)::
     X = np.load("features.npy")
     s = api.holdout(X, ratio=0.8, repeats=3, seed=7)
     s.names                      # ['train-0', 'test-0', ...]
-    s.indices("train-0")         # input row ids, in sample order
+    s.indices("train-0")         # input row positions, in sample order
     s["train-0"]                 # X[s.indices("train-0")]
     api.read_run("out/")         # the same interface over a run directory
 
-``X`` may also be an integer (a row count) when only indices are wanted.
+``X`` is anything with rows along its first axis, and a sample comes back as
+the same type: a numpy array of any dtype and ``ndim >= 1``, a pandas
+DataFrame or Series (rows taken by position with ``.iloc``, so the index labels
+are kept, repeated where a bootstrap repeats a row), a SciPy sparse matrix, a
+list or a tuple; another array-like (``__array__``) is converted with
+``np.asarray``.  ``X`` may also be an integer (a row count) when only indices
+are wanted.  Labels and groups travel apart from ``X``, with one row per row of
+``X``, and come back in the same order::
+
+    s = api.kfold(df, 5, seed=7, y=labels, groups=patients)
+    for train, test in s.pairs():            # ('train-0', 'test-0'), ...
+        model.fit(*s.xy(train)).score(*s.xy(test))
+    s.y("test-0"), s.groups("test-0")        # also s.take(name, weights)
+
+Bad input (a type without rows, no rows, lengths that differ) raises
+:class:`ParameterError` (a ``ValueError``).
 """
 import numpy as np
 
 from samplegen.udfs.builtin import Bootstrap, HoldOut, KFold
 from samplegen.udfs.custom import load_udf
+from samplegen.udfs.errors import ParameterError
 from samplegen.udfs.rng import PositionRNG
 
 from .driver import info, open_sample
@@ -28,30 +44,132 @@ from .phases import composed_ids
 
 _RANGE_ROWS = 1 << 20
 
+_KINDS = "a numpy array, a pandas DataFrame or Series, a SciPy sparse matrix, a list"
+
+
+def _rows(arg, data, count_ok=False):
+    """``(number of rows, data)`` of the API argument named *arg*: data as it
+    will be indexed (an array-like converted to numpy), or None for a row count."""
+    if count_ok and isinstance(data, (int, np.integer)) and not isinstance(data, bool):
+        if data < 1:
+            raise ParameterError(f"{arg} as a row count must be >= 1, got {data}")
+        return int(data), None
+    if hasattr(type(data), "iloc"):                      # pandas (and look-alikes)
+        n = len(data)
+    elif _is_sparse(data):
+        n = data.shape[0]
+    elif isinstance(data, (list, tuple)):
+        n = len(data)
+    elif isinstance(data, np.ndarray) or (hasattr(data, "__array__")
+                                          and not isinstance(data, (str, bytes, bool))):
+        data = np.asarray(data) if not isinstance(data, np.ndarray) else data
+        if data.ndim == 0:
+            raise ParameterError(f"{arg} must have rows along its first axis, got a 0-d array "
+                                 f"({data!r}); pass an array of one or more dimensions")
+        n = data.shape[0]
+    else:
+        count = ", or a row count" if count_ok else ""
+        raise ParameterError(f"{arg} must be {_KINDS}{count}, got {type(data).__name__}; "
+                             f"convert it to one of these first")
+    if n == 0:
+        raise ParameterError(f"{arg} has no rows; pass at least one row")
+    return n, data
+
+
+def _is_sparse(data):
+    return hasattr(data, "tocsr") and hasattr(data, "format") and hasattr(data, "shape")
+
+
+def _aligned(n, arg, data):
+    """*data* (argument *arg*) checked to have *n* rows, like X; None stays None."""
+    if data is None:
+        return None
+    rows, data = _rows(arg, data)
+    if rows != n:
+        raise ParameterError(f"{arg} has {rows} rows but X has {n}; pass one {arg} "
+                             f"value per row of X")
+    return data
+
+
+def _take(data, idx):
+    """The rows *idx* (positions) of *data*, as the same type."""
+    if hasattr(type(data), "iloc"):
+        return data.iloc[idx]
+    if _is_sparse(data):
+        return data.tocsr()[idx].asformat(data.format)
+    if isinstance(data, list):
+        return [data[i] for i in idx.tolist()]
+    if isinstance(data, tuple):
+        return tuple(data[i] for i in idx.tolist())
+    return data[idx]
+
 
 class Samples:
-    """Sample matrices as row indices into an input array."""
+    """Sample matrices as row positions into the input, with the input's
+    rows (``s[name]``), labels (``s.y(name)``) and groups (``s.groups(name)``)."""
 
-    def __init__(self, names, indices, data=None):
+    def __init__(self, names, indices, data=None, y=None, groups=None, n_rows=None):
         self.names = list(names)
         self._indices = indices
         self._data = data
+        self._y = y
+        self._groups = groups
+        #: rows of the input (X, y and groups have as many)
+        self.n_rows = n_rows
 
     def indices(self, name):
-        """Input row ids of sample *name*, in sample order."""
+        """Input row positions of sample *name*, in sample order."""
         try:
             return self._indices[name]
         except KeyError:
             raise KeyError(f"no sample {name!r}; samples: {', '.join(self.names)}") from None
 
     def array(self, name):
-        """The sample's rows (a new array)."""
+        """The sample's rows of X, as X's type (a new object)."""
         if self._data is None:
-            raise ValueError("these samples were computed from a row count; pass an array "
-                             "to get materialized rows")
-        return self._data[self.indices(name)]
+            raise ParameterError("these samples were computed from a row count; pass an array "
+                                 "to get materialized rows")
+        return _take(self._data, self.indices(name))
 
     __getitem__ = array
+
+    def y(self, name):
+        """The sample's labels, in the order of its rows (as y's type)."""
+        return self._given("y", self._y, name)
+
+    def groups(self, name):
+        """The sample's groups, in the order of its rows (as groups' type)."""
+        return self._given("groups", self._groups, name)
+
+    def xy(self, name):
+        """``(X rows, y rows)`` of the sample, for ``model.fit(*s.xy(name))``;
+        the second is None when no y was given."""
+        return self.array(name), None if self._y is None else self.y(name)
+
+    def take(self, name, data):
+        """The sample's rows of any other array with one row per input row
+        (sample weights, ids, ...), with the same rules as X."""
+        return _take(_aligned(self.n_rows, "data", data), self.indices(name))
+
+    def pairs(self):
+        """``[(train name, test name), ...]``: each ``train-<i>`` with its
+        ``test-<i>`` (hold-out and k-fold samples).  As row positions,
+        ``[(s.indices(a), s.indices(b)) for a, b in s.pairs()]`` is a ``cv=``
+        for scikit-learn."""
+        names = set(self.names)
+        pairs = [(name, "test-" + name[6:]) for name in self.names
+                 if name.startswith("train-") and "test-" + name[6:] in names]
+        if not pairs:
+            raise ParameterError(f"no train-<i>/test-<i> pairs among {', '.join(self.names[:6])}"
+                                 f"{', ...' if len(self.names) > 6 else ''}; pairs() is for "
+                                 f"hold-out and k-fold samples")
+        return pairs
+
+    def _given(self, arg, data, name):
+        if data is None:
+            raise ParameterError(f"no {arg} was given; pass {arg}= with one value per input "
+                                 f"row to get a sample's {arg}")
+        return _take(data, self.indices(name))
 
     def __iter__(self):
         return iter(self.names)
@@ -66,14 +184,18 @@ class Samples:
 
 
 class RunSamples(Samples):
-    """Samples read back from a run directory written by a job."""
+    """Samples read back from a run directory written by a job: ``s[name]``
+    is the stored matrix; y and groups, if given, are indexed by the stored
+    input row ids."""
 
-    def __init__(self, path):
+    def __init__(self, path, y=None, groups=None):
         self.path = path
         self.manifest = info(path)
         if self.manifest["kind"] != "run":
             raise ValueError(f"{path} is a matrix, not a run directory")
-        super().__init__([s["name"] for s in self.manifest["samples"]], {})
+        n = self.manifest["input"]["rows"]
+        super().__init__([s["name"] for s in self.manifest["samples"]], {},
+                         y=_aligned(n, "y", y), groups=_aligned(n, "groups", groups), n_rows=n)
         self._loaded = {}
 
     def _load(self, name):
@@ -95,18 +217,11 @@ class RunSamples(Samples):
         return f"<RunSamples {self.path}: {', '.join(self.names[:6])}>"
 
 
-def read_run(path):
-    """Open a run directory written by ``samplegen`` (holdout, kfold, ...)."""
-    return RunSamples(path)
-
-
-def _rows_and_data(X):
-    if isinstance(X, (int, np.integer)):
-        return int(X), None
-    data = np.asarray(X)
-    if data.ndim != 2:
-        raise ValueError(f"X must be a 2-D array or a row count, got shape {data.shape}")
-    return data.shape[0], data
+def read_run(path, y=None, groups=None):
+    """Open a run directory written by ``samplegen`` (holdout, kfold, ...);
+    *y* and *groups* have one value per row of the job's input, in its row
+    order."""
+    return RunSamples(path, y, groups)
 
 
 def sample_indices(udf, seed, block_size=1000):
@@ -135,32 +250,40 @@ def sample_indices(udf, seed, block_size=1000):
     return list(names) + list(composed), out
 
 
-def _samples(udf, data, seed, block_size=1000):
+def _inputs(X, y, groups):
+    """``(n, X, y, groups)``: the arguments checked, with one row each per row of X."""
+    n, data = _rows("X", X, count_ok=True)
+    return n, data, _aligned(n, "y", y), _aligned(n, "groups", groups)
+
+
+def _samples(udf, inputs, seed, block_size=1000):
+    n, data, y, groups = inputs
     names, indices = sample_indices(udf, seed, block_size)
-    return Samples(names, indices, data)
+    return Samples(names, indices, data, y, groups, n)
 
 
-def holdout(X, ratio, seed, repeats=1, fraction=1.0):
+def holdout(X, ratio, seed, repeats=1, fraction=1.0, *, y=None, groups=None):
     """Hold-out pairs ``train-<w>`` / ``test-<w>`` (see :class:`udfs.HoldOut`)."""
-    n, data = _rows_and_data(X)
-    return _samples(HoldOut(n, ratio, repeats, fraction), data, seed)
+    inputs = _inputs(X, y, groups)
+    return _samples(HoldOut(inputs[0], ratio, repeats, fraction), inputs, seed)
 
 
-def kfold(X, k, seed, naive=False, block_size=1000):
+def kfold(X, k, seed, naive=False, block_size=1000, *, y=None, groups=None):
     """k folds ``test-<i>`` and training sets ``train-<i>``.  In fold mode the
     training sets' row order follows dynamic composition with *block_size*
     (use the block size of the matrix the job reads to match it exactly)."""
-    n, data = _rows_and_data(X)
-    return _samples(KFold(n, k, naive), data, seed, block_size)
+    inputs = _inputs(X, y, groups)
+    return _samples(KFold(inputs[0], k, naive), inputs, seed, block_size)
 
 
-def bootstrap(X, samples, seed, size=None):
+def bootstrap(X, samples, seed, size=None, *, y=None, groups=None):
     """Bootstrap samples ``sample-<i>`` of exactly *size* rows (default: all)."""
-    n, data = _rows_and_data(X)
-    return _samples(Bootstrap(n, samples, size), data, seed)
+    inputs = _inputs(X, y, groups)
+    return _samples(Bootstrap(inputs[0], samples, size), inputs, seed)
 
 
-def sample(X, udf, seed, block_size=1000, **params):
-    """Any sampling-UDF by name or ``module:function`` with its parameters."""
-    n, data = _rows_and_data(X)
-    return _samples(load_udf(udf, n, params), data, seed, block_size)
+def sample(X, udf, seed, block_size=1000, *, y=None, groups=None, **params):
+    """Any sampling-UDF by name or ``module:function`` with its parameters
+    (*params*; ``y`` and ``groups`` are this function's own)."""
+    inputs = _inputs(X, y, groups)
+    return _samples(load_udf(udf, inputs[0], params), inputs, seed, block_size)

@@ -16,6 +16,12 @@ The public API::
     samplegen.read_run("out/")    # a job's output, the same interface
     samplegen.tbs.RTBS(...)       # time-biased samplers (docs/TBS.md)
 
+    # pandas in, pandas out (index kept); labels and groups alongside
+    s = samplegen.kfold(df, 5, seed=7, y=labels, groups=patients)
+    for train, test in s.pairs():         # ('train-0', 'test-0'), ...
+        model.fit(*s.xy(train)).score(*s.xy(test))
+    s.y("test-0"), s.groups("test-0"), s.indices("test-0")
+
 Subpackages: :mod:`samplegen.udfs` (sampling-UDFs and keyed randomness),
 :mod:`samplegen.jobs` (phases, block store, MapReduce and Spark engines),
 :mod:`samplegen.hive` (HiveQL and its TRANSFORM scripts), :mod:`samplegen.tbs`
