@@ -6,10 +6,13 @@ import math
 import numpy as np
 import pytest
 
+from samplegen.udfs.builtin import HoldOut, KFold
+from samplegen.udfs.custom import load_udf
 from samplegen.udfs.errors import ParameterError
 from samplegen.udfs.rng import (
     LANES,
     SAMPLER_VERSION,
+    KeyedRNG,
     PositionRNG,
     Purpose,
     SkipAheadRNG,
@@ -370,3 +373,153 @@ def test_bad_streams_and_positions_are_refused():
     with pytest.raises(ParameterError):
         PositionRNG(1).block(stream(Purpose.USER), 5, 4)
     assert PositionRNG(1).block(stream(Purpose.USER), 4, 4).shape == (0, LANES)
+
+
+# -- lane blocks at arbitrary positions ------------------------------------------
+
+AT_STREAMS = [stream(Purpose.HOLDOUT, 0), stream(Purpose.HOLDOUT, 3, 5), stream(Purpose.FOLD),
+              stream(Purpose.SCALAR, 7), stream(Purpose.USER, 2**64 - 1, 2**48 - 1)]
+
+
+def _one_by_one(rng, sid, positions):
+    """The specification of ``at``: ``block(p, p + 1)`` for each position."""
+    blocks = {p: rng.block(sid, p, p + 1)[0] for p in set(positions.tolist())}
+    return np.array([blocks[p] for p in positions.tolist()], dtype=np.uint64).reshape(-1, LANES)
+
+
+def _range(start, n):
+    return np.uint64(start) + np.arange(n, dtype=np.uint64)
+
+
+@pytest.mark.parametrize("seed", [0, 7, 2**64 - 1])
+def test_at_equals_block_over_ranges(seed):
+    rng = PositionRNG(seed)
+    picks = np.random.default_rng(seed % 1000)
+    for sid in AT_STREAMS:
+        for n in (1, 3, 200, 300, 5000):            # short and long runs
+            for start in (0, int(picks.integers(0, 2**63)), 2**64 - 1 - n):
+                got = rng.at(sid, _range(start, n))
+                assert got.dtype == np.uint64 and got.shape == (n, LANES)
+                assert np.array_equal(got, rng.block(sid, start, start + n)), (sid, start, n)
+
+
+@pytest.mark.parametrize("seed", [1, 2**64 - 1])
+def test_at_equals_block_at_scattered_positions(seed):
+    rng = PositionRNG(seed)
+    picks = np.random.default_rng(seed % 1000 + 1)
+    for sid in AT_STREAMS[:3]:
+        # more than one pass of the array kernel, the extremes, repeats, any order
+        positions = np.concatenate([picks.integers(0, 2**64 - 1, 40000, dtype=np.uint64),
+                                    _range(0, 3), _range(2**64 - 4, 3)])
+        positions = np.concatenate([positions, positions[picks.integers(0, positions.size, 500)]])
+        picks.shuffle(positions)
+        assert np.array_equal(rng.at(sid, positions), _one_by_one(rng, sid, positions))
+
+
+def test_at_mixes_runs_and_scattered_positions():
+    rng = PositionRNG(42)
+    picks = np.random.default_rng(42)
+    sid = stream(Purpose.HOLDOUT, 1)
+    pieces = [_range(10**6, 1000), picks.integers(0, 2**40, 700, dtype=np.uint64),
+              _range(2**64 - 1 - 600, 600), _range(5, 256), _range(5, 256),
+              picks.integers(0, 2**64 - 1, 3, dtype=np.uint64), _range(0, 2000)[::-1]]
+    positions = np.concatenate(pieces)
+    expected = _one_by_one(rng, sid, positions)
+    assert np.array_equal(rng.at(sid, positions), expected)
+    order = picks.permutation(positions.size)
+    assert np.array_equal(rng.at(sid, positions[order]), expected[order])
+
+
+def test_at_gives_the_same_with_or_without_its_path_for_runs(monkeypatch):
+    import samplegen.udfs.rng as rng_module
+    rng = PositionRNG(12)
+    sid = stream(Purpose.HOLDOUT, 2)
+    positions = np.concatenate([_range(2**50, 20000), _range(3, 300)])
+    with_runs = rng.at(sid, positions)
+    monkeypatch.setattr(rng_module, "_AT_RUN", 2**63)
+    assert np.array_equal(rng.at(sid, positions), with_runs)
+    assert np.array_equal(with_runs[:20000], rng.block(sid, 2**50, 2**50 + 20000))
+
+def test_at_takes_any_integer_dtype_and_nothing_else():
+    rng = PositionRNG(3)
+    sid = stream(Purpose.FOLD)
+    values = [0, 1, 5, 2**15 - 1, 17, 5]
+    expected = _one_by_one(rng, sid, np.array(values, dtype=np.uint64))
+    for dtype in (np.uint64, np.int64, np.uint32, np.int32, np.int16):
+        assert np.array_equal(rng.at(sid, np.array(values, dtype=dtype)), expected), dtype
+    assert np.array_equal(rng.at(sid, values), expected)            # a list of ints
+    big = np.array([2**63, 2**64 - 2], dtype=np.uint64)
+    assert np.array_equal(rng.at(sid, big), _one_by_one(rng, sid, big))
+    for empty in (np.empty(0, np.uint64), np.empty(0, np.int64), []):
+        got = rng.at(sid, empty)
+        assert got.shape == (0, LANES) and got.dtype == np.uint64
+    for bad in (np.array([3, -1]), np.array([2**64 - 1], dtype=np.uint64),
+                np.array([1.0, 2.0]), np.array([True]), np.array([[1, 2]]), np.int64(4),
+                np.array([2**64], dtype=object), [1, 2**64]):
+        with pytest.raises(ParameterError, match="positions"):
+            rng.at(sid, bad)
+
+
+def test_keyed_rng_is_at_through_a_table_of_positions():
+    rng = PositionRNG(8)
+    picks = np.random.default_rng(8)
+    positions = picks.integers(0, 2**63, 1000).astype(np.int64)
+    view = KeyedRNG(rng, positions)
+    sid = stream(Purpose.USER, 4)
+    assert np.array_equal(view.block(sid, 0, 1000), rng.at(sid, positions))
+    assert np.array_equal(view.block(sid, 250, 260), rng.at(sid, positions[250:260]))
+    assert view.block(sid, 7, 7).shape == (0, LANES)
+    assert np.array_equal(view.lane(sid, 3, 900, lane=2), rng.at(sid, positions[3:900])[:, 2])
+    assert np.array_equal(view.uniform(sid, 3, 900, lane=1),
+                          to_unit(rng.at(sid, positions[3:900])[:, 1]))
+    # what is not per row is the wrapped generator's
+    assert view.seed == rng.seed and np.array_equal(view.key, rng.key)
+    assert view.describe() == rng.describe()
+    draw = stream(Purpose.BOOTSTRAP_NODE, 1, 2)
+    assert _sequence(view.draws(draw, 5)) == _sequence(rng.draws(draw, 5))
+    assert _sequence(view.keyed(draw, 5)) == _sequence(rng.draws(draw, 5))
+    for start, stop in ((0, 1001), (5, 4), (-1, 3)):
+        with pytest.raises(ParameterError, match="keyed rows"):
+            view.block(sid, start, stop)
+    with pytest.raises(ParameterError, match="positions"):
+        KeyedRNG(rng, np.array([1, -2]))
+
+
+def _canonical(row, sample, relpos):
+    """(row id, sample, relpos) triples in one canonical order."""
+    order = np.lexsort((relpos, sample, row))
+    return row[order], sample[order], relpos[order]
+
+
+def _by_row(rows, occ):
+    """Occurrences as canonical triples; *rows* maps their offsets to row ids."""
+    offset, sample, relpos = (np.asarray(a) for a in occ)
+    return _canonical(rows[offset], sample, relpos)
+
+
+KEYED_UDFS = [
+    lambda n: HoldOut(n, ratio=0.6, repeats=3, fraction=0.7),
+    lambda n: KFold(n, k=5),
+    lambda n: KFold(n, k=5, naive=True),
+    lambda n: load_udf("samplegen.udfs.examples:bernoulli", n, {"p": 0.3}),
+]
+
+
+@pytest.mark.parametrize("make", KEYED_UDFS, ids=["holdout", "kfold", "kfold-naive", "bernoulli"])
+def test_udfs_decide_keyed_rows_as_the_range_decides_those_row_ids(make):
+    n_rows, seed = 20000, 31
+    udf, rng = make(n_rows), PositionRNG(seed)
+    picks = np.random.default_rng(seed)
+    ids = picks.choice(n_rows, 6000, replace=False)            # shuffled, sparse
+    # the range evaluation, as the block jobs do it: a few row ranges
+    edges = [0, 4999, 5000, 12345, n_rows]
+    ranged = [_by_row(np.arange(a, b), udf(a, b, rng)) for a, b in zip(edges[:-1], edges[1:])]
+    row, sample, relpos = (np.concatenate(cols) for cols in zip(*ranged))
+    keep = np.isin(row, ids)
+    expected = _canonical(row[keep], sample[keep], relpos[keep])
+    for occ in (udf.occurrences(0, ids.size, KeyedRNG(rng, ids)),
+                udf(0, ids.size, KeyedRNG(rng, ids.astype(np.uint64)))):
+        got = _by_row(ids, occ)
+        for a, b in zip(got, expected):
+            assert np.array_equal(a, b)
+    assert np.unique(expected[0]).size > 0.2 * ids.size      # the comparison is not vacuous

@@ -13,7 +13,10 @@ Bits and distributions are kept apart, as in ``numpy.random``.
 **Bits.**  Philox4x64-10 (numpy's implementation of the counter-based
 generator of Salmon et al.), whose output for a 256-bit counter under a
 128-bit key is a pure function of the two: skipping to any position costs
-O(1), and a contiguous range of positions is produced by one vectorized call.
+O(1), and a contiguous range of positions is produced by one vectorized call
+(:meth:`PositionRNG.block`); so is an array of arbitrary positions, in any order
+(:meth:`PositionRNG.at`, the same function evaluated on whole arrays;
+:class:`KeyedRNG` shows it to sampling-UDFs as a range).
 
 * The **key** is derived from the user's seed by hashing it with
   ``numpy.random.SeedSequence`` (so nearby seeds give unrelated keys).
@@ -476,11 +479,178 @@ def _draws_for(population, have, k):
     return s + repeats + math.isqrt(repeats)
 
 
-class PositionRNG:
+# -- Philox4x64-10 at arbitrary counters, on whole arrays -------------------------
+# numpy's Philox makes consecutive counters only; PositionRNG.at evaluates the
+# same function at any counters, one numpy operation per step for a whole pass
+# of positions (no Python call per position).
+
+_PHILOX_M0 = 0xD2E7470EE14C6C93   # the multipliers of Philox4x64
+_PHILOX_M1 = 0xCA5A826395121157
+_PHILOX_W0 = 0x9E3779B97F4A7C15   # the Weyl constants of its key schedule
+_PHILOX_W1 = 0xBB67AE8584CAA73B
+_PHILOX_ROUNDS = 10
+_LOW32 = np.uint64(0xFFFFFFFF)
+_AT_PASS = 1 << 14       # positions per pass: a pass's 8 work arrays stay in the L2 cache
+_AT_RUN = 256            # consecutive positions from which PositionRNG.at calls block()
+
+
+class _Factor:
+    """A Philox multiplier: the Python int, and the uint64 word and 32-bit
+    halves that the array products use."""
+
+    __slots__ = ("value", "word", "low", "high")
+
+    def __init__(self, value):
+        self.value = value
+        self.word = np.uint64(value)
+        self.low = np.uint64(value & 0xFFFFFFFF)
+        self.high = np.uint64(value >> 32)
+
+
+_M0 = _Factor(_PHILOX_M0)
+_M1 = _Factor(_PHILOX_M1)
+
+
+class _Work:
+    """The uint64 arrays of one pass: five for the counter words, three
+    scratch arrays for the products."""
+
+    def __init__(self, n):
+        self.free = [np.empty(n, dtype=np.uint64) for _ in range(5)]
+        self.scratch = [np.empty(n, dtype=np.uint64) for _ in range(3)]
+
+
+def _mulhi(x, factor, out, scratch):
+    """``out = (x * factor) >> 64`` for uint64 x: the 128-bit product from
+    the products of 32-bit halves, none of which exceeds 64 bits."""
+    a, t, u = scratch
+    np.bitwise_and(x, _LOW32, out=a)                 # a = x_lo
+    np.right_shift(x, _U64_32, out=out)              # out = x_hi
+    np.multiply(a, factor.low, out=t)                # t = x_lo m_lo
+    t >>= _U64_32
+    np.multiply(out, factor.low, out=u)              # u = x_hi m_lo + (x_lo m_lo >> 32)
+    u += t
+    a *= factor.high                                 # a = x_lo m_hi + low half of u
+    np.bitwise_and(u, _LOW32, out=t)
+    a += t
+    out *= factor.high                               # out = x_hi m_hi + the high halves
+    u >>= _U64_32
+    out += u
+    a >>= _U64_32
+    out += a
+    return out
+
+
+def _philox_product(x, c, k, factor, work):
+    """One half of a Philox round: ``(hi(x m) ^ c ^ k, lo(x m))``.
+
+    x and c are each a Python int (the same word at every position of the
+    pass) or a uint64 array of the pass; arrays are consumed (reused for the
+    results), so a word costs array operations only once it varies."""
+    if not isinstance(x, np.ndarray):
+        product = x * factor.value
+        hi, lo = product >> 64, product & _MASK64
+        if isinstance(c, np.ndarray):
+            c ^= np.uint64(hi ^ k)
+            return c, lo
+        return hi ^ c ^ k, lo
+    hi = _mulhi(x, factor, work.free.pop(), work.scratch)
+    if isinstance(c, np.ndarray):
+        hi ^= c
+        work.free.append(c)
+        hi ^= np.uint64(k)
+    else:
+        hi ^= np.uint64(c ^ k)
+    x *= factor.word
+    return hi, x
+
+
+def _philox_lanes(key, counter, positions, out):
+    """``out[i]`` = Philox4x64-10 under *key* (two ints) of the counter
+    ``counter | positions[i]`` (word 0 of *counter* is 0): the words numpy's
+    Philox gives for that counter, for a uint64 array of positions, in passes
+    of :data:`_AT_PASS`."""
+    words = [(counter >> (64 * i)) & _MASK64 for i in range(LANES)]
+    keys = [((key[0] + r * _PHILOX_W0) & _MASK64, (key[1] + r * _PHILOX_W1) & _MASK64)
+            for r in range(_PHILOX_ROUNDS)]
+    work = None
+    for begin in range(0, positions.size, _AT_PASS):
+        chunk = positions[begin:begin + _AT_PASS]
+        if work is None or work.scratch[0].size != chunk.size:
+            work = _Work(chunk.size)
+        c0 = work.free.pop()
+        c0[...] = chunk
+        c = (c0, words[1], words[2], words[3])
+        for k0, k1 in keys:
+            n0, n1 = _philox_product(c[2], c[1], k0, _M1, work)
+            n2, n3 = _philox_product(c[0], c[3], k1, _M0, work)
+            c = (n0, n1, n2, n3)
+        rows = out[begin:begin + chunk.size]
+        for lane in range(LANES):
+            rows[:, lane] = c[lane]
+            if isinstance(c[lane], np.ndarray):
+                work.free.append(c[lane])
+
+
+def _check_positions(positions):
+    """*positions* as a 1-D uint64 array of values in [0, 2**64 - 1) (the
+    positions ``block`` accepts), or ParameterError."""
+    array = np.asarray(positions)
+    if array.ndim != 1 or (array.size and array.dtype.kind not in "iu"):
+        raise ParameterError("positions must be a 1-D array of integers, got "
+                             f"shape {array.shape} and dtype {array.dtype}")
+    if not array.size:
+        return np.empty(0, dtype=np.uint64)
+    if array.dtype.kind == "i":
+        low = int(array.min())
+        if low < 0:
+            raise ParameterError(f"positions must be in [0, 2**64 - 1), got {low}")
+    high = int(array.max())
+    if high >= _MASK64:
+        raise ParameterError(f"positions must be in [0, 2**64 - 1), got {high}")
+    if array.dtype == np.int64:          # checked non-negative: the same values as uint64
+        return array.view(np.uint64)
+    return array.astype(np.uint64, copy=False)
+
+
+def _blocks(lanes):
+    """A C-contiguous (n, 4) uint64 array as n opaque 32-byte items (for
+    moving whole lane blocks with one boolean index)."""
+    return lanes.view(np.dtype((np.void, 8 * LANES))).reshape(-1)
+
+
+def _runs(positions, length):
+    """``(begin, end)`` index ranges of at least *length* consecutive
+    positions (``positions[i + 1] == positions[i] + 1``) in a uint64 array."""
+    if positions.size < length:
+        return []
+    step = np.subtract(positions[1:], positions[:-1]) == np.uint64(1)
+    if np.count_nonzero(step) < length - 1:
+        return []
+    breaks = np.flatnonzero(~step) + 1
+    begins = np.concatenate(([0], breaks))
+    ends = np.concatenate((breaks, [positions.size]))
+    long = ends - begins >= length
+    return list(zip(begins[long].tolist(), ends[long].tolist()))
+
+
+class _LaneViews:
+    """``lane`` and ``uniform`` on top of a class's ``block``."""
+
+    def lane(self, stream_id, start, stop, lane=0):
+        """One lane of the blocks for ``[start, stop)``: uint64 array (n,)."""
+        return np.ascontiguousarray(self.block(stream_id, start, stop)[:, lane])
+
+    def uniform(self, stream_id, start, stop, lane=0):
+        """Doubles in [0, 1), one per position in ``[start, stop)``."""
+        return to_unit(self.block(stream_id, start, stop)[:, lane])
+
+
+class PositionRNG(_LaneViews):
     """Random numbers addressed by (stream, position) under one seed.
 
-    Cheap to create.  :meth:`block`, :meth:`lane`, :meth:`uniform` and
-    :meth:`keyed` reuse state of this object (not thread-safe);
+    Cheap to create.  :meth:`block`, :meth:`at`, :meth:`lane`, :meth:`uniform`
+    and :meth:`keyed` reuse state of this object (not thread-safe);
     :meth:`draws` does not.
     """
 
@@ -511,13 +681,56 @@ class PositionRNG:
         self._start_at(_counter(stream_id, start, 0))
         return self._bg.random_raw((stop - start) * LANES).reshape(-1, LANES)
 
-    def lane(self, stream_id, start, stop, lane=0):
-        """One lane of the blocks for ``[start, stop)``: uint64 array (n,)."""
-        return np.ascontiguousarray(self.block(stream_id, start, stop)[:, lane])
+    def at(self, stream_id, positions):
+        """Lane blocks at arbitrary positions: uint64 array (n, 4) whose row i
+        is ``block(stream_id, p, p + 1)[0]`` for ``p = positions[i]``, bit
+        for bit.
 
-    def uniform(self, stream_id, start, stop, lane=0):
-        """Doubles in [0, 1), one per position in ``[start, stop)``."""
-        return to_unit(self.block(stream_id, start, stop)[:, lane])
+        *positions*: a 1-D integer array (uint64, or int64 >= 0), in any
+        order, repeats allowed, each below 2**64 - 1 (as for :meth:`block`).
+
+        Philox4x64-10 is evaluated on whole arrays: the 64 x 64 -> 128-bit
+        products from their 32-bit halves, in place, in passes of 2**14
+        positions whose eight work arrays stay in the cache; the counter
+        words that are the same at every position (stream, word 3) stay
+        Python ints until a round mixes them with the position, which saves
+        most of the first two rounds.  A run of at least 256 consecutive
+        increasing positions is taken from :meth:`block` instead (one call
+        per run), the rest from the arrays; the result is the same either
+        way.  *Why the runs:* dense keys (a sorted range, a partition's row
+        ids) are common, and there :meth:`block` is about 4x faster; measured, a
+        ``block`` call costs about 3 us plus 11 ns per position and the
+        arrays about 40 ns per position, so runs pay from about 128
+        positions (256 leaves a margin), and finding them costs random
+        positions about 3%.
+
+        Measured on this project's 2-core AMD EPYC build machine (numpy 2.4,
+        10**6 positions, median of 5): random uint64 positions 23 M/s
+        (43 ms), against 89 M/s (11 ms) for ``block`` over a range of 10**6,
+        3.8x slower; a sorted range through ``at`` 84 M/s (23 M/s without
+        the runs path).
+        """
+        positions = _check_positions(positions)
+        n = positions.size
+        runs = _runs(positions, _AT_RUN)
+        if runs == [(0, n)]:                 # one range: block() is the answer
+            first = int(positions[0])
+            return self.block(stream_id, first, first + n)
+        out = np.empty((n, LANES), dtype=np.uint64)
+        counter = _counter(stream_id, 0, 0)
+        key = [int(k) for k in self.key]
+        if not runs:
+            _philox_lanes(key, counter, positions, out)
+            return out
+        rest = np.ones(n, dtype=bool)
+        for begin, end in runs:
+            first = int(positions[begin])
+            out[begin:end] = self.block(stream_id, first, first + end - begin)
+            rest[begin:end] = False
+        lanes = np.empty((int(np.count_nonzero(rest)), LANES), dtype=np.uint64)
+        _philox_lanes(key, counter, positions[rest], lanes)
+        _blocks(out)[rest] = _blocks(lanes)   # whole 32-byte rows: 10x faster than 2-D
+        return out
 
     @staticmethod
     def _keyed_counter(stream_id, position):
@@ -556,6 +769,60 @@ class PositionRNG:
             "seed": self.seed,
             "key": ["%016x" % int(k) for k in self.key],
         }
+
+
+class KeyedRNG(_LaneViews):
+    """A :class:`PositionRNG` seen through a table of positions: position i
+    of this view stands for ``positions[i]`` of the wrapped generator.
+
+    ``block(stream, a, b)`` is ``rng.at(stream, positions[a:b])``, and
+    ``lane`` and ``uniform`` follow from it; ``draws``, ``keyed``, ``seed``,
+    ``key`` and ``describe`` are the wrapped generator's, unchanged (they are
+    not per row).  So a sampling-UDF called over ``[0, len(positions))``
+    with this view decides row i exactly as over a range of row ids it
+    decides row ``positions[i]``, when it draws its per-row randomness from
+    lane blocks keyed by row (hold-out, k-fold, vectorized user UDFs).  Draws
+    keyed by something else -- the bootstrap's tree nodes, the element
+    sequence of :class:`SkipAheadRNG` -- see the view's own positions 0, 1,
+    ..., not the table.
+
+    *positions*: a 1-D integer array (uint64, or int64 >= 0), any order,
+    repeats allowed, each below 2**64 - 1; checked once here, and not copied
+    (a uint64 or int64 array is used as it is).
+    """
+
+    def __init__(self, rng, positions):
+        self.rng = rng
+        self.positions = _check_positions(positions)
+
+    @property
+    def seed(self):
+        return self.rng.seed
+
+    @property
+    def key(self):
+        return self.rng.key
+
+    def block(self, stream_id, start, stop):
+        """Lane blocks for the positions ``positions[start:stop]``: uint64
+        array (n, 4)."""
+        start, stop = int(start), int(stop)
+        if not 0 <= start <= stop <= self.positions.size:
+            raise ParameterError(f"keyed rows must satisfy 0 <= start <= stop <= "
+                                 f"{self.positions.size}, got [{start}, {stop})")
+        return self.rng.at(stream_id, self.positions[start:stop])
+
+    def draws(self, stream_id, position=0):
+        """The wrapped generator's :meth:`PositionRNG.draws`."""
+        return self.rng.draws(stream_id, position)
+
+    def keyed(self, stream_id, position):
+        """The wrapped generator's :meth:`PositionRNG.keyed`."""
+        return self.rng.keyed(stream_id, position)
+
+    def describe(self):
+        """The wrapped generator's :meth:`PositionRNG.describe`."""
+        return self.rng.describe()
 
 
 class SkipAheadRNG:
