@@ -19,7 +19,8 @@ CORE = [
     "requests>=2.28",
 ]
 EXTRAS = {
-    "spark": ["pyspark>=3.5"],
+    # pyarrow: Spark's Arrow batches, which samplegen.spark's DataFrame sampling works on
+    "spark": ["pyspark>=3.5", "pyarrow>=11"],
     "hive": ["pyhive[hive_pure_sasl]>=0.7.0"],
     "plots": ["matplotlib>=3.7"],
     # peers of the Spark benchmark (bench/bench_spark.py): scikit-learn's splitters

@@ -288,3 +288,33 @@ def test_param_parsing():
     assert parse_param("d=x=y") == ("d", "x=y")
     with pytest.raises(ParameterError):
         parse_param("novalue")
+
+
+def _by_row(occ, rows):
+    """{row id: sorted [(sample, relpos), ...]} of occurrences whose offsets index *rows*."""
+    out = {}
+    for offset, s, r in zip(occ.offset.tolist(), occ.sample.tolist(), occ.relpos.tolist()):
+        out.setdefault(int(rows[offset]), []).append((s, r))
+    return {row: sorted(v) for row, v in out.items()}
+
+
+@pytest.mark.parametrize("spec,params", [
+    ("bootstrap", {"samples": 3, "size": 5000}),
+    ("bootstrap", {"samples": 1}),
+    ("samplegen.udfs.examples:paper_holdout_series", {"ratio": 0.5, "repeats": 2}),
+    ("holdout", {"ratio": 0.7, "repeats": 2, "fraction": 0.8}),
+])
+def test_keyed_rows_get_the_occurrences_of_their_row_ids(spec, params):
+    """occurrences_at over a shuffled subset of row ids (in chunks spread
+    over the whole matrix) equals the range evaluation, row by row."""
+    n = 6000
+    udf = load_udf(spec, n, params)
+    rows = np.random.default_rng(3).permutation(n)[:2500]
+    keyed = udf.occurrences_at(rows, PositionRNG(11))
+    full = udf(0, n, PositionRNG(11))
+    want = _by_row(full, np.arange(n))
+    got = _by_row(keyed, rows)
+    assert got == {r: want[r] for r in rows.tolist() if r in want}
+    if spec == "bootstrap":  # the tree covers the row ids [0, n) only
+        with pytest.raises(ParameterError, match="row ids"):
+            udf.occurrences_at(np.array([n]), PositionRNG(11))

@@ -21,6 +21,7 @@ from typing import NamedTuple
 import numpy as np
 
 from .errors import ParameterError, SamplegenError, check_int
+from .rng import KeyedRNG
 
 
 class UDFError(SamplegenError):
@@ -124,6 +125,24 @@ class SamplingUDF(abc.ABC):
         with contextlib.redirect_stdout(sys.__stderr__ or sys.stderr):
             occ = self.occurrences(start, stop, rng)
         return self._checked(occ, stop - start)
+
+    def occurrences_at(self, positions, rng):
+        """Occurrences of the rows with ids *positions* (an integer array in
+        any order; rows keyed by a column instead of a place in a matrix):
+        ``offset`` indexes *positions*.  Row ``positions[i]`` gets exactly
+        the occurrences a range holding it gets.  The default evaluates
+        :meth:`occurrences` over ``[0, len(positions))`` with a
+        :class:`udfs.rng.KeyedRNG`, so a UDF that draws its per-row
+        randomness from ``rng.block`` / ``lane`` / ``uniform`` needs nothing
+        more; a UDF whose draws are not per row (the bootstrap's tree)
+        overrides this."""
+        positions = np.asarray(positions)
+        n = positions.shape[0]
+        if n > self.n_rows:
+            raise ParameterError(f"{n} keyed rows given to a UDF over {self.n_rows} rows")
+        with contextlib.redirect_stdout(sys.__stderr__ or sys.stderr):
+            occ = self.occurrences(0, n, KeyedRNG(rng, positions))
+        return self._checked(occ, n)
 
     def _checked(self, occ, n):
         try:

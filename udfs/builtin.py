@@ -153,6 +153,18 @@ class Bootstrap(SamplingUDF):
             tree = self._trees[key] = MultinomialTree(rng, self.n_rows, self.size, i)
         return tree
 
+    def occurrences_at(self, positions, rng):
+        """Occurrences of rows *positions* (ids in ``[0, n_rows)``, any
+        order): the same draws of the same trees as :meth:`occurrences`."""
+        positions = np.asarray(positions, dtype=np.int64)
+        if positions.size and (positions.min() < 0 or positions.max() >= self.n_rows):
+            raise ParameterError(f"bootstrap row ids must lie in [0, {self.n_rows})")
+        parts = []
+        for i in range(self.samples):
+            where, relpos = self.tree(rng, i).occurrences_at(positions)
+            parts.append(Occurrences(where, np.full(where.size, i, np.int64), relpos))
+        return concat_occurrences(parts)
+
     def occurrences(self, start, stop, rng):
         parts = []
         for i in range(self.samples):

@@ -21,8 +21,10 @@ A function may carry a ``sample_names`` attribute (a list, or a callable
 called ``sample-<i>``.
 """
 import argparse
+import contextlib
 import importlib
 import inspect
+import sys
 
 import numpy as np
 
@@ -106,9 +108,20 @@ class ScalarUDF(FunctionUDF):
     """Adapter for the paper's per-row signature ``f(row_id, rng, params)``."""
 
     def occurrences(self, start, stop, rng):
+        return self._rows(range(start, stop), rng)
+
+    def occurrences_at(self, positions, rng):
+        """Keyed rows: the function sees each row's key as its row id."""
+        positions = np.asarray(positions)
+        with contextlib.redirect_stdout(sys.__stderr__ or sys.stderr):
+            occ = self._rows(positions.tolist(), rng)
+        return self._checked(occ, positions.shape[0])
+
+    def _rows(self, rows, rng):
+        """Occurrences of *rows* (row ids); offsets index *rows*."""
         seq = SkipAheadRNG(rng)
         offset, sample, relpos = [], [], []
-        for row in range(start, stop):
+        for index, row in enumerate(rows):
             seq.skip(row)  # the UDF may skip elsewhere, as the paper's UDFs do
             for occ in self.func(row, seq, self.user_params) or ():
                 try:
@@ -116,7 +129,7 @@ class ScalarUDF(FunctionUDF):
                 except (TypeError, ValueError):
                     raise UDFError(f"scalar UDF {self.name!r} must yield (sample_id, "
                                    f"relative_pos) pairs, got {occ!r}") from None
-                offset.append(row - start)
+                offset.append(index)
                 sample.append(int(sample_id))
                 relpos.append(_relpos_word(rel))
         return Occurrences(np.array(offset, np.int64), np.array(sample, np.int64),

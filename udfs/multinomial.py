@@ -135,6 +135,50 @@ class MultinomialTree:
             return np.empty(0, np.int64), np.empty(0, np.uint64)
         return np.concatenate(rows), np.concatenate(relpos)
 
+    def occurrences_at(self, positions):
+        """Occurrences of the rows *positions* (any order, in ``[0, n_rows)``):
+        the index into *positions* of each occurrence and its relative
+        position, exactly as :meth:`occurrences` gives them for those rows.
+        Only the chunks holding one of the rows are drawn: the walk down the
+        tree enters a node only when a position falls in it, so scattered
+        rows cost O(touched chunks), never the span between them.  A row id
+        listed twice gets its occurrences once (at its first place)."""
+        positions = np.asarray(positions, dtype=np.int64)
+        order = np.argsort(positions, kind="stable")
+        ids = positions[order]
+        if ids.size and (ids[0] < 0 or ids[-1] >= self.n_rows):
+            raise ValueError(f"row ids must lie in [0, {self.n_rows})")
+        nodes = [(0, 0, self.n_rows, self.total)]
+        for depth in range(self.depth):
+            children = []
+            for index, lo, size, count in nodes:
+                half = size // 2
+                left = self._left_count(depth, index, size, count)
+                for c_index, c_lo, c_size, c_count in ((2 * index, lo, half, left),
+                                                       (2 * index + 1, lo + half, size - half,
+                                                        count - left)):
+                    if c_count and c_size:
+                        a, b = np.searchsorted(ids, [c_lo, c_lo + c_size])
+                        if b > a:
+                            children.append((c_index, c_lo, c_size, c_count))
+            nodes = children
+        where, relpos = [], []
+        for index, lo, size, count in nodes:
+            if not count:
+                continue
+            chunk = self._expand(index, lo, size, count)
+            a, b = np.searchsorted(ids, [lo, lo + size])
+            wanted = ids[a:b]
+            # occurrences of chunk rows listed in the batch (first listing)
+            first = np.searchsorted(wanted, chunk.rows)
+            hit = first < wanted.size
+            hit[hit] = wanted[first[hit]] == chunk.rows[hit]
+            where.append(order[a + first[hit]])
+            relpos.append(chunk.relpos[hit])
+        if not where:
+            return np.empty(0, np.int64), np.empty(0, np.uint64)
+        return np.concatenate(where), np.concatenate(relpos)
+
     def counts(self, start, stop):
         """Occurrence count of every row in ``[start, stop)``."""
         rows, _ = self.occurrences(start, stop)

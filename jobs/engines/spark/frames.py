@@ -1,0 +1,271 @@
+"""Spark DataFrames sampled row by row, each row keyed by a column
+(:mod:`samplegen.spark`).
+
+Every decision about a row is a pure function of ``(seed, key)``: the
+sampling-UDF is evaluated at the row's *position*, which is its key
+(:meth:`udfs.base.SamplingUDF.occurrences_at`).  So the samples do not
+depend on the partitioning, on the order of the rows, on caching or on how
+often Spark recomputes the input -- unlike ``DataFrame.randomSplit``, whose
+splits overlap or lose rows when a non-deterministic upstream is recomputed
+between them.  When the key holds the row ids of a block matrix, a row is in
+exactly the samples the block jobs put it in, for the same seed.
+
+Positions:
+
+* integer keys (byte, short, int, long) are the positions as they are; they
+  must not be negative;
+* any other type (strings, decimals, dates, binary, structs, arrays) is
+  hashed with Spark's ``xxhash64`` (seed 42, a documented and stable Spark
+  SQL function) and the sign bit cleared: a position in ``[0, 2**63)``;
+* a NULL key is an error (the task fails with ``key column ... holds NULL``).
+
+Keys should be unique: rows with equal keys get equal decisions (and a
+bootstrap counts a duplicated row id once).
+
+The work happens in one ``mapInArrow`` over the input: per Arrow batch, the
+UDF decides every row at once (numpy, no Python object per row) and the
+batch's rows are taken (``pyarrow.RecordBatch.take``) once per occurrence,
+with a sample id.  Columns of any type pass through untouched.  The result
+is a lazy DataFrame Spark plans as usual; nothing is collected to the driver.
+:func:`tag` returns that one tagged DataFrame (a ``sample`` column of sample
+names): writing it, e.g. ``partitionBy("sample")``, produces every sample in
+one pass over the input.  :func:`holdout`, :func:`kfold`, :func:`bootstrap`
+and :func:`sample` return one DataFrame per sample, filters of that tagged
+DataFrame; with ``persist=True`` it is persisted (memory and disk), so that
+acting on every sample reads the input once.
+"""
+import warnings
+
+import numpy as np
+
+from samplegen.udfs.builtin import Bootstrap, HoldOut, KFold
+from samplegen.udfs.custom import load_udf
+from samplegen.udfs.errors import ParameterError, check_int
+from samplegen.udfs.rng import check_seed
+
+#: positions of keyed rows lie in [0, KEY_SPACE): the UDFs of holdout,
+#: kfold and user UDFs see it as their number of rows
+KEY_SPACE = 1 << 63
+#: internal columns (dropped from every result)
+KEY_COLUMN = "__samplegen_key"
+SAMPLE_COLUMN = "__samplegen_sample"
+_INTEGRAL = ("ByteType", "ShortType", "IntegerType", "LongType")
+
+
+# ---------------------------------------------------------------------------
+# the task: one Arrow batch in, its rows' occurrences out
+# ---------------------------------------------------------------------------
+def _decider(udf, params, n_rows, seed, key_name):
+    """The function ``mapInArrow`` runs on the executors: the sampling-UDF
+    *udf* with *params* over *n_rows* rows, under *seed*."""
+    params = dict(params)
+
+    def run(batches):
+        import pyarrow as pa
+
+        from samplegen.udfs.rng import PositionRNG
+
+        udf_obj = load_udf(udf, n_rows, params)
+        rng = PositionRNG(seed)
+        for batch in batches:
+            last = batch.num_columns - 1
+            keys = batch.column(last)
+            if keys.null_count:
+                raise ParameterError(f"key column {key_name!r} holds NULL")
+            positions = keys.to_numpy(zero_copy_only=False).astype(np.int64, copy=False)
+            if positions.size and positions.min() < 0:
+                raise ParameterError(f"key column {key_name!r} holds a negative integer "
+                                     f"({int(positions.min())}); keys must be >= 0 (or cast "
+                                     "them to strings, which are hashed)")
+            occ = udf_obj.occurrences_at(positions, rng)
+            take = pa.array(occ.offset, type=pa.int64())
+            columns = [batch.column(i).take(take) for i in range(last)]
+            columns.append(pa.array(occ.sample.astype(np.int32), type=pa.int32()))
+            yield pa.RecordBatch.from_arrays(
+                columns, names=[batch.schema.field(i).name for i in range(last)]
+                + [SAMPLE_COLUMN])
+
+    return run
+
+
+# ---------------------------------------------------------------------------
+# the driver side: checks, the tagged DataFrame, one DataFrame per sample
+# ---------------------------------------------------------------------------
+def _key_position(df, key):
+    """The Spark column of the rows' positions (see the module docstring)."""
+    from pyspark.sql import functions as F
+
+    if not isinstance(key, str) or not key:
+        raise ParameterError(f"key must name a column of the DataFrame, got {key!r}")
+    fields = {f.name: f for f in df.schema.fields}
+    if key not in fields:
+        raise ParameterError(f"key column {key!r} is not in the DataFrame (columns: "
+                             f"{', '.join(fields) or 'none'})")
+    for name in (KEY_COLUMN, SAMPLE_COLUMN):
+        if name in fields:
+            raise ParameterError(f"the DataFrame has a column named {name!r}, which "
+                                 "samplegen uses itself; rename it")
+    kind = type(fields[key].dataType).__name__
+    if kind == "MapType":
+        raise ParameterError(f"key column {key!r} is a map, which cannot be hashed; "
+                             "choose another key")
+    column = F.col(f"`{key}`")
+    if kind in _INTEGRAL:
+        return column.cast("long")
+    hashed = F.xxhash64(column).bitwiseAND(F.lit(0x7FFFFFFFFFFFFFFF))
+    return F.when(column.isNull(), F.lit(None).cast("long")).otherwise(hashed)
+
+
+def tagged_frame(df, udf, seed, key, params=None, n_rows=KEY_SPACE - 1):
+    """One DataFrame of every occurrence: *df*'s columns and the sample id
+    (int) in :data:`SAMPLE_COLUMN`.  Returns ``(frame, udf_object)``; the
+    UDF is built (and its parameters checked) here, before any Spark job."""
+    from pyspark.sql.types import IntegerType, StructField, StructType
+
+    seed = check_seed(seed)
+    params = dict(params or {})
+    udf_obj = load_udf(udf, n_rows, params)
+    position = _key_position(df, key)
+    ship(df, udf)
+    schema = StructType(list(df.schema.fields)
+                        + [StructField(SAMPLE_COLUMN, IntegerType(), False)])
+    with warnings.catch_warnings():  # pyspark's notice about pandas versions
+        warnings.filterwarnings("ignore", category=FutureWarning, module=r"pyspark\.")
+        frame = df.withColumn(KEY_COLUMN, position).mapInArrow(
+            _decider(udf, params, int(n_rows), seed, key), schema)
+    return frame, udf_obj
+
+
+def ship(df, udf):
+    """The project's packages on the executors (once per SparkContext), and
+    the module of a user UDF that is a single file outside them."""
+    from types import SimpleNamespace
+
+    from .context import ship_packages
+
+    ship_packages(df.sparkSession.sparkContext, SimpleNamespace(udf=udf))
+
+
+def _per_sample(frame, count, persist):
+    from pyspark import StorageLevel
+    from pyspark.sql import functions as F
+
+    if persist:
+        frame = frame.persist(StorageLevel.MEMORY_AND_DISK)
+    column = F.col(SAMPLE_COLUMN)
+    return [frame.filter(column == i).drop(SAMPLE_COLUMN) for i in range(count)], frame
+
+
+def tag(df, udf, seed, key, column="sample", **params):
+    """*df* with one row per occurrence and the sample's name in *column*:
+    every sample of *udf* (``holdout``, ``kfold``, ``bootstrap`` or
+    ``module:function``, with its *params*) in one DataFrame, computed in
+    one pass over *df*; e.g. ``tag(df, "holdout", 7, "id", ratio=0.8,
+    repeats=10).write.partitionBy("sample").parquet(out)``.  A k-fold
+    ``tag`` names each row's fold (``test-<i>``)."""
+    from pyspark.sql import functions as F
+
+    if not isinstance(column, str) or not column or column in df.columns:
+        raise ParameterError(f"column must be a new column name, got {column!r}")
+    if udf == "bootstrap":
+        frame, names = _bootstrap_frame(df, seed, key, params)
+    else:
+        n_rows = df.count() if udf not in ("holdout", "kfold") else KEY_SPACE - 1
+        frame, udf_obj = tagged_frame(df, udf, seed, key, params, n_rows)
+        names = _names(udf_obj)
+    lookup = F.array(*[F.lit(n) for n in names])
+    return frame.withColumn(column, F.element_at(lookup, F.col(SAMPLE_COLUMN) + 1)) \
+        .drop(SAMPLE_COLUMN)
+
+
+def _names(udf_obj):
+    names = udf_obj.sample_names()
+    if names is None:
+        raise ParameterError(f"sampling-UDF {udf_obj.name!r} does not declare its sample "
+                             "names (sample_names()); DataFrames need them")
+    return list(names)
+
+
+def holdout(df, ratio, seed, key, repeats=1, fraction=1.0, persist=False):
+    """``repeats`` hold-out pairs ``[(train, test), ...]`` of *df* (see
+    :class:`udfs.builtin.HoldOut`): row with key k is in train-w with
+    probability ``fraction * ratio``, in test-w with ``fraction * (1 -
+    ratio)``, decided by ``(seed, k)`` alone."""
+    frame, udf_obj = tagged_frame(df, HoldOut.name, seed, key,
+                                  {"ratio": ratio, "repeats": repeats, "fraction": fraction})
+    parts, _ = _per_sample(frame, 2 * udf_obj.repeats, persist)
+    return [(parts[2 * w], parts[2 * w + 1]) for w in range(udf_obj.repeats)]
+
+
+def kfold(df, k, seed, key, persist=False):
+    """``k`` pairs ``[(train, test), ...]``: test-i is fold i, train-i every
+    other row (see :class:`udfs.builtin.KFold`); each row is in exactly one
+    test set, decided by ``(seed, key)`` alone."""
+    from pyspark import StorageLevel
+    from pyspark.sql import functions as F
+
+    k = check_int("k", k, lo=2)
+    frame, _ = tagged_frame(df, KFold.name, seed, key, {"k": k})
+    if persist:
+        frame = frame.persist(StorageLevel.MEMORY_AND_DISK)
+    fold = F.col(SAMPLE_COLUMN)
+    return [(frame.filter(fold != i).drop(SAMPLE_COLUMN),
+             frame.filter(fold == i).drop(SAMPLE_COLUMN)) for i in range(k)]
+
+
+def _row_ids(df, key):
+    """``N`` when the key column holds the row ids ``0..N-1`` (each once)."""
+    from pyspark.sql import functions as F
+
+    fields = {f.name: f for f in df.schema.fields}
+    if key in fields and type(fields[key].dataType).__name__ not in _INTEGRAL:
+        raise ParameterError(f"bootstrap needs row ids 0..N-1 in the key column; {key!r} "
+                             f"is {fields[key].dataType.simpleString()}")
+    _key_position(df, key)  # the other checks
+    column = F.col(f"`{key}`").cast("decimal(38,0)")
+    row = df.agg(F.count(F.lit(1)).alias("n"), F.count(column).alias("keys"),
+                 F.min(column).alias("lo"), F.max(column).alias("hi"),
+                 F.sum(column).alias("s1"), F.sum(column * column).alias("s2")).first()
+    n = int(row["n"])
+    if n == 0:
+        raise ParameterError("the DataFrame has no rows")
+    if int(row["keys"]) != n:
+        raise ParameterError(f"key column {key!r} holds NULL")
+    lo, hi, s1, s2 = (int(row[c]) for c in ("lo", "hi", "s1", "s2"))
+    if (lo, hi, s1, s2) != (0, n - 1, n * (n - 1) // 2, (n - 1) * n * (2 * n - 1) // 6):
+        raise ParameterError(f"bootstrap needs the row ids 0..N-1, each once, in key column "
+                             f"{key!r}; it holds {n} values in [{lo}, {hi}]"
+                             + ("" if (lo, hi) != (0, n - 1) else ", with repeats"))
+    return n
+
+
+def _bootstrap_frame(df, seed, key, params):
+    n = _row_ids(df, key)
+    frame, udf_obj = tagged_frame(df, Bootstrap.name, seed, key, params, n_rows=n)
+    return frame, _names(udf_obj)
+
+
+def bootstrap(df, samples, seed, key, size=None, persist=False):
+    """``samples`` bootstrap samples of exactly *size* rows each (default:
+    the DataFrame's row count), drawn with replacement by the distributed
+    multinomial: a row drawn c times appears c times.  The key column must
+    hold the row ids ``0..N-1`` (checked by one aggregate over the key
+    column); the samples are then the block jobs' for the same seed."""
+    frame, names = _bootstrap_frame(df, seed, key, {"samples": samples, "size": size})
+    parts, _ = _per_sample(frame, len(names), persist)
+    return parts
+
+
+def sample(df, udf, seed, key, persist=False, **params):
+    """Any sampling-UDF (``module:function`` or a built-in name) with its
+    *params*: ``{sample name: DataFrame}``.  A user UDF sees the DataFrame's
+    row count as its number of rows (one count job) and decides row *key*
+    as the block jobs decide row id *key*."""
+    if udf == "bootstrap":
+        frame, names = _bootstrap_frame(df, seed, key, params)
+    else:
+        n_rows = df.count() if udf not in ("holdout", "kfold") else KEY_SPACE - 1
+        frame, udf_obj = tagged_frame(df, udf, seed, key, params, n_rows)
+        names = _names(udf_obj)
+    parts, _ = _per_sample(frame, len(names), persist)
+    return dict(zip(names, parts))

@@ -1,0 +1,218 @@
+"""samplegen.spark on a real local Spark: DataFrames in, DataFrames out,
+every decision keyed by a column.  The samples do not depend on the
+partitioning, the row order or recomputation of a non-deterministic
+upstream; sizes are exact where promised; columns of any type pass through;
+row-id keys give the block jobs' membership (the in-memory API is the block
+jobs' contract, tests/test_api.py; one holdout is checked against a run).
+"""
+import collections
+
+import numpy as np
+import pytest
+
+from samplegen import spark as sg
+from samplegen.jobs import api, driver
+from samplegen.udfs.builtin import HoldOut
+from samplegen.udfs.errors import ParameterError
+from samplegen.udfs.rng import PositionRNG
+
+from .conftest import NO_CONF, make
+
+pytestmark = pytest.mark.spark
+SEED = 7
+N = 3000
+
+
+@pytest.fixture(scope="module")
+def session(spark):
+    from pyspark.sql import SparkSession
+
+    return SparkSession(spark)
+
+
+@pytest.fixture(scope="module")
+def frame(session):
+    """Row ids 0..N-1 with a string, an array and a struct column."""
+    from pyspark.sql import functions as F
+
+    return (session.range(N)
+            .withColumn("name", F.concat(F.lit("row-"), F.col("id").cast("string")))
+            .withColumn("tags", F.array(F.col("id") % 3, F.col("id") % 5))
+            .withColumn("point", F.struct((F.col("id") * 0.5).alias("x"),
+                                          F.lit("p").alias("label"))))
+
+
+def ids(df):
+    """The key column's values, as a sorted list (repeats kept)."""
+    return sorted(row[0] for row in df.select("id").collect())
+
+
+def variants(session, frame):
+    """The same rows under other partitionings and orders, and recomputed
+    from a non-deterministic upstream (a random order, then round-robin
+    partitions: each evaluation deals the rows out differently)."""
+    from pyspark.sql import functions as F
+
+    return {"one partition": frame.repartition(1),
+            "seven partitions": frame.repartition(7),
+            "shuffled": frame.orderBy(F.rand()),
+            "recomputed": frame.orderBy(F.rand()).repartition(5)}
+
+
+def test_holdout_is_the_block_jobs_under_any_partitioning(session, frame):
+    ref = api.holdout(N, 0.7, SEED, repeats=2)
+    want = [(sorted(ref.indices(f"train-{w}").tolist()), sorted(ref.indices(f"test-{w}").tolist()))
+            for w in range(2)]
+    for label, df in {"as built": frame, **variants(session, frame)}.items():
+        pairs = sg.holdout(df, 0.7, SEED, key="id", repeats=2)
+        got = [(ids(train), ids(test)) for train, test in pairs]
+        assert got == want, label
+    for train, test in want:  # a partition of the rows
+        assert not set(train) & set(test) and len(train) + len(test) == N
+
+
+def test_kfold_each_row_in_exactly_one_test_fold(session, frame):
+    ref = api.kfold(N, 4, SEED)
+    for label, df in variants(session, frame).items():
+        folds = sg.kfold(df, 4, SEED, key="id")
+        tests = [ids(test) for _, test in folds]
+        assert tests == [sorted(ref.indices(f"test-{i}").tolist()) for i in range(4)], label
+        assert sorted(sum(tests, [])) == list(range(N))
+    train, test = folds[1]
+    assert sorted(ids(train) + ids(test)) == list(range(N))
+
+
+def test_bootstrap_exact_size_and_the_block_jobs_draws(session, frame):
+    ref = api.bootstrap(N, 3, SEED, size=2500)
+    for label, df in variants(session, frame).items():
+        samples = sg.bootstrap(df, 3, SEED, key="id", size=2500)
+        for i, part in enumerate(samples):
+            got = ids(part)
+            assert len(got) == 2500, label
+            assert got == sorted(ref.indices(f"sample-{i}").tolist()), label
+    default = sg.bootstrap(frame, 1, SEED, key="id")[0]
+    assert default.count() == N
+    assert max(collections.Counter(ids(default)).values()) > 1  # drawn with replacement
+
+
+def test_membership_equals_a_block_job(session, tmp_path):
+    """The key holds the row ids of a block matrix: the same rows as the
+    inline job's run directory, sample by sample."""
+    src = make(tmp_path, rows=900, cols=4, block_size=100, seed=2)
+    run = str(tmp_path / "run")
+    driver.generate(src, run, "holdout", {"ratio": 0.6, "repeats": 2}, SEED, runner="inline",
+                    options=NO_CONF)
+    samples = api.read_run(run)
+    df = session.range(900).repartition(3)
+    for w, (train, test) in enumerate(sg.holdout(df, 0.6, SEED, key="id", repeats=2)):
+        assert ids(train) == sorted(samples.indices(f"train-{w}").tolist())
+        assert ids(test) == sorted(samples.indices(f"test-{w}").tolist())
+
+
+def test_other_columns_pass_through_untouched(session, frame):
+    (train, test), = sg.holdout(frame.repartition(4), 0.5, SEED, key="id")
+    assert train.schema == frame.schema
+    original = {row["id"]: row for row in frame.collect()}
+    for row in train.collect() + test.collect():
+        assert row == original[row["id"]]
+    boot = sg.bootstrap(frame, 1, SEED, key="id", size=500)[0]
+    for row in boot.collect():
+        assert row == original[row["id"]]
+
+
+def test_string_keys_are_hashed_with_xxhash64(session, frame):
+    """A string key's position is Spark's xxhash64 (seed 42) with the sign
+    bit cleared; decisions follow it under any partitioning."""
+    from pyspark.sql import functions as F
+
+    hashed = frame.select("name", (F.xxhash64("name").bitwiseAND(F.lit(0x7FFFFFFFFFFFFFFF)))
+                          .alias("pos")).collect()
+    names = [row["name"] for row in hashed]
+    positions = np.array([row["pos"] for row in hashed], dtype=np.int64)
+    occ = HoldOut(1 << 62, 0.7).occurrences_at(positions, PositionRNG(SEED))
+    want = sorted(names[i] for i in occ.offset[occ.sample == 0])
+    for df in (frame, frame.repartition(7), frame.orderBy(F.rand())):
+        (train, _), = sg.holdout(df, 0.7, SEED, key="name")
+        assert sorted(row[0] for row in train.select("name").collect()) == want
+
+
+def test_tag_gives_every_sample_in_one_frame(session, frame):
+    tagged = sg.tag(frame.repartition(3), "holdout", SEED, "id", ratio=0.8, repeats=3)
+    counts = dict(tagged.groupBy("sample").count().collect())
+    assert sorted(counts) == sorted(f"{s}-{w}" for w in range(3) for s in ("train", "test"))
+    for w in range(3):
+        assert counts[f"train-{w}"] + counts[f"test-{w}"] == N
+    ref = api.holdout(N, 0.8, SEED, repeats=3)
+    rows = tagged.filter("sample = 'test-2'").select("id").collect()
+    assert sorted(r[0] for r in rows) == sorted(ref.indices("test-2").tolist())
+
+
+def test_user_udf_and_its_sample_names(session, frame):
+    parts = sg.sample(frame.repartition(5), "samplegen.udfs.examples:bernoulli", SEED, "id",
+                      p=0.2)
+    ref = api.sample(N, "samplegen.udfs.examples:bernoulli", SEED, p=0.2)
+    assert list(parts) == ref.names
+    for name, df in parts.items():
+        assert ids(df) == sorted(ref.indices(name).tolist())
+
+
+def test_holdout_share_is_binomial(session, session_range):
+    """The train share of 20,000 rows is Binomial(20000, 0.75): within 5
+    standard deviations (two-sided, p < 6e-7)."""
+    n, p = 20000, 0.75
+    (train, _), = sg.holdout(session_range(n).repartition(4), p, 11, key="id")
+    assert abs(train.count() - n * p) < 5 * (n * p * (1 - p)) ** 0.5
+
+
+@pytest.fixture(scope="module")
+def session_range(session):
+    return session.range
+
+
+def test_bad_input_is_one_clear_error(session, frame):
+    from pyspark.sql import functions as F
+
+    cases = [
+        (lambda: sg.holdout(frame, 0.7, SEED, key="nope"), "not in the DataFrame"),
+        (lambda: sg.holdout(frame, 1.5, SEED, key="id"), "ratio"),
+        (lambda: sg.kfold(frame, 1, SEED, key="id"), "k"),
+        (lambda: sg.holdout(frame, 0.7, -1, key="id"), "seed"),
+        (lambda: sg.holdout(frame.withColumn("m", F.create_map(F.lit("a"), F.col("id"))),
+                            0.7, SEED, key="m"), "map"),
+        (lambda: sg.bootstrap(frame, 2, SEED, key="name"), "row ids"),
+        (lambda: sg.bootstrap(frame.filter("id != 5"), 2, SEED, key="id"), "0..N-1"),
+        (lambda: sg.bootstrap(frame.withColumn("id", F.when(F.col("id") == 3, 4)
+                                               .when(F.col("id") == 4, 3).otherwise(F.col("id"))),
+                              2, SEED, key="id"), None),
+        (lambda: sg.tag(frame, "holdout", SEED, "id", column="name", ratio=0.5), "column"),
+    ]
+    for make_call, words in cases:
+        if words is None:  # a permutation of the row ids is fine
+            make_call()
+            continue
+        with pytest.raises(ParameterError, match=words):
+            make_call()
+    dup = frame.withColumn("id", F.when(F.col("id") == 3, 4).otherwise(F.col("id")))
+    with pytest.raises(ParameterError, match="repeats"):
+        sg.bootstrap(dup, 1, SEED, key="id")
+
+
+def test_a_bad_key_value_fails_the_job_with_its_reason(session, frame):
+    from pyspark.sql import functions as F
+
+    negative = frame.withColumn("id", F.col("id") - 10)
+    (train, _), = sg.holdout(negative, 0.5, SEED, key="id")
+    with pytest.raises(Exception, match="negative integer"):
+        train.count()
+    nulls = frame.withColumn("id", F.when(F.col("id") == 7, None).otherwise(F.col("id")))
+    (train, _), = sg.holdout(nulls, 0.5, SEED, key="id")
+    with pytest.raises(Exception, match="holds NULL"):
+        train.count()
+
+
+def test_a_scalar_udf_sees_the_key_as_its_row_id(session, frame):
+    spec = "samplegen.udfs.examples:paper_holdout_series"
+    parts = sg.sample(frame.repartition(3), spec, SEED, "id", ratio=0.5, repeats=2)
+    ref = api.sample(N, spec, SEED, ratio=0.5, repeats=2)
+    for name, df in parts.items():
+        assert ids(df) == sorted(ref.indices(name).tolist())
