@@ -44,13 +44,25 @@ def _add_run_options(p):
 
 def add_commands(sub):
     """Add the matrix and sampling commands to the subparsers object *sub*."""
-    p = sub.add_parser("import", help="import a .npy, .csv or Parquet file as a block matrix")
-    p.add_argument("src", metavar="SRC", help="file of rows: .npy, .csv or .parquet")
+    p = sub.add_parser("import", help="import rows (a .npy, .csv or Parquet file, or a directory "
+                       "of Parquet files) as a block matrix")
+    p.add_argument("src", metavar="SRC",
+                   help="rows: FILE.npy, FILE.csv, FILE.parquet, or a Parquet dataset directory "
+                        "(as Spark or Hive write it; partition directories key=value give "
+                        "columns); a local path, hdfs://... or another fsspec URL")
     p.add_argument("dest", metavar="DEST", help="matrix directory to create")
     p.add_argument("--block-size", type=int, required=True, help="rows and columns per block")
     p.add_argument("--sparse", action="store_true", help="store CSR blocks (zeros implicit)")
-    p.add_argument("--columns", default=None,
-                   help="comma-separated columns to import (CSV with header, Parquet)")
+    p.add_argument("--columns", default=None, metavar="A,B,...",
+                   help="comma-separated columns to import, in this order (CSV with a header, "
+                        "Parquet); default: every numeric column (numbers and booleans)")
+    p.add_argument("--exclude", default=None, metavar="C,D,...",
+                   help="comma-separated columns to leave out; every other numeric column is "
+                        "imported (not with --columns)")
+    p.add_argument("--label", default=None, metavar="NAME",
+                   help="the label column, recorded by name in the matrix's _matrix.json for "
+                        "stratification; it must be numeric and is imported as a regular column "
+                        "(added to --columns if they do not name it)")
     p.add_argument("--overwrite", action="store_true", help="replace a non-empty DEST")
 
     p = sub.add_parser("make-matrix", help="write a synthetic dense or sparse matrix")
@@ -100,6 +112,11 @@ def add_commands(sub):
                    help="FILE.npy, FILE.csv or FILE.parquet (missing directories are created)")
     p.add_argument("--no-row-ids", action="store_true", help="omit the row ids")
     p.add_argument("--overwrite", action="store_true", help="replace an existing FILE")
+
+
+def _names(text):
+    """The names of a comma-separated list (None for none)."""
+    return [name.strip() for name in text.split(",")] if text else None
 
 
 def _options(args):
@@ -153,9 +170,9 @@ def dispatch(args, log):
     progress=False)`` writes a line on stderr.  Returns the exit status."""
     cmd = args.command
     if cmd == "import":
-        columns = [c.strip() for c in args.columns.split(",")] if args.columns else None
         driver.import_file(args.src, args.dest, args.block_size,
-                           "sparse" if args.sparse else "dense", columns, args.overwrite, log)
+                           "sparse" if args.sparse else "dense", _names(args.columns),
+                           args.overwrite, log, exclude=_names(args.exclude), label=args.label)
     elif cmd == "make-matrix":
         driver.make_matrix(args.dest, args.rows, args.cols, args.block_size, args.density,
                            args.seed, args.overwrite, log)

@@ -252,25 +252,38 @@ def check_block_size(block_size):
     return check_int("block size", block_size, lo=1, hi=MAX_BLOCK_SIZE)
 
 
-def import_file(src, dest, block_size, kind="dense", columns=None, overwrite=False, log=None):
-    """Import a .npy / .csv / Parquet file of rows as a block matrix."""
+def import_file(src, dest, block_size, kind="dense", columns=None, overwrite=False, log=None,
+                exclude=None, label=None):
+    """Import rows as a block matrix: a .npy, .csv or Parquet file, or a
+    directory of Parquet files (a Spark or Hive dataset, partitioned or not),
+    read where it lives -- a local path, ``hdfs://`` or any URL of the
+    filesystem layer (see :func:`jobs.formats.open_source`).
+
+    *columns* (names, in order) or *exclude* (names to leave out) choose the
+    columns of a CSV file with a header or of Parquet; without either, every
+    numeric column is imported and the others are left out with one log line
+    naming them.  *label*: a numeric column, imported as a regular one and
+    recorded by name in ``_matrix.json`` (``"label"``)."""
     log = log or (lambda message, progress=False: None)
     block_size = check_block_size(block_size)
     if kind not in KINDS:
         raise ParameterError(f"kind must be dense or sparse, got {kind!r}")
-    with fsmod.local_copy(src) as path:         # a file on HDFS: read from a local copy
-        names, n_cols, chunks = open_source(path, columns)
-        check_memory(2 * 8 * block_size * n_cols, f"a row of blocks of {n_cols} columns",
-                     "use a smaller --block-size")
-        with StagedOutput(dest, overwrite, inputs=[src]) as staging:
-            writer = MatrixWriter(staging, n_cols, block_size, kind, columns=names)
-            try:
-                for chunk in chunks:
-                    writer.add_rows(chunk)
-            except BaseException:
-                writer.abort()
-                raise
-            meta = writer.close()
+    rows = open_source(src, columns, exclude, label)
+    if rows.left_out:
+        log("left out non-numeric columns: "
+            + ", ".join(f"{name} ({kind})" for name, kind in rows.left_out))
+    check_memory(2 * 8 * block_size * rows.n_cols, f"a row of blocks of {rows.n_cols} columns",
+                 "use a smaller --block-size")
+    with StagedOutput(dest, overwrite, inputs=[src]) as staging:
+        writer = MatrixWriter(staging, rows.n_cols, block_size, kind, columns=rows.names,
+                              label=label)
+        try:
+            for chunk in rows.chunks:
+                writer.add_rows(chunk)
+        except BaseException:
+            writer.abort()
+            raise
+        meta = writer.close()
     log(f"imported {meta['rows']} x {meta['cols']} ({kind}, block size {block_size}) "
         f"into {dest}")
     return meta

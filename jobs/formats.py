@@ -1,18 +1,23 @@
-"""Users' row files in and out of the block store: .npy, .csv, Parquet.
+"""Users' rows in and out of the block store: .npy, .csv, Parquet.
 
-``import`` assigns row ids in file order (row i of the file gets id i);
-``export`` writes any matrix or sample back as rows, with a ``row_id`` column
-(CSV, Parquet) or a ``<name>.row_ids.npy`` file next to a ``.npy`` export.
-Values travel as float64 bit patterns, so NaN and +-inf survive both ways; a
-CSV export writes each value as the shortest text that reads back as the same
-float64 (``91.22``, not ``91.219999999999999``).
+``import`` reads a .npy, .csv or Parquet file, or a Parquet dataset
+directory (as Spark and Hive write them), wherever the filesystem layer
+reaches it (:mod:`jobs.fs`: local paths, ``hdfs://``, other fsspec URLs),
+and assigns row ids in file order (row i of the file gets id i; a dataset's
+files in the order of their paths).  ``export`` writes any matrix or sample
+back as rows, with a ``row_id`` column (CSV, Parquet) or a
+``<name>.row_ids.npy`` file next to a ``.npy`` export.  Values travel as
+float64 bit patterns, so NaN and +-inf survive both ways; a CSV export writes
+each value as the shortest text that reads back as the same float64
+(``91.22``, not ``91.219999999999999``).
 """
+import collections
 import io
 import itertools
 import os
 import re
 import tempfile
-from urllib.parse import urlsplit
+from urllib.parse import unquote, urlsplit
 
 import numpy as np
 
@@ -22,60 +27,257 @@ from . import fs as fsmod
 from .store import MANIFEST, META
 
 CHUNK_ROWS = 65536
+#: at most this many bytes of a .npy file's values are converted at a time
+NPY_CHUNK_BYTES = 64 << 20
 FORMATS = (".npy", ".csv", ".parquet")
+#: the name endings of a Parquet dataset's part files (others are recognized by
+#: their first bytes)
+PARQUET_SUFFIXES = (".parquet", ".parq")
+PARQUET_MAGIC = b"PAR1"
+#: the partition directory value of a null (Hive, Spark)
+NULL_PARTITION = "__HIVE_DEFAULT_PARTITION__"
 
 
 def file_format(path):
     ext = os.path.splitext(path)[1].lower()
     if ext not in FORMATS:
         raise ParameterError(f"unsupported file type {ext or '(none)'!r} for {path}: "
-                             f"use one of {', '.join(FORMATS)}")
+                             f"use one of {', '.join(FORMATS)}, or a directory of Parquet files")
     return ext
 
 
 # ---------------------------------------------------------------------------
 # reading
 # ---------------------------------------------------------------------------
-def open_source(path, columns=None):
-    """Inspect a row file: returns ``(column names, n_cols, row chunk iterator)``.
+#: an opened source: column names (None for a .npy file or a CSV file
+#: without a header), the number of columns imported, an iterator of float64
+#: row chunks, and the ``(name, type)`` of each non-numeric column left out
+#: because nobody asked for it
+Rows = collections.namedtuple("Rows", "names n_cols chunks left_out")
 
-    Raises InputError for a missing, empty, ragged or non-numeric file, or an
-    array that is not 2-D.
+
+def open_source(uri, columns=None, exclude=None, label=None):
+    """Open the rows to import: a .npy, .csv or Parquet file, or a directory
+    of Parquet files (whatever its name), on any filesystem of :mod:`jobs.fs`.
+
+    Columns (CSV with a header, Parquet): *columns* names those to import, in
+    that order; *exclude* those to leave out (the other numeric ones are
+    imported); without either, every numeric column.  A *label* column must
+    be numeric and is imported as a regular column (appended to *columns* if
+    they do not name it).  Numeric means integers, floats, decimals and
+    booleans; other columns are reported in ``Rows.left_out``.
+
+    Everything is read where it lives, in one pass: CSV and .npy files are
+    streamed through the filesystem layer, Parquet is read row group by row
+    group through fsspec (every file's footer first, so that a bad column or
+    file is refused before anything is written).  The one exception is a
+    Fortran-ordered .npy file on a remote filesystem, whose rows are not
+    contiguous: it is copied to a local temporary file first.
+
+    ParameterError for an unsupported file type or a bad column choice;
+    InputError for a missing, empty, ragged or non-numeric file, an array
+    that is not 2-D, or a directory without Parquet files.
     """
-    fmt = file_format(path)
-    if not os.path.exists(path):
-        raise InputError(f"input file not found: {path}")
-    if os.path.isdir(path) and fmt != ".parquet":
-        raise InputError(f"input is a directory, expected a {fmt} file: {path}")
-    if os.path.isfile(path) and os.path.getsize(path) == 0:
-        raise InputError(f"input file is empty: {path}")
-    if columns is not None and fmt == ".npy":
-        raise ParameterError("--columns applies to CSV and Parquet files only")
-    return {".npy": _open_npy, ".csv": _open_csv, ".parquet": _open_parquet}[fmt](path, columns)
+    pick = Selection(columns, exclude, label)
+    fs = fsmod.get_fs(uri)
+    if fs.isdir(uri):
+        return _open_parquet(uri, pick, dataset=True)
+    fmt = file_format(uri)
+    if not fs.exists(uri):
+        raise InputError(f"input file not found: {uri}")
+    if fs.size(uri) == 0:
+        raise InputError(f"input file is empty: {uri}")
+    if fmt == ".parquet":
+        return _open_parquet(uri, pick, dataset=False)
+    if fmt == ".npy":
+        if pick.option:
+            raise ParameterError(f"{pick.option} applies to CSV and Parquet files only")
+        return _open_npy(uri, fs)
+    return _open_csv(uri, fs, pick)
+
+
+def _listing(names, limit=20):
+    shown = ", ".join(map(str, names[:limit]))
+    return shown + (f", ... ({len(names)} in all)" if len(names) > limit else "")
+
+
+def _name_list(option, names):
+    if names is None:
+        return None
+    names = list(names)
+    for i, name in enumerate(names):
+        if not isinstance(name, str) or not name:
+            raise ParameterError(f"{option}: column names must be non-empty, got {names!r}")
+        if name in names[:i]:
+            raise ParameterError(f"{option} names column {name!r} twice")
+    return names
+
+
+class Selection:
+    """The columns asked for (``--columns``, ``--exclude``, ``--label``);
+    :meth:`pick` applies them to the columns a source has."""
+
+    def __init__(self, columns=None, exclude=None, label=None):
+        if columns is not None and exclude is not None:
+            raise ParameterError("--columns and --exclude cannot be used together: name the "
+                                 "columns to import, or the ones to leave out")
+        self.columns = _name_list("--columns", columns)
+        self.exclude = _name_list("--exclude", exclude)
+        if label is not None and (not isinstance(label, str) or not label):
+            raise ParameterError(f"--label must name a column, got {label!r}")
+        self.label = label
+        if label is not None and label in (self.exclude or ()):
+            raise ParameterError(f"--label {label!r} is also left out by --exclude")
+
+    @property
+    def option(self):
+        """The first option given that names columns (None without any)."""
+        for option, value in (("--columns", self.columns), ("--exclude", self.exclude),
+                              ("--label", self.label)):
+            if value is not None:
+                return option
+        return None
+
+    def pick(self, where, available):
+        """``(indices of the columns to import, [(name, type)] left out)``
+        from *available*, the ``(name, type)`` of each column of *where* in
+        order, type None for a numeric column."""
+        positions, kinds = {}, {}
+        for i, (name, kind) in enumerate(available):
+            positions.setdefault(name, i)
+            kinds.setdefault(name, kind)
+
+        def numeric(option, name):
+            if name not in kinds:
+                raise ParameterError(f"{option}: no column {name!r} in {where} "
+                                     f"(columns: {_listing([n for n, _ in available])})")
+            if kinds[name] is not None:
+                raise ParameterError(f"{option}: column {name!r} of {where} is {kinds[name]}, "
+                                     "not numeric (only numbers and booleans can be imported)")
+
+        if self.label is not None:
+            numeric("--label", self.label)
+        if self.columns is not None:
+            for name in self.columns:
+                numeric("--columns", name)
+            chosen = list(self.columns)
+            if self.label is not None and self.label not in chosen:
+                chosen.append(self.label)
+            return [positions[name] for name in chosen], []
+        for name in self.exclude or ():
+            if name not in kinds:
+                raise ParameterError(f"--exclude: no column {name!r} in {where} "
+                                     f"(columns: {_listing([n for n, _ in available])})")
+        skip = set(self.exclude or ())
+        chosen = [i for i, (name, kind) in enumerate(available)
+                  if kind is None and name not in skip]
+        left_out = [(name, kind) for name, kind in available
+                    if kind is not None and name not in skip]
+        if not chosen:
+            if skip:
+                raise ParameterError(f"--exclude leaves no numeric column of {where} to import")
+            raise InputError(f"{where}: no numeric column to import (it has "
+                             f"{_listing([f'{n} ({k})' for n, k in left_out])})")
+        return chosen, left_out
+
+
+def _skip(f, n):
+    """Move the new stream *f* *n* bytes on (a seek where it can)."""
+    if f.seekable():
+        f.seek(n)
+        return
+    while n > 0:
+        data = f.read(min(n, 1 << 20))
+        if not data:
+            break
+        n -= len(data)
+
+
+def _read_exactly(f, n):
+    pieces, left = [], n
+    while left > 0:
+        data = f.read(left)
+        if not data:
+            break
+        pieces.append(data)
+        left -= len(data)
+    return b"".join(pieces)
 
 
 NPY_MAGIC = b"\x93NUMPY"
 
 
-def _open_npy(path, columns):
-    with open(path, "rb") as f:
-        if f.read(len(NPY_MAGIC)) != NPY_MAGIC:
-            raise InputError(f"{path} is not a .npy file (no NumPy header)")
-    try:
-        array = np.load(path, mmap_mode="r", allow_pickle=False)
-    except Exception as exc:  # numpy raises several types for bad files
-        raise InputError(f"cannot read {path} as .npy: {exc}") from None
-    if array.ndim != 2:
-        raise InputError(f"{path}: array is not 2-D (shape {array.shape})")
-    if array.dtype.kind not in "biuf":
-        raise InputError(f"{path}: array is not numeric (dtype {array.dtype})")
-    if array.shape[0] == 0 or array.shape[1] == 0:
-        raise InputError(f"{path}: array is empty (shape {array.shape})")
+class _Counted:
+    """A stream that counts the bytes read from it (where a header ends)."""
 
-    def chunks():
-        for a in range(0, array.shape[0], CHUNK_ROWS):
-            yield np.asarray(array[a:a + CHUNK_ROWS], dtype=np.float64)
-    return None, array.shape[1], chunks()
+    def __init__(self, f):
+        self.f, self.n = f, 0
+
+    def read(self, size=-1):
+        data = self.f.read(size)
+        self.n += len(data)
+        return data
+
+
+def _open_npy(uri, fs):
+    """A 2-D numeric array.  Local files are memory-mapped; elsewhere the
+    rows stream from the layer's reader, except for a Fortran-ordered
+    array, which is read from a local copy (see :func:`open_source`)."""
+    with fs.open_read(uri) as f:
+        counted = _Counted(f)
+        if counted.read(len(NPY_MAGIC)) != NPY_MAGIC:
+            raise InputError(f"{uri} is not a .npy file (no NumPy header)")
+        version = tuple(counted.read(2))
+        if version not in ((1, 0), (2, 0), (3, 0)):
+            raise InputError(f"cannot read {uri} as .npy: unknown format version {version}")
+        try:
+            read_header = (np.lib.format.read_array_header_1_0 if version == (1, 0)
+                           else np.lib.format.read_array_header_2_0)
+            shape, fortran, dtype = read_header(counted)
+        except Exception as exc:  # numpy raises several types for bad headers
+            raise InputError(f"cannot read {uri} as .npy: {exc}") from None
+        offset = counted.n
+    if len(shape) != 2:
+        raise InputError(f"{uri}: array is not 2-D (shape {shape})")
+    if dtype.kind not in "biuf":
+        raise InputError(f"{uri}: array is not numeric (dtype {dtype})")
+    if shape[0] == 0 or shape[1] == 0:
+        raise InputError(f"{uri}: array is empty (shape {shape})")
+    rows, cols = shape
+    row_bytes = cols * dtype.itemsize
+    step = max(1, min(CHUNK_ROWS, NPY_CHUNK_BYTES // row_bytes))
+    if offset + rows * row_bytes > fs.size(uri):
+        raise InputError(f"{uri}: truncated .npy file (its header promises {rows} x {cols} "
+                         f"values of {dtype})")
+
+    def mapped(path):
+        try:
+            array = np.load(path, mmap_mode="r", allow_pickle=False)
+        except Exception as exc:  # numpy raises several types for bad files
+            raise InputError(f"cannot read {uri} as .npy: {exc}") from None
+        for a in range(0, rows, step):
+            yield np.asarray(array[a:a + step], dtype=np.float64)
+
+    def streamed():
+        with fs.open_read(uri) as f:
+            _skip(f, offset)
+            for a in range(0, rows, step):
+                n = min(step, rows - a)
+                data = _read_exactly(f, n * row_bytes)
+                if len(data) < n * row_bytes:
+                    raise InputError(f"{uri}: truncated .npy file (row {a + len(data) // row_bytes}"
+                                     f" of {rows} is cut short)")
+                yield np.frombuffer(data, dtype).reshape(n, cols).astype(np.float64)
+
+    def copied():
+        with fsmod.local_copy(uri) as path:
+            yield from mapped(path)
+
+    if fsmod.is_local(uri):
+        chunks = mapped(fsmod.local_path(uri))
+    else:
+        chunks = copied() if fortran else streamed()
+    return Rows(None, cols, chunks, [])
 
 
 # The CSV rule.  A field (surrounding spaces and tabs and one pair of double
@@ -115,47 +317,66 @@ CSV_CHUNK_BYTES = 16 << 20
 BOM = b"\xef\xbb\xbf"
 
 
-def _open_csv(path, columns):
+class _Lines:
+    """Lines of a stream with the offset after each (no seek or tell needed)."""
+
+    def __init__(self, f):
+        self.f, self.buffer, self.offset = f, b"", 0
+
+    def readline(self):
+        pieces, found = [self.buffer], b"\n" in self.buffer
+        while not found:
+            data = self.f.read(1 << 16)
+            if not data:
+                break
+            pieces.append(data)
+            found = b"\n" in data
+        buffer = b"".join(pieces)
+        cut = buffer.find(b"\n") + 1 or len(buffer)
+        line, self.buffer = buffer[:cut], buffer[cut:]
+        self.offset += len(line)
+        return line
+
+
+def _open_csv(uri, fs, pick):
     """CSV of numbers: an optional header line, ``,`` or tab separated; fields
     are empty (NaN) or numbers, ``nan`` and ``inf`` included (see _NUMBER).
     The first line is a header iff it has a non-empty field and none of its
     fields is a number.  Rows with a different number of fields are an error."""
-    with open(path, "rb") as f:
-        first_offset = len(BOM) if f.read(len(BOM)) == BOM else 0
-        f.seek(first_offset)
-        first_no = 1
-        first = f.readline()
+    with fs.open_read(uri) as f:
+        lines = _Lines(f)
+        first = lines.readline()
+        if first.startswith(BOM):
+            first = first[len(BOM):]
+        first_offset, first_no = lines.offset - len(first), 1
         while first and not first.strip(b" \t\r\n"):
-            first_offset, first_no = f.tell(), first_no + 1
-            first = f.readline()
-        body_start = f.tell()
+            first_offset, first_no = lines.offset, first_no + 1
+            first = lines.readline()
+        body_start = lines.offset
     if not first:
-        raise InputError(f"input file is empty: {path}")
+        raise InputError(f"input file is empty: {uri}")
     text = first.decode("utf-8", "replace").rstrip("\r\n")
     delimiter = "\t" if "\t" in text and "," not in text else ","
     fields = [_csv_field(x) for x in text.split(delimiter)]
     has_header = any(fields) and not any(_is_number(x) for x in fields if x)
     header = fields if has_header else None
     n_fields = len(fields)
-    if columns is not None:
+    usecols, names = None, header
+    if pick.option:
         if header is None:
-            raise ParameterError("--columns needs a CSV file with a header line")
-        missing = [c for c in columns if c not in header]
-        if missing:
-            raise ParameterError(f"--columns: no column {missing[0]!r} in {path} "
-                                 f"(columns: {', '.join(header)})")
-        usecols = [header.index(c) for c in columns]
-    else:
-        usecols = None
-    names = list(columns) if columns is not None else header
+            raise ParameterError(f"{pick.option} needs a CSV file with a header line")
+        usecols, _ = pick.pick(uri, [(name, None) for name in header])
+        names = [header[i] for i in usecols]
+        if usecols == list(range(n_fields)):
+            usecols = None
     offset = body_start if has_header else first_offset
     first_line = first_no + 1 if has_header else first_no
 
     def chunks():
         import pandas as pd
         line_no, produced, carry = first_line, False, b""
-        with open(path, "rb") as f:
-            f.seek(offset)
+        with fs.open_read(uri) as f:
+            _skip(f, offset)
             while True:
                 data = f.read(CSV_CHUNK_BYTES)
                 buf = carry + data
@@ -165,15 +386,15 @@ def _open_csv(path, columns):
                     cut = buf.rfind(b"\n") + 1
                     chunk, carry = buf[:cut], buf[cut:]
                 if chunk.strip():
-                    array = _parse_csv_chunk(pd, path, chunk, delimiter, n_fields, line_no)
+                    array = _parse_csv_chunk(pd, uri, chunk, delimiter, n_fields, line_no)
                     produced = produced or array.shape[0] > 0
                     yield array if usecols is None else array[:, usecols]
                 line_no += chunk.count(b"\n")
                 if not data:
                     break
         if not produced:
-            raise InputError(f"{path}: no data rows")
-    return names, (len(columns) if columns is not None else n_fields), chunks()
+            raise InputError(f"{uri}: no data rows")
+    return Rows(names, len(usecols) if usecols is not None else n_fields, chunks(), [])
 
 
 def _parse_csv_chunk(pd, path, chunk, delimiter, n_fields, first_line):
@@ -260,40 +481,205 @@ def _parse_csv_slow(path, chunk, delimiter, n_fields, first_line):
     return array
 
 
-def _open_parquet(path, columns):
-    try:
-        import fastparquet
-        pf = fastparquet.ParquetFile(path)
-    except Exception as exc:
-        raise InputError(f"cannot read {path} as Parquet: {exc}") from None
-    dtypes = pf.dtypes
-    if columns is None:
-        bad = [c for c, t in dtypes.items() if not _numeric_dtype(t)]
-        if bad:
-            raise InputError(f"{path}: column {bad[0]!r} is not numeric ({dtypes[bad[0]]}); "
-                             "choose numeric columns with --columns")
-        columns = list(dtypes)
-    else:
-        for c in columns:
-            if c not in dtypes:
-                raise ParameterError(f"--columns: no column {c!r} in {path} "
-                                     f"(columns: {', '.join(dtypes)})")
-            if not _numeric_dtype(dtypes[c]):
-                raise InputError(f"{path}: column {c!r} is not numeric ({dtypes[c]})")
-    if not columns:
-        raise InputError(f"{path}: no columns")
-    if pf.count() == 0:
-        raise InputError(f"{path}: no rows")
+def _first_line(exc):
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__
+
+
+def _open_parquet(uri, pick, dataset):
+    """A Parquet file, or a *dataset* directory of them: Spark's and Hive's
+    output (``part-*`` files, ``_SUCCESS``), with Hive-style partition
+    directories ``key=value/`` whose keys become columns after the files'
+    own (numeric if every value is a number; a null partition is NaN).  The
+    columns are those of the first file; every file's footer is read before
+    any row, and each file must have the columns chosen, as numbers.  Rows
+    then come row group by row group, through fsspec."""
+    import fastparquet
+    fs, root = fsmod.fsspec_of(uri)
+    files = _dataset_files(uri, fs, root) if dataset else [(root, "", ())]
+
+    def where(rel):
+        return fsmod.join(uri, rel) if rel else uri
+
+    footers = []
+    for path, rel, _ in files:
+        try:
+            footers.append(fastparquet.ParquetFile(path, fs=fs))
+        except Exception as exc:  # fastparquet and the filesystems raise many types
+            raise InputError(f"cannot read {where(rel)} as Parquet: {_first_line(exc)}") from None
+    first = footers[0]
+    available = [(name, None if _numeric_dtype(dtype) else _type_name(first, name, dtype))
+                 for name, dtype in first.dtypes.items()]
+    keys = [key for key, _ in files[0][2]]
+    if len(set(keys)) < len(keys):
+        raise InputError(f"{uri}: partition key repeated in {files[0][1]}")
+    partitions = {}   # key -> its value per file (a float)
+    for j, key in enumerate(keys):
+        if key in first.dtypes:
+            raise InputError(f"{uri}: partition key {key!r} is also a column of "
+                             f"{where(files[0][1])}")
+        texts = []
+        for _, rel, parts in files:
+            if [k for k, _ in parts] != keys:
+                raise InputError(f"{uri}: its partition directories disagree: {files[0][1]} and "
+                                 f"{rel} have different keys")
+            texts.append(parts[j][1])
+        numbers = [t for t in texts if t != NULL_PARTITION]
+        if numbers and all(_is_number(t) for t in numbers):
+            partitions[key] = [np.nan if t == NULL_PARTITION else float(t) for t in texts]
+            available.append((key, None))
+        else:
+            available.append((key, "string"))
+    chosen, left_out = pick.pick(uri, available)
+    names = [available[i][0] for i in chosen]
+    data_cols = [name for name in names if name not in partitions]
+    rows = 0
+    for (_, rel, _), pf in zip(files, footers):
+        dtypes = pf.dtypes
+        for name in data_cols:
+            if name not in dtypes:
+                raise InputError(f"{where(rel)}: no column {name!r} (the dataset's first file "
+                                 f"{files[0][1]} has it)")
+            if not _numeric_dtype(dtypes[name]):
+                raise InputError(f"{where(rel)}: column {name!r} is "
+                                 f"{_type_name(pf, name, dtypes[name])}, not numeric")
+        rows += pf.count()
+    if rows == 0:
+        raise InputError(f"{uri}: no rows")
+    data_at = [j for j, name in enumerate(names) if name not in partitions]
+
+    def row_groups(pf):
+        """``(rows, values of data_cols)`` of each row group of *pf*."""
+        if not data_cols:
+            for group in pf.row_groups:
+                yield group.num_rows, None
+            return
+        for frame in pf.iter_row_groups(columns=data_cols):
+            yield len(frame), frame[data_cols].to_numpy(dtype=np.float64, na_value=np.nan)
 
     def chunks():
-        for df in pf.iter_row_groups(columns=columns):
-            yield df[columns].to_numpy(dtype=np.float64, na_value=np.nan)
-    return [str(c) for c in columns], len(columns), chunks()
+        for k, ((_, rel, _), pf) in enumerate(zip(files, footers)):
+            constants = [(j, partitions[name][k]) for j, name in enumerate(names)
+                         if name in partitions]
+            try:
+                for n, values in row_groups(pf):
+                    if not constants:
+                        yield values
+                        continue
+                    out = np.empty((n, len(names)))
+                    if data_at:
+                        out[:, data_at] = values
+                    for j, value in constants:
+                        out[:, j] = value
+                    yield out
+            except (InputError, ParameterError):
+                raise
+            except Exception as exc:  # a corrupt file, a failing filesystem
+                raise InputError(f"cannot read {where(rel)} as Parquet: "
+                                 f"{_first_line(exc)}") from None
+    return Rows(names, len(names), chunks(), left_out)
+
+
+def _dataset_files(uri, fs, root):
+    """``(path, path relative to root, ((key, value), ...))`` of each Parquet
+    file below *root* (a directory of the fsspec filesystem *fs*), in the
+    order of their relative paths.  Names starting with ``_`` or ``.`` are
+    not data (``_SUCCESS``, ``_committed_*``, ``.crc`` files, ``_temporary/``),
+    as for Hadoop's and Spark's readers; a subdirectory must be a partition
+    ``key=value`` (key and value URL-escaped, as Spark writes them)."""
+    root = root.rstrip("/") or root
+    found, stack = [], [(root, ())]
+    while stack:
+        directory, parts = stack.pop()
+        try:
+            entries = fs.ls(directory, detail=True)
+        except OSError as exc:
+            raise InputError(f"cannot list {uri}: {exc.strerror or exc}") from None
+        for entry in entries:
+            path = entry["name"].rstrip("/")
+            name = path.rsplit("/", 1)[-1]
+            if directory == root and name in (META, MANIFEST):
+                kind = "matrix" if name == META else "run"
+                raise InputError(f"{uri} is a samplegen {kind} directory, not rows to import")
+            if name.startswith(("_", ".")) or name.endswith(".crc"):
+                continue
+            rel = path[len(root):].lstrip("/")
+            if entry.get("type") == "directory":
+                key, eq, value = name.partition("=")
+                if not eq or not key:
+                    raise InputError(f"{uri}: {rel} is a directory but not a partition "
+                                     "(key=value); a Parquet dataset holds Parquet files and "
+                                     "partition directories")
+                stack.append((path, parts + ((unquote(key), unquote(value)),)))
+            else:
+                found.append((path, rel, parts))
+    found.sort(key=lambda f: f[1])
+    parquet, other = [], None
+    for f in found:
+        if f[1].lower().endswith(PARQUET_SUFFIXES) or _head(fs, f[0]) == PARQUET_MAGIC:
+            parquet.append(f)
+        elif other is None:
+            other = f[1]
+    if not parquet:
+        raise InputError(f"{uri}: no Parquet files in this directory"
+                         + (f" (it holds {_listing([f[1] for f in found], 5)})" if found else ""))
+    if other is not None:
+        raise InputError(f"{uri}: {other} is not a Parquet file (a dataset directory holds "
+                         "Parquet files only; names starting with _ or . are ignored)")
+    return parquet
+
+
+def _head(fs, path):
+    """The first four bytes of file *path* (one small read, also on HDFS)."""
+    try:
+        if hasattr(fs, "read_range"):
+            return fs.read_range(path, 0, len(PARQUET_MAGIC))
+        return fs.cat_file(path, start=0, end=len(PARQUET_MAGIC))
+    except OSError:
+        return b""
+
+
+_LOGICAL_TYPES = (("STRING", "string"), ("ENUM", "string"), ("JSON", "json"), ("BSON", "bson"),
+                  ("UUID", "uuid"), ("LIST", "list"), ("MAP", "map"), ("DATE", "date"),
+                  ("TIME", "time"), ("TIMESTAMP", "timestamp"), ("DECIMAL", "decimal"))
+_CONVERTED_TYPES = {"UTF8": "string", "ENUM": "string", "JSON": "json", "BSON": "bson",
+                    "LIST": "list", "MAP": "map", "MAP_KEY_VALUE": "map", "DATE": "date",
+                    "TIME_MILLIS": "time", "TIME_MICROS": "time", "TIMESTAMP_MILLIS": "timestamp",
+                    "TIMESTAMP_MICROS": "timestamp", "INTERVAL": "interval", "DECIMAL": "decimal"}
+
+
+def _type_name(pf, name, dtype):
+    """The type of column *name* of the Parquet file *pf* in a word: string,
+    list, map, struct, timestamp, date, binary ... (else its pandas dtype)."""
+    from fastparquet import parquet_thrift
+    try:
+        element = pf.schema.schema_element(name)
+    except (KeyError, TypeError):
+        return str(dtype)
+    logical = element.logicalType
+    for attr, text in _LOGICAL_TYPES:
+        if logical is not None and getattr(logical, attr, None) is not None:
+            return text
+    converted = parquet_thrift.ConvertedType._VALUES_TO_NAMES.get(element.converted_type)
+    if converted in _CONVERTED_TYPES:
+        return _CONVERTED_TYPES[converted]
+    if element.num_children:
+        return "struct"
+    if element.type == parquet_thrift.Type.INT96:
+        return "timestamp"
+    if element.type in (parquet_thrift.Type.BYTE_ARRAY, parquet_thrift.Type.FIXED_LEN_BYTE_ARRAY):
+        return "binary"
+    return str(dtype)
 
 
 def _numeric_dtype(dtype):
-    kind = (getattr(dtype, "kind", None)
-            or np.dtype(str(dtype).lower().replace("boolean", "bool")).kind)
+    """Whether a column of pandas dtype *dtype* holds numbers or booleans."""
+    kind = getattr(dtype, "kind", None)
+    if kind is None:
+        try:
+            kind = np.dtype(str(dtype).lower().replace("boolean", "bool")).kind
+        except TypeError:
+            return False
     return kind in "biuf"
 
 

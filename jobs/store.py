@@ -10,7 +10,8 @@ every block but the last of each column of blocks is full.
     {"format": "samplegen-matrix/1", "rows": R, "cols": C, "block_size": B,
      "kind": "dense" | "sparse", "nnz": N, "fingerprint": "sha256:...",
      "columns": [names] | null, "row_ids": "positions" | "stored",
-     "composed_of": null | [{"path": "../test-0", "blocks": n}, ...]}
+     "composed_of": null | [{"path": "../test-0", "blocks": n}, ...],
+     "label": name}      (optional: the label column, one of "columns")
 
 ``row_ids: positions`` means row ``h * B + i`` has id ``h * B + i`` (imported
 matrices); ``stored`` means every block carries the ids of its rows (samples:
@@ -86,10 +87,13 @@ def write_block_line(writer, h, v, block):
 
 
 def make_meta(rows, cols, block_size, kind, nnz, fp, columns=None, row_ids="positions",
-              composed_of=None):
-    return {"format": FORMAT, "rows": int(rows), "cols": int(cols),
+              composed_of=None, label=None):
+    meta = {"format": FORMAT, "rows": int(rows), "cols": int(cols),
             "block_size": int(block_size), "kind": kind, "nnz": int(nnz), "fingerprint": fp,
             "columns": columns, "row_ids": row_ids, "composed_of": composed_of}
+    if label is not None:
+        meta["label"] = label
+    return meta
 
 
 def to_json(document):
@@ -117,11 +121,12 @@ class MatrixWriter:
     """
 
     def __init__(self, uri, cols, block_size, kind="dense", columns=None,
-                 part_bytes=128 << 20):
+                 part_bytes=128 << 20, label=None):
         self.fs = fsmod.get_fs(uri)
         self.uri, self.cols, self.block_size = uri, int(cols), int(block_size)
         self.kind = kind
         self.columns = columns
+        self.label = label
         self.part_bytes = part_bytes
         self.rows = 0
         self.nnz = 0
@@ -179,7 +184,7 @@ class MatrixWriter:
         if rows is not None:
             self.rows = rows
         meta = make_meta(self.rows, self.cols, self.block_size, self.kind, self.nnz,
-                         fingerprint(self.entries), self.columns)
+                         fingerprint(self.entries), self.columns, label=self.label)
         write_meta(self.fs, self.uri, meta)
         return meta
 
@@ -256,6 +261,10 @@ def _check_meta(meta, uri):
         raise bad("fingerprint", "a string")
     if meta.get("row_ids", "positions") not in ("positions", "stored"):
         raise bad("row_ids", "'positions' or 'stored'")
+    label = meta.get("label")
+    if label is not None and not (isinstance(label, str) and isinstance(meta.get("columns"), list)
+                                  and label in meta["columns"]):
+        raise bad("label", "null or the name of one of its columns")
     composed = meta.get("composed_of")
     if composed is not None:
         if not isinstance(composed, list) or not composed or not all(

@@ -76,13 +76,18 @@ def test_parquet_round_trip(tmp_path):
     assert back["row_id"].tolist() == list(range(len(DATA)))
 
 
-def test_parquet_non_numeric_column_needs_columns(tmp_path):
+def test_parquet_non_numeric_columns_are_left_out_unless_named(tmp_path):
     import fastparquet
     frame = pd.DataFrame({"x": [1.0, 2.0], "name": ["a", "b"]})
     fastparquet.write(str(tmp_path / "x.parquet"), frame)
-    with pytest.raises(InputError, match="'name' is not numeric"):
-        imported(tmp_path, tmp_path / "x.parquet")
-    assert imported(tmp_path, tmp_path / "x.parquet", columns=["x"]).cols == 1
+    lines = []
+    matrix = imported(tmp_path, tmp_path / "x.parquet",
+                      log=lambda message, progress=False: lines.append(message))
+    assert matrix.meta["columns"] == ["x"]
+    assert lines[0] == "left out non-numeric columns: name (string)"
+    with pytest.raises(ParameterError, match="--columns: column 'name' of .* is string, not "):
+        imported(tmp_path, tmp_path / "x.parquet", columns=["x", "name"], overwrite=True)
+    assert imported(tmp_path, tmp_path / "x.parquet", columns=["x"], overwrite=True).cols == 1
 
 
 @pytest.mark.parametrize("content,match", [
@@ -282,3 +287,254 @@ def test_export_creates_missing_directories_and_refuses_a_file_parent(tmp_path, 
     code, _, err = run_cli(capsys, "export", src, "--to", target)
     assert code == 2 and err == (f"samplegen: error: cannot create {target}: "
                                  f"{tmp_path / 'afile'} is a file, not a directory\n")
+
+
+# ---------------------------------------------------------------------------
+# Parquet datasets, remote sources, column choice
+# ---------------------------------------------------------------------------
+def write_parquet(path, frame):
+    import fastparquet
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    fastparquet.write(str(path), frame, write_index=False)
+
+
+def part_frame(seed, n):
+    rng = np.random.default_rng(seed)
+    return pd.DataFrame({"value": rng.normal(size=n), "count": rng.integers(0, 9, n),
+                         "flag": rng.random(n) < 0.5, "name": [f"n{i}" for i in range(n)],
+                         "when": pd.Timestamp("2024-01-01") + pd.to_timedelta(np.arange(n), "h")})
+
+
+def partitioned_dataset(root):
+    """A Hive-style dataset as Spark and Hive leave it: partition directories
+    (a null partition, a URL-escaped value), side files, a part file without
+    suffix; returns the expected rows in file order (value, count, flag, day)."""
+    parts = [("day=1/region=eu/part-00000-c000.snappy.parquet", 1, 7),
+             ("day=1/region=us/000000_0", 1, 5),                       # Hive's name, no suffix
+             ("day=10/region=eu/part-00000-c000.snappy.parquet", 10, 9),
+             ("day=__HIVE_DEFAULT_PARTITION__/region=us%2Fwest/part-00000.parquet", np.nan, 4)]
+    expected = []
+    for seed, (rel, day, n) in enumerate(parts):
+        frame = part_frame(seed, n)
+        write_parquet(root / rel, frame)
+        (root / os.path.dirname(rel) / f".{os.path.basename(rel)}.crc").write_bytes(b"crc")
+        values = frame[["value", "count", "flag"]].to_numpy(np.float64)
+        expected.append(np.column_stack([values, np.full(n, day)]))
+    (root / "_SUCCESS").write_text("")
+    (root / "_committed_4711").write_text("{}")
+    (root / "_temporary" / "0").mkdir(parents=True)
+    (root / "_temporary" / "0" / "part-00009.parquet").write_text("half written")
+    return np.concatenate(expected)
+
+
+def test_partitioned_dataset_partition_keys_become_columns(tmp_path):
+    expected = partitioned_dataset(tmp_path / "sales")
+    lines = []
+    matrix = imported(tmp_path, tmp_path / "sales", log=lambda m, progress=False: lines.append(m),
+                      label="day")
+    assert lines[0] == ("left out non-numeric columns: name (string), when (timestamp), "
+                        "region (string)")
+    assert len(lines) == 2 and lines[1].startswith("imported 25 x 4")
+    assert matrix.meta["columns"] == ["value", "count", "flag", "day"]
+    assert matrix.meta["label"] == "day"
+    assert same_bits(matrix.to_numpy()[1], expected)          # files in path order, rows in order
+    chosen = imported(tmp_path, tmp_path / "sales", columns=["day", "value"], overwrite=True)
+    assert same_bits(chosen.to_numpy()[1], expected[:, [3, 0]])
+    with pytest.raises(ParameterError, match="--columns: column 'region' of .* is string"):
+        imported(tmp_path, tmp_path / "sales", columns=["value", "region"], overwrite=True)
+
+
+def test_dataset_files_must_agree(tmp_path):
+    write_parquet(tmp_path / "a" / "part-0.parquet", part_frame(0, 3))
+    write_parquet(tmp_path / "a" / "part-1.parquet", part_frame(1, 3).drop(columns=["count"]))
+    with pytest.raises(InputError, match="part-1.parquet: no column 'count'"):
+        imported(tmp_path, tmp_path / "a")
+    assert imported(tmp_path, tmp_path / "a", exclude=["count"]).cols == 2   # value, flag
+    write_parquet(tmp_path / "b" / "k=1" / "part-0.parquet", part_frame(0, 3))
+    write_parquet(tmp_path / "b" / "part-1.parquet", part_frame(1, 3))
+    with pytest.raises(InputError, match="partition directories disagree"):
+        imported(tmp_path, tmp_path / "b", overwrite=True)
+
+
+def test_exclude_and_label(tmp_path):
+    frame = pd.DataFrame(DATA, columns=["a", "b", "c"])
+    frame.to_csv(tmp_path / "x.csv", index=False)
+    write_parquet(tmp_path / "x.parquet", frame.assign(s="text"))
+    for src in ("x.csv", "x.parquet"):
+        matrix = imported(tmp_path, tmp_path / src, exclude=["b"], label="c", overwrite=True)
+        assert matrix.meta["columns"] == ["a", "c"] and matrix.meta["label"] == "c"
+        assert same_values(matrix.to_numpy()[1], DATA[:, [0, 2]])
+        # the label is imported as a regular column, also when --columns leaves it out
+        matrix = imported(tmp_path, tmp_path / src, columns=["b"], label="a", overwrite=True)
+        assert matrix.meta["columns"] == ["b", "a"] and matrix.meta["label"] == "a"
+        assert same_values(matrix.to_numpy()[1], DATA[:, [1, 0]])
+    assert "label" not in imported(tmp_path, tmp_path / "x.csv", overwrite=True).meta
+
+
+def test_a_recorded_label_is_checked_when_the_matrix_is_opened(tmp_path):
+    import json
+    pd.DataFrame(DATA, columns=["a", "b", "c"]).to_csv(tmp_path / "x.csv", index=False)
+    imported(tmp_path, tmp_path / "x.csv", label="b")
+    meta_path = tmp_path / "imp" / "_matrix.json"
+    meta = json.loads(meta_path.read_text())
+    meta["label"] = "nope"
+    meta_path.write_text(json.dumps(meta))
+    with pytest.raises(InputError, match="label must be null or the name of one of its columns"):
+        Matrix.open(str(tmp_path / "imp"))
+
+
+def _spark_like(tmp_path):
+    write_parquet(tmp_path / "ds" / "part-00000.snappy.parquet", part_frame(0, 5))
+    (tmp_path / "ds" / "_SUCCESS").write_text("")
+    return tmp_path / "ds"
+
+
+def _with_stray_file(tmp_path):
+    _spark_like(tmp_path)
+    (tmp_path / "ds" / "notes.txt").write_text("not rows")
+    return tmp_path / "ds"
+
+
+def _with_plain_subdirectory(tmp_path):
+    _spark_like(tmp_path)
+    write_parquet(tmp_path / "ds" / "old" / "part-0.parquet", part_frame(1, 2))
+    return tmp_path / "ds"
+
+
+def _only_strings(tmp_path):
+    write_parquet(tmp_path / "s.parquet", pd.DataFrame({"s": ["a"], "t": ["b"]}))
+    return tmp_path / "s.parquet"
+
+
+def _dir_of_csv(tmp_path):
+    (tmp_path / "csvs").mkdir()
+    (tmp_path / "csvs" / "a.csv").write_text("1,2\n")
+    return tmp_path / "csvs"
+
+
+def _npy(tmp_path):
+    np.save(tmp_path / "x.npy", DATA)
+    return tmp_path / "x.npy"
+
+
+IMPORT_ERRORS = [
+    ("string column asked for", _spark_like, ["--columns", "value,name"],
+     "--columns: column 'name' of {src} is string, not numeric"),
+    ("string label", _spark_like, ["--label", "when"],
+     "--label: column 'when' of {src} is timestamp, not numeric"),
+    ("columns and exclude", _spark_like, ["--columns", "value", "--exclude", "count"],
+     "--columns and --exclude cannot be used together"),
+    ("label excluded", _spark_like, ["--exclude", "count", "--label", "count"],
+     "--label 'count' is also left out by --exclude"),
+    ("unknown excluded column", _spark_like, ["--exclude", "nope"],
+     "--exclude: no column 'nope' in {src} (columns: value, count, flag, name, when)"),
+    ("nothing left", _spark_like, ["--exclude", "value,count,flag"],
+     "--exclude leaves no numeric column of {src} to import"),
+    ("column named twice", _spark_like, ["--columns", "value,value"],
+     "--columns names column 'value' twice"),
+    ("no numeric column", _only_strings, [],
+     "{src}: no numeric column to import (it has s (string), t (string))"),
+    ("directory without Parquet files", _dir_of_csv, [],
+     "{src}: no Parquet files in this directory (it holds a.csv)"),
+    ("empty directory", lambda t: (t / "e").mkdir() or t / "e", [],
+     "{src}: no Parquet files in this directory"),
+    ("stray file in a dataset", _with_stray_file, [], "{src}: notes.txt is not a Parquet file"),
+    ("subdirectory that is no partition", _with_plain_subdirectory, [],
+     "{src}: old is a directory but not a partition (key=value)"),
+    ("a samplegen matrix", lambda t: make(t, "m"), [],
+     "{src} is a samplegen matrix directory, not rows to import"),
+    ("column choice on .npy", _npy, ["--label", "a"], "--label applies to CSV and Parquet"),
+]
+
+
+@pytest.mark.parametrize("label,source,options,message", IMPORT_ERRORS,
+                         ids=[e[0] for e in IMPORT_ERRORS])
+def test_import_errors_are_one_line_exit_2_and_write_nothing(tmp_path, capsys, label, source,
+                                                              options, message):
+    src = source(tmp_path)
+    before = tree_digest(tmp_path)
+    code, out, err = run_cli(capsys, "import", src, tmp_path / "out", "--block-size", 4, *options)
+    assert code == 2, err
+    assert err.startswith(f"samplegen: error: {message.format(src=src)}"), err
+    assert len(err.strip().splitlines()) == 1 and "Traceback" not in err
+    assert tree_digest(tmp_path) == before and not os.path.exists(tmp_path / "out")
+
+
+@pytest.fixture
+def memory_root():
+    """A fresh directory of fsspec's in-memory filesystem (a non-local
+    filesystem of the layer, as hdfs:// is)."""
+    import uuid
+
+    from samplegen.jobs import fs
+    root = f"memory://samplegen-{uuid.uuid4().hex[:12]}"
+    yield root
+    fs.get_fs(root).rmtree(root)
+
+
+def test_remote_sources_give_the_same_matrix_as_local_ones(tmp_path, memory_root, monkeypatch):
+    """Files and datasets are read through the filesystem layer where they
+    live (here fsspec's memory filesystem): the same bytes as a local import."""
+    from samplegen.jobs import formats, fs
+    monkeypatch.setattr(formats, "NPY_CHUNK_BYTES", 1000)       # several chunks per file
+    monkeypatch.setattr(formats, "CSV_CHUNK_BYTES", 300)
+    data = np.random.default_rng(2).standard_normal((120, 5))
+    local = tmp_path / "src"
+    local.mkdir()
+    np.save(local / "c.npy", data)
+    np.save(local / "f.npy", np.asfortranarray(data.astype(">f4")))
+    pd.DataFrame(data, columns=list("abcde")).to_csv(local / "x.csv", index=False)
+    write_parquet(local / "x.parquet", part_frame(3, 50))
+    partitioned_dataset(local / "sales")
+    fs.get_fs(memory_root).upload(str(local), memory_root)
+    for name, options in [("c.npy", {}), ("f.npy", {}), ("x.csv", {"columns": ["e", "b"]}),
+                          ("x.parquet", {"exclude": ["flag"]}), ("sales", {"label": "day"})]:
+        here = tmp_path / f"local-{name}"
+        there = tmp_path / f"remote-{name}"
+        driver.import_file(str(local / name), str(here), 16, **options)
+        driver.import_file(f"{memory_root}/{name}", str(there), 16, **options)
+        assert tree_digest(here) == tree_digest(there), name
+        assert Matrix.open(str(there)).rows in (120, 50, 25)
+
+
+@pytest.mark.spark
+def test_a_spark_dataset_directory_without_suffix(spark, tmp_path, capsys):
+    """What Spark writes (``part-*`` files, ``_SUCCESS``, ``.crc`` files),
+    imported from a directory whose name has no suffix; partitioned by a
+    column, the partition key becomes a column again."""
+    from pyspark.sql import SparkSession
+    session = SparkSession.builder.getOrCreate()                # on the suite's context
+    rng = np.random.default_rng(5)
+    rows = [(i, float(v), i % 3 == 0, f"n{i}", [f"t{i}", "x"], i % 4)
+            for i, v in enumerate(rng.normal(size=300))]
+    frame = session.createDataFrame(
+        rows, "id long, value double, flag boolean, name string, tags array<string>, day int")
+    frame.repartition(3).write.parquet(str(tmp_path / "events"))
+    frame.write.partitionBy("day").parquet(str(tmp_path / "by_day"))
+    names = sorted(os.listdir(tmp_path / "events"))
+    assert "_SUCCESS" in names and any(n.endswith(".crc") for n in names)
+    parts = [n for n in names if n.startswith("part-")]
+    assert len(parts) == 3
+
+    code, _, err = run_cli(capsys, "import", tmp_path / "events", tmp_path / "m",
+                           "--block-size", 64)
+    assert code == 0, err
+    assert err.splitlines()[0] == ("samplegen: left out non-numeric columns: name (string), "
+                                   "tags (list)")
+    matrix = Matrix.open(str(tmp_path / "m"))
+    assert matrix.meta["columns"] == ["id", "value", "flag", "day"]
+    in_file_order = pd.concat([pd.read_parquet(tmp_path / "events" / n, engine="fastparquet")
+                               for n in parts])
+    expected = in_file_order[["id", "value", "flag", "day"]].to_numpy(np.float64)
+    assert same_bits(matrix.to_numpy()[1], expected)
+    assert sorted(map(tuple, expected)) == sorted((float(r[0]), r[1], float(r[2]), float(r[5]))
+                                                  for r in rows)
+
+    code, _, err = run_cli(capsys, "import", tmp_path / "by_day", tmp_path / "p",
+                           "--block-size", 64, "--exclude", "id", "--label", "day")
+    assert code == 0, err
+    matrix = Matrix.open(str(tmp_path / "p"))
+    assert matrix.meta["columns"] == ["value", "flag", "day"] and matrix.meta["label"] == "day"
+    values = matrix.to_numpy()[1]
+    assert np.all(np.diff(values[:, 2]) >= 0)                   # day=0/ ... day=3/, in order
+    assert sorted(map(tuple, values)) == sorted((r[1], float(r[2]), float(r[5])) for r in rows)

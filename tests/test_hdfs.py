@@ -303,14 +303,17 @@ def test_import_export_info_on_hdfs(hadoop, base, matrices, tmp_path):
 
 
 def test_import_a_parquet_dataset_written_by_spark(hadoop, base, tmp_path):
-    """A directory of part files and _SUCCESS, as Spark writes it (Spark runs in
-    a process of its own, so that the cluster's configuration stays out of the
-    test session's Spark)."""
+    """A directory of part files, ``_SUCCESS`` and ``.crc`` files, as Spark
+    writes it, its name without suffix (Spark runs in a process of its own, so
+    that the cluster's configuration stays out of the test session's Spark):
+    read from HDFS, the matrix a local import of the same directory gives."""
     import numpy as np
+
+    from .conftest import tree_digest
     values = np.random.default_rng(4).normal(size=(300, 3))
     rows = [tuple(map(float, r)) for r in values]
     np.save(tmp_path / "rows.npy", values)
-    uri = f"hdfs://127.0.0.1:{hadoop['hdfs_port']}{base.split('//', 1)[1]}/ds.parquet"
+    uri = f"hdfs://127.0.0.1:{hadoop['hdfs_port']}{base.split('//', 1)[1]}/ds"
     run(hadoop, sys.executable, "-c",
         "import sys, numpy as np\n"
         "from pyspark.sql import SparkSession\n"
@@ -323,6 +326,45 @@ def test_import_a_parquet_dataset_written_by_spark(hadoop, base, tmp_path):
               "--no-row-ids")
     back = np.load(tmp_path / "back.npy")
     assert sorted(map(tuple, back)) == sorted(rows)                # every row, once
+    samplegen(hadoop, "import", fetch(uri, tmp_path / "ds"), tmp_path / "local-matrix",
+              "--block-size", 64)
+    assert tree_digest(fetch(f"{base}/ds-matrix", tmp_path / "from-hdfs")) == \
+        tree_digest(tmp_path / "local-matrix")
+
+
+def test_import_parquet_from_hdfs_where_it_lives(hadoop, base, tmp_path, monkeypatch, capsys):
+    """A Parquet file (several row groups) and a partitioned dataset directory
+    (side files, a null partition, a part file without suffix) imported from
+    hdfs:// through WebHDFS, without a local copy: the same matrix bytes as
+    the local import.  A directory without Parquet files is one line, status 2."""
+    import fastparquet
+
+    from samplegen.jobs import driver
+
+    from .conftest import run_cli, tree_digest
+    from .test_formats import part_frame, partitioned_dataset
+    local = tmp_path / "src"
+    local.mkdir()
+    fastparquet.write(str(local / "rows.parquet"), part_frame(7, 300), row_group_offsets=64,
+                      write_index=False)
+    partitioned_dataset(local / "sales")
+    (local / "empty").mkdir()
+    (local / "empty" / "_SUCCESS").write_text("")
+    remote = f"{base}/import-src"
+    fs.get_fs(remote).upload(str(local), remote)
+
+    def no_copy(uri):
+        raise AssertionError(f"{uri} copied to a local file")
+    monkeypatch.setattr(fs, "local_copy", no_copy)
+    for name, options in (("rows.parquet", {"exclude": ["flag"]}), ("sales", {"label": "day"})):
+        driver.import_file(f"{remote}/{name}", str(tmp_path / f"hdfs-{name}"), 16, **options)
+        driver.import_file(str(local / name), str(tmp_path / f"local-{name}"), 16, **options)
+        assert tree_digest(tmp_path / f"hdfs-{name}") == tree_digest(tmp_path / f"local-{name}")
+    code, _, err = run_cli(capsys, "import", f"{remote}/empty", tmp_path / "out",
+                           "--block-size", 16)
+    assert code == 2 and err == (f"samplegen: error: {remote}/empty: no Parquet files in "
+                                 "this directory\n")
+    assert not os.path.exists(tmp_path / "out")
 
 
 # ---------------------------------------------------------------------------
