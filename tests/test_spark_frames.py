@@ -95,6 +95,55 @@ def test_bootstrap_exact_size_and_the_block_jobs_draws(session, frame):
     assert max(collections.Counter(ids(default)).values()) > 1  # drawn with replacement
 
 
+@pytest.mark.parametrize("keys", ["strings", "sparse integers"])
+def test_bootstrap_of_other_keys_is_exact_and_keyed(session, frame, keys):
+    """Keys that are not the row ids 0..N-1: the first arrivals of keyed
+    Poisson processes (udfs/arrivals.py), exactly *size* rows, the same
+    under any partitioning, and the arrivals of the rows' positions as the
+    in-memory computation finds them."""
+    from pyspark.sql import functions as F
+
+    from samplegen.udfs.arrivals import KeyedBootstrap, find_cutoffs
+
+    if keys == "strings":
+        df, key = frame, "name"
+        position = F.xxhash64("name").bitwiseAND(F.lit(0x7FFFFFFFFFFFFFFF))
+    else:
+        df, key = frame.withColumn("id", F.col("id") * 1_000_003 + 17), "id"
+        position = F.col("id")
+    rows = df.select(F.col("name"), position.alias("pos")).collect()
+    names = [r["name"] for r in rows]
+    positions = np.array([r["pos"] for r in rows], np.int64)
+    cutoffs = find_cutoffs(PositionRNG(SEED), positions, N, 2, 2500)
+    occ = KeyedBootstrap(N, 2, 2500, cutoffs).occurrences_at(positions, PositionRNG(SEED))
+    want = [sorted(names[i] for i in occ.offset[occ.sample == s]) for s in range(2)]
+    for label, variant in variants(session, df).items():
+        samples = sg.bootstrap(variant, 2, SEED, key=key, size=2500)
+        got = [sorted(r[0] for r in part.select("name").collect()) for part in samples]
+        assert [len(g) for g in got] == [2500, 2500], label
+        assert got == want, label
+
+
+def test_bootstrap_with_repeated_keys_is_exact_or_refused(session, frame):
+    """Rows with equal keys share their arrivals: the size stays exact,
+    unless the cut falls between two of them, which is refused by name
+    (keys must be unique; seeds chosen to show both outcomes)."""
+    from pyspark.sql import functions as F
+
+    df = frame.withColumn("id", F.col("id") % 2000)
+    outcomes = set()
+    for seed in range(6):
+        try:
+            samples = sg.bootstrap(df, 1, seed, key="id", size=1000)
+        except ParameterError as exc:
+            assert "duplicates" in str(exc)
+            outcomes.add("refused")
+            continue
+        assert samples[0].count() == 1000
+        outcomes.add("exact")
+    assert outcomes == {"refused", "exact"}
+
+
 def test_membership_equals_a_block_job(session, tmp_path):
     """The key holds the row ids of a block matrix: the same rows as the
     inline job's run directory, sample by sample."""
@@ -179,22 +228,18 @@ def test_bad_input_is_one_clear_error(session, frame):
         (lambda: sg.holdout(frame, 0.7, -1, key="id"), "seed"),
         (lambda: sg.holdout(frame.withColumn("m", F.create_map(F.lit("a"), F.col("id"))),
                             0.7, SEED, key="m"), "map"),
-        (lambda: sg.bootstrap(frame, 2, SEED, key="name"), "row ids"),
-        (lambda: sg.bootstrap(frame.filter("id != 5"), 2, SEED, key="id"), "0..N-1"),
-        (lambda: sg.bootstrap(frame.withColumn("id", F.when(F.col("id") == 3, 4)
-                                               .when(F.col("id") == 4, 3).otherwise(F.col("id"))),
-                              2, SEED, key="id"), None),
+        (lambda: sg.bootstrap(frame.withColumn("id", F.col("id") - 1), 2, SEED, key="id"),
+         "negative integer"),
+        (lambda: sg.bootstrap(frame.withColumn("id", F.when(F.col("id") != 9, F.col("id"))),
+                              2, SEED, key="id"), "holds NULL"),
+        (lambda: sg.bootstrap(frame.filter("id < 0"), 2, SEED, key="id"), "no rows"),
+        (lambda: sg.bootstrap(frame, 0, SEED, key="id"), "samples"),
+        (lambda: sg.bootstrap(frame, 2, SEED, key="id", size=0), "size"),
         (lambda: sg.tag(frame, "holdout", SEED, "id", column="name", ratio=0.5), "column"),
     ]
     for make_call, words in cases:
-        if words is None:  # a permutation of the row ids is fine
-            make_call()
-            continue
         with pytest.raises(ParameterError, match=words):
             make_call()
-    dup = frame.withColumn("id", F.when(F.col("id") == 3, 4).otherwise(F.col("id")))
-    with pytest.raises(ParameterError, match="repeats"):
-        sg.bootstrap(dup, 1, SEED, key="id")
 
 
 def test_a_bad_key_value_fails_the_job_with_its_reason(session, frame):

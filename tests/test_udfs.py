@@ -318,3 +318,51 @@ def test_keyed_rows_get_the_occurrences_of_their_row_ids(spec, params):
     if spec == "bootstrap":  # the tree covers the row ids [0, n) only
         with pytest.raises(ParameterError, match="row ids"):
             udf.occurrences_at(np.array([n]), PositionRNG(11))
+
+
+def test_keyed_bootstrap_is_exactly_multinomial():
+    """The first `size` arrivals of keyed Poisson processes (udfs/arrivals.py):
+    every draw has exactly `size` occurrences, and over 3000 seeds the count
+    vector of 6 sparse keys is Multinomial(8; 1/6 each): each row's count
+    fits Binomial(8, 1/6) and the joint pattern of rows 0 and 1 fits the
+    multinomial's (two tests, Bonferroni: each at ALPHA / 2)."""
+    from samplegen.udfs.arrivals import KeyedBootstrap, find_cutoffs
+
+    positions = np.array([5, 1 << 40, 77, 123456789, 3, 1 << 62], np.int64)
+    n, size, trials = 6, 8, 3000
+    counts = np.zeros((trials, n), np.int64)
+    for t in range(trials):
+        rng = PositionRNG(1000 + t)
+        udf = KeyedBootstrap(n, 1, size, find_cutoffs(rng, positions, n, 1, size))
+        occ = udf.occurrences_at(positions, rng)
+        assert occ.offset.size == size
+        counts[t] = np.bincount(occ.offset, minlength=n)
+    pmf = [math.comb(size, k) * (1 / n) ** k * (1 - 1 / n) ** (size - k) for k in range(size + 1)]
+    pooled = np.bincount(counts.ravel(), minlength=size + 1)
+    assert chisq_gof(pooled, np.array(pmf) * trials * n) > ALPHA / 2
+    # joint (count of row 0, count of row 1), 0..2 each and "3 or more" pooled
+    joint = np.zeros((4, 4))
+    expected = np.zeros((4, 4))
+    for a in range(size + 1):
+        for b in range(size + 1 - a):
+            p = (math.factorial(size) / (math.factorial(a) * math.factorial(b)
+                                         * math.factorial(size - a - b))
+                 * (1 / n) ** (a + b) * (1 - 2 / n) ** (size - a - b))
+            expected[min(a, 3), min(b, 3)] += p * trials
+    for a, b in counts[:, :2]:
+        joint[min(a, 3), min(b, 3)] += 1
+    assert chisq_gof(joint.ravel(), expected.ravel()) > ALPHA / 2
+
+
+def test_keyed_bootstrap_windows_and_duplicates():
+    """More windows when the first holds too few arrivals; the cut between
+    two arrivals of one key is refused."""
+    from samplegen.udfs.arrivals import boundary, cutoff
+
+    assert boundary([np.array([2, 1]), np.array([0, 3, 4])], 5) == (1, 1, 2)
+    assert boundary([np.array([2, 1])], 4) is None
+    assert boundary([np.array([2, 1])], 3) == (0, 1, 1)
+    words = np.array([9, 4, 4, 7], np.uint64)
+    assert cutoff(words, [1, 2, 3, 3], 2) == (4, 3)
+    with pytest.raises(ParameterError, match="duplicates"):
+        cutoff(np.array([4, 4], np.uint64), [3, 3], 1)

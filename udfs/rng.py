@@ -110,6 +110,7 @@ class Purpose(enum.IntEnum):
     TBS_OUTPUT = 10      # draws; index = batch k: producing S_k
     TBS_PARTIAL = 11     # draws; index = partial item id, sub = which of its uniforms
     TBS_SALT = 12        # lanes; the salt of the stream jobs' item priorities
+    BOOTSTRAP_ARRIVALS = 13  # lanes; index = sample, sub = window << 16 | block (udfs/arrivals)
     USER = 0x100         # free for user UDFs (choose your own index / sub)
 
 

@@ -19,8 +19,9 @@ Positions:
   SQL function) and the sign bit cleared: a position in ``[0, 2**63)``;
 * a NULL key is an error (the task fails with ``key column ... holds NULL``).
 
-Keys should be unique: rows with equal keys get equal decisions (and a
-bootstrap counts a duplicated row id once).
+Keys should be unique: rows with equal keys get equal decisions (a
+bootstrap of keyed rows refuses them when its cut falls between two of
+them; see :func:`bootstrap`).
 
 The work happens in one ``mapInArrow`` over the input: per Arrow batch, the
 UDF decides every row at once (numpy, no Python object per row) and the
@@ -50,6 +51,8 @@ KEY_SPACE = 1 << 63
 KEY_COLUMN = "__samplegen_key"
 SAMPLE_COLUMN = "__samplegen_sample"
 _INTEGRAL = ("ByteType", "ShortType", "IntegerType", "LongType")
+#: the bootstrap of keyed rows that are not the row ids 0..N-1
+ARRIVALS_UDF = "samplegen.udfs.arrivals:KeyedBootstrap"
 
 
 # ---------------------------------------------------------------------------
@@ -213,44 +216,157 @@ def kfold(df, k, seed, key, persist=False):
              frame.filter(fold == i).drop(SAMPLE_COLUMN)) for i in range(k)]
 
 
-def _row_ids(df, key):
-    """``N`` when the key column holds the row ids ``0..N-1`` (each once)."""
+def _key_stats(df, key):
+    """One aggregate over the key column: the row count, and whether the
+    keys are the row ids ``0..N-1`` (integers; count, minimum, maximum and
+    the sums of the values and of their squares those of ``0..N-1``)."""
     from pyspark.sql import functions as F
 
+    position = _key_position(df, key)
     fields = {f.name: f for f in df.schema.fields}
-    if key in fields and type(fields[key].dataType).__name__ not in _INTEGRAL:
-        raise ParameterError(f"bootstrap needs row ids 0..N-1 in the key column; {key!r} "
-                             f"is {fields[key].dataType.simpleString()}")
-    _key_position(df, key)  # the other checks
-    column = F.col(f"`{key}`").cast("decimal(38,0)")
-    row = df.agg(F.count(F.lit(1)).alias("n"), F.count(column).alias("keys"),
-                 F.min(column).alias("lo"), F.max(column).alias("hi"),
-                 F.sum(column).alias("s1"), F.sum(column * column).alias("s2")).first()
+    integral = type(fields[key].dataType).__name__ in _INTEGRAL
+    aggs = [F.count(F.lit(1)).alias("n"), F.count(position).alias("keys")]
+    if integral:
+        column = F.col(f"`{key}`").cast("decimal(38,0)")
+        aggs += [F.min(column).alias("lo"), F.max(column).alias("hi"),
+                 F.sum(column).alias("s1"), F.sum(column * column).alias("s2")]
+    row = df.agg(*aggs).first()
     n = int(row["n"])
     if n == 0:
         raise ParameterError("the DataFrame has no rows")
     if int(row["keys"]) != n:
         raise ParameterError(f"key column {key!r} holds NULL")
+    if not integral:
+        return n, False
     lo, hi, s1, s2 = (int(row[c]) for c in ("lo", "hi", "s1", "s2"))
-    if (lo, hi, s1, s2) != (0, n - 1, n * (n - 1) // 2, (n - 1) * n * (2 * n - 1) // 6):
-        raise ParameterError(f"bootstrap needs the row ids 0..N-1, each once, in key column "
-                             f"{key!r}; it holds {n} values in [{lo}, {hi}]"
-                             + ("" if (lo, hi) != (0, n - 1) else ", with repeats"))
-    return n
+    if lo < 0:
+        raise ParameterError(f"key column {key!r} holds a negative integer ({lo}); keys must "
+                             "be >= 0 (or cast them to strings, which are hashed)")
+    return n, (lo, hi, s1, s2) == (0, n - 1, n * (n - 1) // 2, (n - 1) * n * (2 * n - 1) // 6)
+
+
+def _histograms(seed, rows, samples, size, windows, bits):
+    """Task of the first aggregation: per sample and window, the histogram
+    of the arrivals' time words over the task's rows (one row each)."""
+    def run(batches):
+        import pyarrow as pa
+
+        from samplegen.udfs.arrivals import Arrivals, histogram
+        from samplegen.udfs.rng import PositionRNG
+
+        rng = PositionRNG(seed)
+        arrivals = [Arrivals(rows, size, i) for i in range(samples)]
+        total = np.zeros((samples, windows, 1 << bits), np.int64)
+        for batch in batches:
+            positions = _positions(batch.column(0))
+            for i, a in enumerate(arrivals):
+                for w in range(windows):
+                    total[i, w] += histogram(a.window(rng, positions, w)[1], bits)
+        ids = [(i, w) for i in range(samples) for w in range(windows)]
+        yield pa.RecordBatch.from_arrays(
+            [pa.array([i for i, _ in ids], pa.int32()), pa.array([w for _, w in ids], pa.int32()),
+             pa.array([total[i, w].tobytes() for i, w in ids], pa.binary())],
+            names=["sample", "window", "hist"])
+    return run
+
+
+def _boundary_arrivals(seed, rows, size, bits, targets):
+    """Task of the second aggregation: the arrivals in each sample's
+    boundary bin, ``targets[i] = (window, bin)``: (sample, word, position)."""
+    def run(batches):
+        import pyarrow as pa
+
+        from samplegen.udfs.arrivals import Arrivals
+        from samplegen.udfs.rng import PositionRNG
+
+        rng = PositionRNG(seed)
+        for batch in batches:
+            positions = _positions(batch.column(0))
+            out = {"sample": [], "word": [], "position": []}
+            for i, (w, b) in enumerate(targets):
+                index, words = Arrivals(rows, size, i).window(rng, positions, w)
+                inside = (words >> np.uint64(64 - bits)) == np.uint64(b)
+                out["sample"].append(np.full(int(inside.sum()), i, np.int32))
+                out["word"].append(words[inside].view(np.int64))
+                out["position"].append(positions[index[inside]])
+            yield pa.RecordBatch.from_arrays(
+                [pa.array(np.concatenate(out[c])) for c in ("sample", "word", "position")],
+                names=["sample", "word", "position"])
+    return run
+
+
+def _positions(keys):
+    positions = keys.to_numpy(zero_copy_only=False).astype(np.int64, copy=False)
+    if keys.null_count or (positions.size and positions.min() < 0):
+        raise ParameterError("key positions must be non-NULL and >= 0")
+    return positions
+
+
+def _cutoffs(df, key, seed, rows, samples, size):
+    """Every sample's cutoff ``[window, word, position]``
+    (:mod:`udfs.arrivals`): two aggregations over the key column."""
+    from pyspark.sql.types import BinaryType, IntegerType, LongType, StructField, StructType
+
+    from samplegen.udfs.arrivals import bin_bits, boundary, cutoff
+
+    keys = df.select(_key_position(df, key).alias(KEY_COLUMN))
+    bits, windows = bin_bits(size), 1
+    schema = StructType([StructField("sample", IntegerType()), StructField("window", IntegerType()),
+                         StructField("hist", BinaryType())])
+    while True:
+        hists = np.zeros((samples, windows, 1 << bits), np.int64)
+        with warnings.catch_warnings():
+            warnings.filterwarnings("ignore", category=FutureWarning, module=r"pyspark\.")
+            counted = keys.mapInArrow(_histograms(seed, rows, samples, size, windows, bits),
+                                      schema).collect()
+        for row in counted:
+            hists[row["sample"], row["window"]] += np.frombuffer(row["hist"], np.int64)
+        found = [boundary(hists[i], size) for i in range(samples)]
+        if all(f is not None for f in found):
+            break
+        windows *= 2
+    schema = StructType([StructField("sample", IntegerType()), StructField("word", LongType()),
+                         StructField("position", LongType())])
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", category=FutureWarning, module=r"pyspark\.")
+        inside = keys.mapInArrow(_boundary_arrivals(seed, rows, size, bits,
+                                                    [(w, b) for w, b, _ in found]),
+                                 schema).collect()
+    words = [[] for _ in range(samples)]
+    positions = [[] for _ in range(samples)]
+    for row in inside:
+        words[row["sample"]].append(row["word"])
+        positions[row["sample"]].append(row["position"])
+    return [[w, *cutoff(np.array(words[i], np.int64).view(np.uint64), positions[i], rank)]
+            for i, (w, _, rank) in enumerate(found)]
 
 
 def _bootstrap_frame(df, seed, key, params):
-    n = _row_ids(df, key)
-    frame, udf_obj = tagged_frame(df, Bootstrap.name, seed, key, params, n_rows=n)
+    """The tagged frame of a bootstrap: the block jobs' multinomial tree
+    when the keys are the row ids 0..N-1, else the first arrivals of
+    Poisson processes keyed by the rows' positions (:mod:`udfs.arrivals`)."""
+    seed = check_seed(seed)
+    rows, row_ids = _key_stats(df, key)
+    udf_obj = Bootstrap(rows, **params)  # the parameters, checked before any other job
+    if row_ids:
+        frame, udf_obj = tagged_frame(df, Bootstrap.name, seed, key, params, n_rows=rows)
+        return frame, _names(udf_obj)
+    cutoffs = _cutoffs(df, key, seed, rows, udf_obj.samples, udf_obj.size)
+    frame, udf_obj = tagged_frame(df, ARRIVALS_UDF, seed, key,
+                                  {"samples": udf_obj.samples, "size": udf_obj.size,
+                                   "cutoffs": cutoffs}, n_rows=rows)
     return frame, _names(udf_obj)
 
 
 def bootstrap(df, samples, seed, key, size=None, persist=False):
     """``samples`` bootstrap samples of exactly *size* rows each (default:
-    the DataFrame's row count), drawn with replacement by the distributed
-    multinomial: a row drawn c times appears c times.  The key column must
-    hold the row ids ``0..N-1`` (checked by one aggregate over the key
-    column); the samples are then the block jobs' for the same seed."""
+    the DataFrame's row count), drawn with replacement: a row drawn c times
+    appears c times.  When the key column holds the row ids ``0..N-1`` the
+    draws are the block jobs' distributed multinomial (the same samples for
+    the same seed); for any other keys, the first *size* arrivals of
+    Poisson processes keyed by the rows (:mod:`udfs.arrivals`), found by
+    two aggregations over the key column.  Either way one aggregate over
+    the key column comes first (the row count)."""
     frame, names = _bootstrap_frame(df, seed, key, {"samples": samples, "size": size})
     parts, _ = _per_sample(frame, len(names), persist)
     return parts

@@ -1,0 +1,210 @@
+"""Bootstrap samples of rows known only by a key: the first arrivals of
+Poisson processes.
+
+A bootstrap sample of size ``s`` over ``N`` rows is ``s`` independent
+uniform picks among the rows.  The distributed multinomial
+(:mod:`udfs.multinomial`) walks a tree over the row ids ``0..N-1``; rows
+keyed by arbitrary values (hashes, sparse ids) have no such ranks.  Instead
+every row runs its own Poisson process of rate 1 in a common "time", keyed
+by the row's position: merged, the processes are one Poisson process of
+rate ``N`` whose arrivals each belong to a uniformly random row,
+independently of their times and of each other.  The first ``s`` arrivals
+of the merged process are therefore ``s`` independent uniform picks: exactly
+a bootstrap sample of size ``s``, whatever ``N`` and the keys are.
+
+Drawing (all from :class:`udfs.rng.PositionRNG` lane blocks at the row's
+position, :meth:`~udfs.rng.PositionRNG.at`):
+
+* time is cut into windows; in window ``w`` a row has a Poisson(``h``)
+  number of arrivals, by inversion of lane 0 of its block in stream
+  ``(BOOTSTRAP_ARRIVALS, sample, w << 16)`` through the Poisson CDF (a table
+  of Python floats: the same on every numpy version);
+* the arrivals' times inside the window are independent uniform 64-bit
+  words: lanes 1-3 of that block, then the lanes of the blocks of streams
+  ``(BOOTSTRAP_ARRIVALS, sample, w << 16 | j)``, j = 1, 2, ...;
+* an arrival's time is ``(window, word, position)``, compared in that order
+  (equal only for rows with equal keys).
+
+``h = (s + 8 sqrt(s) + 16) / N`` makes the first window hold ``s``
+arrivals but with probability below 1e-15; the engine looks at more windows
+when it does not.  The engine finds the ``s``-th smallest time in two
+aggregations over the keys (:func:`histogram` of the words' top bits, then
+the exact times in the one bin that holds the ``s``-th: :func:`boundary`,
+:func:`cutoff`) and keeps every arrival up to it (:class:`KeyedBootstrap`).
+"""
+import math
+
+import numpy as np
+
+from .base import Occurrences, SamplingUDF, concat_occurrences
+from .errors import ParameterError, check_int
+from .rng import Purpose, stream, to_unit
+
+#: blocks per window: sub-index = window << WINDOW_SHIFT | block
+WINDOW_SHIFT = 16
+
+
+def rate(rows, size):
+    """Expected arrivals per row in one window."""
+    return (size + 8.0 * math.sqrt(size) + 16.0) / rows
+
+
+def poisson_cdf(h):
+    """``F(0), F(1), ...`` of Poisson(h), up to where the tail is below
+    2**-60, in Python floats."""
+    term = math.exp(-h)
+    total, cdf, k = term, [term], 0
+    while k < h or 1.0 - total > 2.0 ** -60:
+        k += 1
+        term *= h / k
+        if term == 0.0 and k > h:
+            break
+        total += term
+        cdf.append(total)
+    return np.array(cdf)
+
+
+def bin_bits(size):
+    """Top bits of the words in :func:`histogram`: about sqrt(size) bins,
+    so that the boundary bin holds about sqrt(size) arrivals."""
+    return int(min(16, max(6, math.ceil(math.log2(max(size, 2)) / 2))))
+
+
+class Arrivals:
+    """The arrivals of one bootstrap sample, for any rows."""
+
+    def __init__(self, rows, size, sample):
+        self.rows = check_int("rows", rows, lo=1)
+        self.size = check_int("size", size, lo=1)
+        self.sample = int(sample)
+        self.cdf = poisson_cdf(rate(self.rows, self.size))
+
+    def window(self, rng, positions, w):
+        """Arrivals of rows *positions* in window *w*: ``(index, word)``,
+        index into *positions* (non-decreasing) and the 64-bit time word."""
+        positions = np.asarray(positions)
+        lanes = rng.at(stream(Purpose.BOOTSTRAP_ARRIVALS, self.sample, w << WINDOW_SHIFT),
+                       positions)
+        counts = np.searchsorted(self.cdf, to_unit(lanes[:, 0]), side="right")
+        index = np.repeat(np.arange(positions.shape[0], dtype=np.int64), counts)
+        starts = np.cumsum(counts) - counts
+        k = np.arange(index.size, dtype=np.int64) - np.repeat(starts, counts)
+        words = np.empty(index.size, np.uint64)
+        first = k < 3
+        words[first] = lanes[index[first], 1 + k[first]]
+        j = 1
+        while True:
+            lo = 3 + 4 * (j - 1)
+            need = np.flatnonzero(counts > lo)
+            if not need.size:
+                break
+            block = rng.at(stream(Purpose.BOOTSTRAP_ARRIVALS, self.sample,
+                                  w << WINDOW_SHIFT | j), positions[need])
+            slot = np.full(positions.shape[0], -1, np.int64)
+            slot[need] = np.arange(need.size)
+            these = (k >= lo) & (k < lo + 4)
+            words[these] = block[slot[index[these]], k[these] - lo]
+            j += 1
+        return index, words
+
+
+def histogram(words, bits):
+    """Arrivals per bin of the words' top *bits* bits."""
+    return np.bincount((words >> np.uint64(64 - bits)).astype(np.int64), minlength=1 << bits)
+
+
+def boundary(histograms, size):
+    """Where the *size*-th arrival lies: ``(window, bin, rank in the bin)``
+    from the per-window histograms (summed over all rows); None when the
+    windows hold fewer arrivals."""
+    before = 0
+    for w, hist in enumerate(histograms):
+        cum = np.cumsum(hist)
+        if before + int(cum[-1]) >= size:
+            b = int(np.searchsorted(cum, size - before))
+            below = before + (int(cum[b - 1]) if b else 0)
+            return w, b, size - below
+        before += int(cum[-1])
+    return None
+
+
+def cutoff(words, positions, rank):
+    """The time ``(word, position)`` of the *rank*-th (1-based) arrival among
+    those of the boundary bin (their words and positions)."""
+    words = np.asarray(words, np.uint64)
+    positions = np.asarray(positions, np.int64)
+    order = np.lexsort((positions, words))
+    w, p = words[order], positions[order]
+    r = rank - 1
+    if r + 1 < w.size and w[r] == w[r + 1] and p[r] == p[r + 1]:
+        raise ParameterError("the key column holds duplicates: a bootstrap of keyed rows "
+                             "needs unique keys")
+    return int(w[r]), int(p[r])
+
+
+def find_cutoffs(rng, positions, n_rows, samples, size):
+    """Every sample's cutoff ``[window, word, position]`` from the rows
+    *positions* held in memory (the engines aggregate the same
+    :func:`histogram` and :func:`cutoff` over their tasks)."""
+    positions = np.asarray(positions, dtype=np.int64)
+    bits, cutoffs = bin_bits(size), []
+    for i in range(samples):
+        arrivals, hists, windows = Arrivals(n_rows, size, i), [], []
+        while True:
+            index, words = arrivals.window(rng, positions, len(hists))
+            hists.append(histogram(words, bits))
+            windows.append((index, words))
+            found = boundary(hists, size)
+            if found is not None:
+                break
+        w, b, rank = found
+        index, words = windows[w]
+        inside = (words >> np.uint64(64 - bits)) == np.uint64(b)
+        cutoffs.append([w, *cutoff(words[inside], positions[index[inside]], rank)])
+    return cutoffs
+
+
+class KeyedBootstrap(SamplingUDF):
+    """``samples`` bootstrap samples of exactly ``size`` rows of ``n_rows``
+    keyed rows: the arrivals up to each sample's cutoff (``cutoffs[i] =
+    [window, word, position]``, found by the engine).  Sample ids:
+    ``sample-i`` = i."""
+
+    name = "keyed-bootstrap"
+
+    def __init__(self, n_rows, samples, size, cutoffs):
+        super().__init__(n_rows)
+        self.samples = check_int("samples", samples, lo=1, hi=1 << 20)
+        self.size = check_int("size", size, lo=1, hi=1 << 62)
+        if len(cutoffs) != self.samples:
+            raise ParameterError(f"{len(cutoffs)} cutoffs for {self.samples} samples")
+        self.cutoffs = [tuple(int(x) for x in c) for c in cutoffs]
+        self.arrivals = [Arrivals(n_rows, self.size, i) for i in range(self.samples)]
+
+    def sample_names(self):
+        return [f"sample-{i}" for i in range(self.samples)]
+
+    def expected_rows(self, sample_id):
+        return float(self.size)
+
+    def params(self):
+        return {"samples": self.samples, "size": self.size,
+                "cutoffs": [list(c) for c in self.cutoffs]}
+
+    def occurrences_at(self, positions, rng):
+        positions = np.asarray(positions, dtype=np.int64)
+        parts = []
+        for i, arrivals in enumerate(self.arrivals):
+            last_window, word, position = self.cutoffs[i]
+            for w in range(last_window + 1):
+                index, words = arrivals.window(rng, positions, w)
+                if w == last_window:
+                    pos = positions[index]
+                    keep = (words < np.uint64(word)) | ((words == np.uint64(word))
+                                                       & (pos <= position))
+                    index, words = index[keep], words[keep]
+                parts.append(Occurrences(index, np.full(index.size, i, np.int64), words))
+        return self._checked(concat_occurrences(parts), positions.shape[0])
+
+    def occurrences(self, start, stop, rng):
+        return self.occurrences_at(np.arange(start, stop, dtype=np.int64), rng)
