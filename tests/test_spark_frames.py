@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from samplegen import spark as sg
-from samplegen.jobs import api, driver
+from samplegen.jobs import api, driver, keys
 from samplegen.udfs.builtin import HoldOut
 from samplegen.udfs.errors import ParameterError
 from samplegen.udfs.rng import PositionRNG
@@ -95,8 +95,8 @@ def test_bootstrap_exact_size_and_the_block_jobs_draws(session, frame):
     assert max(collections.Counter(ids(default)).values()) > 1  # drawn with replacement
 
 
-@pytest.mark.parametrize("keys", ["strings", "sparse integers"])
-def test_bootstrap_of_other_keys_is_exact_and_keyed(session, frame, keys):
+@pytest.mark.parametrize("kind", ["strings", "sparse integers"])
+def test_bootstrap_of_other_keys_is_exact_and_keyed(session, frame, kind):
     """Keys that are not the row ids 0..N-1: the first arrivals of keyed
     Poisson processes (udfs/arrivals.py), exactly *size* rows, the same
     under any partitioning, and the arrivals of the rows' positions as the
@@ -105,15 +105,14 @@ def test_bootstrap_of_other_keys_is_exact_and_keyed(session, frame, keys):
 
     from samplegen.udfs.arrivals import KeyedBootstrap, find_cutoffs
 
-    if keys == "strings":
+    if kind == "strings":
         df, key = frame, "name"
-        position = F.xxhash64("name").bitwiseAND(F.lit(0x7FFFFFFFFFFFFFFF))
     else:
         df, key = frame.withColumn("id", F.col("id") * 1_000_003 + 17), "id"
-        position = F.col("id")
-    rows = df.select(F.col("name"), position.alias("pos")).collect()
+    rows = df.select("name", "id").collect()
     names = [r["name"] for r in rows]
-    positions = np.array([r["pos"] for r in rows], np.int64)
+    positions = np.array([keys.hashed_position(r["name"]) if kind == "strings" else r["id"]
+                          for r in rows], np.int64)
     cutoffs = find_cutoffs(PositionRNG(SEED), positions, N, 2, 2500)
     occ = KeyedBootstrap(N, 2, 2500, cutoffs).occurrences_at(positions, PositionRNG(SEED))
     want = [sorted(names[i] for i in occ.offset[occ.sample == s]) for s in range(2)]
@@ -169,15 +168,13 @@ def test_other_columns_pass_through_untouched(session, frame):
         assert row == original[row["id"]]
 
 
-def test_string_keys_are_hashed_with_xxhash64(session, frame):
-    """A string key's position is Spark's xxhash64 (seed 42) with the sign
-    bit cleared; decisions follow it under any partitioning."""
+def test_string_keys_are_hashed_as_jobs_keys_says(session, frame):
+    """A string key's position is the first 60 bits of its MD5 (jobs.keys,
+    computed here in Python); decisions follow it under any partitioning."""
     from pyspark.sql import functions as F
 
-    hashed = frame.select("name", (F.xxhash64("name").bitwiseAND(F.lit(0x7FFFFFFFFFFFFFFF)))
-                          .alias("pos")).collect()
-    names = [row["name"] for row in hashed]
-    positions = np.array([row["pos"] for row in hashed], dtype=np.int64)
+    names = [row["name"] for row in frame.select("name").collect()]
+    positions = np.array([keys.hashed_position(n) for n in names], dtype=np.int64)
     occ = HoldOut(1 << 62, 0.7).occurrences_at(positions, PositionRNG(SEED))
     want = sorted(names[i] for i in occ.offset[occ.sample == 0])
     for df in (frame, frame.repartition(7), frame.orderBy(F.rand())):

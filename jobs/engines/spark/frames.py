@@ -14,9 +14,10 @@ Positions:
 
 * integer keys (byte, short, int, long) are the positions as they are; they
   must not be negative;
-* any other type (strings, decimals, dates, binary, structs, arrays) is
-  hashed with Spark's ``xxhash64`` (seed 42, a documented and stable Spark
-  SQL function) and the sign bit cleared: a position in ``[0, 2**63)``;
+* any other type (strings, decimals, dates, structs, arrays) is hashed: the
+  first 60 bits of the MD5 of its text, the rule of :mod:`jobs.keys`, the
+  same in Hive and in Python (a string key gets the same decisions in every
+  engine);
 * a NULL key is an error (the task fails with ``key column ... holds NULL``).
 
 Keys should be unique: rows with equal keys get equal decisions (a
@@ -39,6 +40,7 @@ import warnings
 
 import numpy as np
 
+from samplegen.jobs import keys
 from samplegen.udfs.builtin import Bootstrap, HoldOut, KFold
 from samplegen.udfs.custom import load_udf
 from samplegen.udfs.errors import ParameterError, check_int
@@ -50,7 +52,6 @@ KEY_SPACE = 1 << 63
 #: internal columns (dropped from every result)
 KEY_COLUMN = "__samplegen_key"
 SAMPLE_COLUMN = "__samplegen_sample"
-_INTEGRAL = ("ByteType", "ShortType", "IntegerType", "LongType")
 #: the bootstrap of keyed rows that are not the row ids 0..N-1
 ARRIVALS_UDF = "samplegen.udfs.arrivals:KeyedBootstrap"
 
@@ -108,15 +109,11 @@ def _key_position(df, key):
         if name in fields:
             raise ParameterError(f"the DataFrame has a column named {name!r}, which "
                                  "samplegen uses itself; rename it")
-    kind = type(fields[key].dataType).__name__
-    if kind == "MapType":
-        raise ParameterError(f"key column {key!r} is a map, which cannot be hashed; "
+    data_type = fields[key].dataType
+    if type(data_type).__name__ == "MapType":
+        raise ParameterError(f"key column {key!r} is a map, which has no stable text; "
                              "choose another key")
-    column = F.col(f"`{key}`")
-    if kind in _INTEGRAL:
-        return column.cast("long")
-    hashed = F.xxhash64(column).bitwiseAND(F.lit(0x7FFFFFFFFFFFFFFF))
-    return F.when(column.isNull(), F.lit(None).cast("long")).otherwise(hashed)
+    return F.expr(keys.sql_position(f"`{key}`", data_type.simpleString()))
 
 
 def tagged_frame(df, udf, seed, key, params=None, n_rows=KEY_SPACE - 1):
@@ -224,7 +221,7 @@ def _key_stats(df, key):
 
     position = _key_position(df, key)
     fields = {f.name: f for f in df.schema.fields}
-    integral = type(fields[key].dataType).__name__ in _INTEGRAL
+    integral = keys.is_integral(fields[key].dataType.simpleString())
     aggs = [F.count(F.lit(1)).alias("n"), F.count(position).alias("keys")]
     if integral:
         column = F.col(f"`{key}`").cast("decimal(38,0)")

@@ -1,0 +1,44 @@
+"""Keys as positions: where a row known by a key (a column of a DataFrame or
+of a Hive table) draws its randomness.
+
+The sampling-UDFs decide a row from the lane blocks at its *position*
+(:meth:`udfs.base.SamplingUDF.occurrences_at`).  A keyed row's position is:
+
+* an integer key (8, 16, 32 or 64 bits) as it is; it must not be negative,
+  and the row ids of a block matrix as keys give the block jobs' decisions;
+* any other key hashed: the first 15 hex digits (60 bits) of the MD5 of its
+  text (``CAST(key AS STRING)``, UTF-8) read as an integer.
+
+Both rules are the same SQL expression in Spark and in Hive
+(:func:`sql_position`), and :func:`hashed_position` is the same rule in
+Python, so a string key gets the same position, hence the same decisions,
+in every engine.  (Other types hash their engine's text form, which Spark
+and Hive may write differently, e.g. for arrays or timestamps.)
+"""
+import hashlib
+
+#: hex digits of the MD5 digest that make a hashed key's position
+HEX_DIGITS = 15
+#: SQL types whose values are positions as they are (Spark and Hive names)
+INTEGRAL = frozenset({"tinyint", "smallint", "int", "integer", "bigint", "byte", "short",
+                      "long"})
+
+
+def hashed_position(text):
+    """The position of a non-integer key whose text is *text*."""
+    return int(hashlib.md5(text.encode("utf-8")).hexdigest()[:HEX_DIGITS], 16)
+
+
+def is_integral(sql_type):
+    """True for a SQL type name (``int``, ``bigint``, ...) used as it is."""
+    return sql_type.strip().lower() in INTEGRAL
+
+
+def sql_position(column, sql_type):
+    """The SQL expression (Spark SQL and HiveQL alike) of the position of
+    the rows' key *column* (an already quoted column reference) of type
+    *sql_type*: NULL for a NULL key."""
+    if is_integral(sql_type):
+        return f"CAST({column} AS BIGINT)"
+    return (f"CAST(conv(substr(md5(CAST({column} AS STRING)), 1, {HEX_DIGITS}), 16, 10) "
+            "AS BIGINT)")
