@@ -7,6 +7,9 @@ table-to-table sampling, and the HiveQL scripts.
     samplegen hive kfold TABLE RESULT --output DIR --k K [--naive] ...
     samplegen hive bootstrap TABLE RESULT --output DIR --samples N [--size S] ...
     samplegen hive sample TABLE RESULT --output DIR --udf MODULE:FUNC [--param K=V] ...
+    samplegen hive holdout|kfold|bootstrap|sample TABLE RESULT --key COLUMN ...
+                   (TABLE an ordinary table, one row per row: the result is a table of
+                   its rows, partitioned by sample, and one view per sample)
     samplegen hive register RESULT --output DIR --hive-url URL [--overwrite] [--print]
     samplegen hive script NAME        print hive/NAME.hql (for beeline -f)
 
@@ -23,8 +26,9 @@ import os
 import sys
 
 from samplegen.udfs.custom import parse_param, parse_seed
+from samplegen.udfs.errors import ParameterError
 
-from . import tables
+from . import rowtables, tables
 
 
 def _hive_url(p):
@@ -36,8 +40,13 @@ def _sampling(sub, name, help_):
     p = sub.add_parser(name, help=help_)
     p.add_argument("table", metavar="TABLE", help="block table to sample")
     p.add_argument("result", metavar="RESULT", help="result table to create")
-    p.add_argument("--output", required=True, metavar="DIR",
-                   help="run directory for the result table's files (a path the server sees)")
+    p.add_argument("--output", metavar="DIR",
+                   help="a block table's run directory for the result table's files (a path "
+                        "the server sees)")
+    p.add_argument("--key", metavar="COLUMN",
+                   help="TABLE is an ordinary table (one row per row, any columns) sampled by "
+                        "this column: the result is a table of its rows and one view per "
+                        "sample")
     p.add_argument("--seed", type=parse_seed, required=True, help="random seed (0 <= S < 2**64)")
     p.add_argument("--overwrite", action="store_true",
                    help="replace an existing result table and run directory")
@@ -117,6 +126,18 @@ def dispatch(args, log):
             sys.stdout.write(out)
     else:
         udf, params = _method(args)
+        if (args.output is None) == (args.key is None):
+            raise ParameterError("give --output DIR (a block table) or --key COLUMN (a row "
+                                 "table), not both" if args.key else
+                                 "--output DIR is required for a block table (or --key COLUMN "
+                                 "for a row table)")
+        if args.key is not None:
+            out = rowtables.sample_row_table(args.hive_url, args.table, args.result, udf, params,
+                                             args.seed, args.key, overwrite=args.overwrite,
+                                             print_only=args.print_only, log=log)
+            if args.print_only:
+                sys.stdout.write(out)
+            return 0
         out = tables.sample_table(args.hive_url, args.table, args.result, args.output, udf,
                                   params, args.seed, overwrite=args.overwrite,
                                   print_only=args.print_only, log=log)

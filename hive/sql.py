@@ -15,7 +15,12 @@ kind:
 * ``word``: one word of a TRANSFORM command line (a UDF name, ``key=value``
   parameters), from the same set, not starting with ``-`` or ``~`` (no
   option to the script, no tilde expansion by Spark's ``bash -c``);
-* ``program``: the interpreter's name or path (no ``=``, ``,`` or ``:``).
+* ``program``: the interpreter's name or path (no ``=``, ``,`` or ``:``);
+* ``columns`` / ``typed_columns``: backquoted column names (identifiers),
+  comma-separated, the latter each with a type of letters, digits and
+  ``_ < > , : ( )`` (``array<int>``, ``decimal(10,2)``);
+* ``position``: a key's position, exactly as :func:`jobs.keys.sql_position`
+  writes it for a backquoted identifier.
 
 The scripts in ``hive/*.hql`` are plain HiveQL with ``${hivevar:NAME}``
 placeholders: beeline substitutes them from ``--hivevar NAME=VALUE`` on the
@@ -26,6 +31,7 @@ import math
 import os
 import re
 
+from samplegen.jobs import keys
 from samplegen.udfs.errors import ParameterError
 
 IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,127}")
@@ -99,8 +105,43 @@ def params(value, what="params"):
     return value if value == "" else word(value, what)
 
 
+_COLUMN = r"`[A-Za-z_][A-Za-z0-9_]{0,127}`"
+_COLUMNS = re.compile(rf"{_COLUMN}(?:,{_COLUMN}){{0,4095}}")
+_TYPE = r"[A-Za-z][A-Za-z0-9_<>,:() ]{0,4095}"
+_TYPED = re.compile(rf"{_COLUMN} {_TYPE}")
+
+
+def columns(value, what="columns"):
+    if not isinstance(value, str) or not _COLUMNS.fullmatch(value):
+        raise UnsafeValue(f"{what} {value!r} must be backquoted column names (letters, digits, "
+                          "_), comma-separated")
+    return value
+
+
+def typed_columns(value, what="typed columns"):
+    """Backquoted names, each with its type, comma-separated; split where a
+    comma is followed by a backquote (types may hold commas:
+    ``decimal(10,2)``, ``struct<a:int,b:int>``)."""
+    items = value.split(",`") if isinstance(value, str) else None
+    if not items or not all(_TYPED.fullmatch(item if i == 0 else "`" + item)
+                            for i, item in enumerate(items)):
+        raise UnsafeValue(f"{what} {value!r} must be backquoted column names, each with a type "
+                          "of letters, digits and _ < > , : ( )")
+    return value
+
+
+def position(value, what="position"):
+    column = re.search(r"`[^`]*`", value) if isinstance(value, str) else None
+    if column is None or value not in (keys.sql_position(column.group(0), "bigint"),
+                                       keys.sql_position(column.group(0), "string")):
+        raise UnsafeValue(f"{what} {value!r} is not a key position of samplegen.jobs.keys")
+    columns(column.group(0), what)
+    return value
+
+
 CHECKS = {"identifier": identifier, "int": integer, "number": number, "path": path,
-          "word": word, "params": params, "program": program}
+          "word": word, "params": params, "program": program, "columns": columns,
+          "typed_columns": typed_columns, "position": position}
 
 
 def variables(text):

@@ -53,6 +53,14 @@ sample, v_index, relative_pos, row_id``)
     commits from the summaries as before); with an error row in its input
     it writes nothing; a task without input does nothing.
 
+``rows`` (map side of a row table: one row per row, any columns)
+    in:  ``position, <the table's columns>`` (the key's position,
+    :mod:`jobs.keys`, then the row as Hive wrote it)
+    out: ``<the table's columns>, sample`` -- each row once per occurrence,
+    its text untouched, and the sample's name.  Whole buffers at a time
+    (numpy over the bytes: no Python object per row).  A key that is not a
+    non-negative integer stops the script (exit status 2).
+
 ``explode`` / ``assign`` (the join-based baseline)
     ``explode``: ``h_index, v_index, block`` -> ``row_id, v_index,
     row_partition`` (every row of every block).  ``assign``: ``h_index`` of
@@ -94,7 +102,9 @@ from samplegen.jobs.phases import (
 )
 from samplegen.jobs.store import META, SUCCESS, read_json
 from samplegen.udfs.base import Occurrences
+from samplegen.udfs.custom import load_udf
 from samplegen.udfs.errors import InputError, ParameterError, SamplegenError
+from samplegen.udfs.rng import PositionRNG
 
 BATCH_ROWS = 4096
 RANGE_ROWS = 1 << 16
@@ -176,6 +186,91 @@ def _write_rows(out, sample, v, chunk):
     head = b"%d\t%d\t" % (sample, v)
     for rel, rid, text in zip(chunk.relpos.tolist(), chunk.row_ids.tolist(), _row_texts(chunk)):
         out.write(b"%s%016x\t%d\t%s\n" % (head, rel, rid, text))
+
+
+# ---------------------------------------------------------------------------
+# map side of a row table
+# ---------------------------------------------------------------------------
+ROWS_BUFFER = 1 << 22
+_MAX_DIGITS = 19
+
+
+def run_rows(udf, rng, stdin, out, buffer=ROWS_BUFFER):
+    """``rows``: each input line's row once per occurrence, with the sample
+    name (the first field, the key's position, decides)."""
+    names = udf.sample_names()
+    if names is None:
+        raise ParameterError(f"sampling-UDF {udf.name!r} does not declare its sample names; "
+                             "a row table needs them")
+    suffixes = [np.frombuffer(b"\t" + n.encode("utf-8") + b"\n", np.uint8) for n in names]
+    carry = b""
+    while True:
+        data = stdin.read(buffer)
+        if not data:
+            break
+        data = carry + data
+        cut = data.rfind(b"\n") + 1
+        carry = data[cut:]
+        if cut:
+            _rows_chunk(np.frombuffer(data[:cut], np.uint8), udf, rng, suffixes, out)
+    if carry:
+        _rows_chunk(np.frombuffer(carry + b"\n", np.uint8), udf, rng, suffixes, out)
+
+
+def _rows_chunk(buf, udf, rng, suffixes, out):
+    ends = np.flatnonzero(buf == 10)
+    starts = np.concatenate(([0], ends[:-1] + 1))
+    tabs = np.flatnonzero(buf == 9)
+    first_tab = tabs[np.minimum(np.searchsorted(tabs, starts), max(tabs.size - 1, 0))] \
+        if tabs.size else ends
+    if not tabs.size or np.any(first_tab > ends):
+        raise InputError("a row-table line has no column after the key")
+    positions = _decimal_fields(buf, starts, first_tab)
+    occ = udf.occurrences_at(positions, rng)
+    # the row's text: from after the key's tab to its newline, which becomes
+    # the suffix "\t<sample name>\n" (np.repeat writes it, then it is filled in)
+    counts = np.bincount(occ.sample * positions.size + occ.offset,
+                         minlength=len(suffixes) * positions.size).reshape(len(suffixes), -1)
+    line_start, line_end = first_tab + 1, ends
+    for s, suffix in enumerate(suffixes):
+        c = counts[s]
+        for r in range(int(c.max()) if c.size else 0):
+            chosen = np.flatnonzero(c > r)
+            inside = np.zeros(buf.size + 1, np.int64)
+            inside[line_start[chosen]] += 1
+            inside[line_end[chosen]] -= 1
+            reps = np.cumsum(inside[:-1])
+            reps[line_end[chosen]] = suffix.size
+            written = np.repeat(buf, reps)
+            tail = np.cumsum(reps)[line_end[chosen]] - suffix.size
+            written[tail[:, None] + np.arange(suffix.size)] = suffix
+            out.write(written.tobytes())
+
+
+def _decimal_fields(buf, starts, stops):
+    """The non-negative decimal integers ``buf[starts[i]:stops[i]]``."""
+    length = stops - starts
+    if length.size and (length.min() < 1 or length.max() > _MAX_DIGITS):
+        bad = int(np.flatnonzero((length < 1) | (length > _MAX_DIGITS))[0])
+        raise InputError(f"row-table key position {_field_text(buf, starts[bad], stops[bad])!r}"
+                         " is not a non-negative 64-bit integer (a NULL key?)")
+    value = np.zeros(length.size, np.uint64)
+    for k in range(int(length.max()) if length.size else 0):
+        live = length > k
+        digit = buf[starts[live] + k].astype(np.int64) - 48
+        if digit.size and (digit.min() < 0 or digit.max() > 9):
+            row = np.flatnonzero(live)[int(np.flatnonzero((digit < 0) | (digit > 9))[0])]
+            raise InputError(f"row-table key position "
+                             f"{_field_text(buf, starts[row], stops[row])!r} is not a "
+                             "non-negative integer (a NULL key?)")
+        value[live] = value[live] * np.uint64(10) + digit.astype(np.uint64)
+    if value.size and value.max() >= np.uint64(1 << 63):
+        raise InputError("row-table key position out of range")
+    return value.astype(np.int64)
+
+
+def _field_text(buf, a, b):
+    return bytes(buf[a:b]).decode("utf-8", "replace")
 
 
 # ---------------------------------------------------------------------------
@@ -401,13 +496,18 @@ class _Parser(argparse.ArgumentParser):
         raise ParameterError(f"{self.prog}: {message}")
 
 
-COMMANDS = ("sample", "reblock", "compose", "finish", "explode", "assign")
+COMMANDS = ("sample", "reblock", "compose", "finish", "explode", "assign", "rows")
 
 
 def build_parser():
     parser = _Parser(prog="samplegen-transform")
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
-    for name in COMMANDS:
+    p = sub.add_parser("rows")
+    p.add_argument("--udf", required=True)
+    p.add_argument("--params", default="", help="KEY=VALUE[,KEY=VALUE...]")
+    p.add_argument("--seed", type=int, required=True)
+    p.add_argument("--n-rows", type=int, required=True)
+    for name in COMMANDS[:-1]:
         p = sub.add_parser(name)
         plan_codec.add_options(p)
         p.add_argument("--records", choices=("chunks", "rows"), default="chunks")
@@ -452,6 +552,11 @@ def main(argv=None, stdin=None, stdout=None):
     command = argv[0] if argv and argv[0] in COMMANDS else "reblock"
     try:
         args = build_parser().parse_args(argv)
+        if args.command == "rows":
+            udf = load_udf(args.udf, args.n_rows, plan_codec.parse_params(args.params))
+            run_rows(udf, PositionRNG(args.seed), stdin, stdout)
+            stdout.flush()
+            return 0
         plan = plan_codec.from_options(args, getattr(args, "output", ""))
         if args.command in ("reblock", "compose"):
             prepare_output(args.output)
@@ -472,8 +577,8 @@ def main(argv=None, stdin=None, stdout=None):
             import traceback
             traceback.print_exc()
         sys.stderr.write(error_line(exc) + "\n")
-        if command in ("explode", "assign"):
-            return 2  # baseline helpers: no error rows in their schemas
+        if command in ("explode", "assign", "rows"):
+            return 2  # no error rows in their schemas (the row table's are the user's)
         stdout.write(error_row(command, exc))
         for _ in stdin:  # let the engine finish writing our input
             pass

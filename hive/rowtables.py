@@ -1,0 +1,151 @@
+"""Ordinary Hive tables sampled row by row, keyed by a column (``rows.hql``).
+
+A *row table* holds one row per row and any columns (strings, arrays,
+structs, partitions).  :func:`sample_row_table` samples it with one query:
+a TRANSFORM script (``transform.py rows``) decides every row from its key's
+position (:mod:`jobs.keys`: the same decisions as ``samplegen.spark`` and,
+for row-id keys, the block jobs) and passes the row's text through once per
+occurrence with the sample's name; the result is a table with the source's
+columns, ``PARTITIONED BY (sample STRING)``, and one view per sample
+(``<result>_<sample>``; for k-fold also ``<result>_train_<i>``, every row
+not in fold i).
+
+Everything is checked before any statement that writes: the names, the key
+column and its values (one aggregate over the key: no NULL, no negative
+integer; the row count for user UDFs and the bootstrap, whose keys must be
+the row ids ``0..N-1`` on Hive), the UDF's parameters.
+"""
+from samplegen.jobs import keys
+from samplegen.jobs.plan import format_params
+from samplegen.udfs.custom import load_udf
+from samplegen.udfs.errors import ParameterError
+from samplegen.udfs.rng import check_seed
+
+from . import sql
+from .client import Client
+from .engine import PENDING_ZIP, settings, ship_zip
+from .tables import drop_statements, view_name
+
+#: the number of rows holdout and kfold see: any non-negative 64-bit position
+KEY_SPACE_ROWS = (1 << 63) - 1
+KINDS = {"table": "identifier", "result": "identifier", "columns": "columns",
+         "typed_columns": "typed_columns", "position": "position", "files": "path",
+         "zip": "word", "python": "program", "udf": "word", "params": "params", "seed": "int",
+         "n_rows": "int"}
+#: columns of the result besides the source's
+RESERVED = ("sample", "samplegen_position")
+
+
+def table_columns(client, table):
+    """``[(name, type), ...]`` of *table* (partition columns included)."""
+    columns = []
+    for row in client.execute(f"DESCRIBE {table}"):
+        name = str(row[0] or "").strip()
+        if not name or name.startswith("#"):
+            break
+        if not sql.IDENTIFIER.fullmatch(name):
+            raise ParameterError(f"column {name!r} of {table} cannot be used in HiveQL: "
+                                 "rename it (letters, digits, _)")
+        columns.append((name, str(row[1]).strip()))
+    return columns
+
+
+def _key_stats(client, table, key, integral):
+    """Row count, and whether the keys are the row ids 0..N-1; refuses NULL
+    and negative keys."""
+    pos = keys.sql_position(f"`{key}`", "bigint" if integral else "string")
+    big = f"CAST({pos} AS DECIMAL(38,0))"
+    query = f"SELECT count(*), count({pos})"
+    if integral:
+        query += f", min({pos}), max({pos}), sum({big}), sum({big} * {big})"
+    row = client.execute(query + f" FROM {table}")[0]
+    n = int(row[0])
+    if n == 0:
+        raise ParameterError(f"table {table} has no rows")
+    if int(row[1]) != n:
+        raise ParameterError(f"key column {key!r} of {table} holds NULL")
+    if not integral:
+        return n, False
+    lo, hi, s1, s2 = (int(v) for v in row[2:])
+    if lo < 0:
+        raise ParameterError(f"key column {key!r} of {table} holds a negative integer ({lo}); "
+                             "keys must be >= 0 (or strings, which are hashed)")
+    return n, (lo, hi, s1, s2) == (0, n - 1, n * (n - 1) // 2, (n - 1) * n * (2 * n - 1) // 6)
+
+
+def _views(result, udf_obj, columns):
+    names = list(udf_obj.sample_names())
+    listed = ", ".join(f"`{c}`" for c, _ in columns)
+    views = [(view_name(result, n), f"sample = {sql.quoted(sql.word(n, 'sample name'))}")
+             for n in names]
+    if udf_obj.composes_folds:  # fold mode: train-i is every row not in fold i
+        views += [(view_name(result, f"train-{i}"),
+                   f"sample <> {sql.quoted(f'test-{i}')}") for i in range(len(names))]
+    return [(name, f"CREATE VIEW {name} AS SELECT {listed} FROM {result} WHERE {where}")
+            for name, where in views]
+
+
+def sample_row_table(url, table, result, udf, params, seed, key, overwrite=False,
+                     print_only=False, log=None):
+    """Sample row table *table* by its column *key* into result table
+    *result* and its views; with *print_only*, return the HiveQL."""
+    log = log or (lambda message, progress=False: None)
+    sql.identifier(table)
+    sql.identifier(result, "result table name")
+    sql.identifier(key, "key column", qualified=False)
+    conf = settings({"hive_url": url})
+    with Client(conf["url"]) as client:
+        columns = table_columns(client, table)
+        types = dict(columns)
+        if key not in types:
+            raise ParameterError(f"key column {key!r} is not a column of {table} (columns: "
+                                 f"{', '.join(types)})")
+        clash = [c for c in RESERVED if c in types]
+        if clash:
+            raise ParameterError(f"{table} has a column named {clash[0]!r}, which the result "
+                                 "table uses itself; rename it")
+        if types[key].lower().startswith("map<"):
+            raise ParameterError(f"key column {key!r} is a map, which has no stable text")
+        integral = keys.is_integral(types[key])
+        n, row_ids = _key_stats(client, table, key, integral)
+        n_rows = KEY_SPACE_ROWS if udf in ("holdout", "kfold") else n
+        if udf == "bootstrap" and not row_ids:
+            raise ParameterError(f"a bootstrap of a Hive row table needs the row ids 0..N-1 in "
+                                 f"its key column; {key!r} does not hold them (samplegen.spark "
+                                 "samples any keys)")
+        udf_obj = load_udf(udf, n_rows, params)
+        if udf_obj.sample_names() is None:
+            raise ParameterError(f"sampling-UDF {udf!r} does not declare its sample names; a "
+                                 "row table needs them")
+        views = _views(result, udf_obj, columns)
+        if client.table_exists(result) and not overwrite:
+            raise ParameterError(f"table {result} exists (use --overwrite to replace it)")
+        values = {"table": table, "result": result,
+                  "columns": ",".join(f"`{c}`" for c, _ in columns),
+                  "typed_columns": ",".join(f"`{c}` {t}" for c, t in columns),
+                  "position": keys.sql_position(f"`{key}`", types[key]),
+                  "files": conf["files"], "zip": PENDING_ZIP,
+                  "python": conf["python"], "udf": udf_obj.spec[0],
+                  "params": format_params(udf_obj.spec[1]), "seed": check_seed(seed),
+                  "n_rows": n_rows}
+        sql.render(sql.load_script("rows"), values, KINDS)  # every value checked
+        values["zip"] = ship_zip(conf["files"], udf_obj.spec[0])
+        script = sql.render(sql.load_script("rows"), values, KINDS)
+        after = [statement for _, statement in views] + [
+            f"ALTER TABLE {result} SET TBLPROPERTIES ('samplegen.views' = "
+            f"{sql.quoted(','.join(name for name, _ in views))})"]
+        drops = drop_statements(client, result) if overwrite else []
+        if print_only:
+            return "".join(s + ";\n" for s in drops) + script + "\n" + \
+                "".join(s + ";\n" for s in after)
+        for statement in drops:
+            client.execute(statement, fetch=False)
+        client.run_script(script)
+        for statement in after:
+            client.execute(statement, fetch=False)
+    log(f"result table {result}: {len(udf_obj.sample_names())} samples of {table} "
+        f"({n} rows) keyed by {key}; views {', '.join(name for name, _ in views[:4])}"
+        + (", ..." if len(views) > 4 else ""))
+    return {"samples": list(udf_obj.sample_names()), "views": [name for name, _ in views],
+            "rows": n}
+

@@ -1,0 +1,146 @@
+"""Ordinary Hive tables sampled by a key column (hive/rowtables.py,
+hive/rows.hql), on Apache Hive and on the Spark Thrift Server: membership
+from the key alone (row ids: the block jobs'; strings: jobs.keys' MD5
+positions, as samplegen.spark), every column back as it was (strings,
+arrays, NULLs), one view per sample, exact bootstrap sizes, and bad input
+refused before anything is written."""
+import uuid
+
+import numpy as np
+import pytest
+
+from samplegen.hive import client as hive_client
+from samplegen.hive import transform
+from samplegen.jobs import api, keys
+from samplegen.udfs.builtin import KFold
+from samplegen.udfs.custom import load_udf
+from samplegen.udfs.rng import PositionRNG
+
+from .conftest import run_cli
+from .hive_fixtures import hive_server  # noqa: F401  (session fixture)
+
+pytestmark = pytest.mark.hive
+SEED = 7
+N = 400
+
+
+@pytest.fixture(scope="module")
+def row_table(hive_server):
+    """A row table of N rows: id 0..N-1, a string, an array, a double and a
+    string holding a tab and a backslash, NULL in every tenth row."""
+    name = "rows_" + uuid.uuid4().hex[:8]
+    with hive_client.Client(hive_server["url"]) as c:
+        c.execute(f"CREATE TABLE {name} (id BIGINT, name STRING, tags ARRAY<INT>, "
+                  "score DOUBLE, note STRING)", fetch=False)
+        c.execute(f"INSERT INTO {name} SELECT pos, concat('row-', CAST(pos AS STRING)), "
+                  "array(CAST(pos % 3 AS INT), CAST(pos % 5 AS INT)), pos * 0.5, "
+                  "IF(pos % 10 = 0, NULL, concat('n', CAST(pos AS STRING), chr(9), '\\\\')) "
+                  f"FROM (SELECT posexplode(split(space({N - 1}), ' ')) AS (pos, x)) t",
+                  fetch=False)
+    return {"name": name, "url": hive_server["url"]}
+
+
+def _rows(url, query):
+    with hive_client.Client(url) as c:
+        return c.execute(query)
+
+
+def _by_sample(url, result):
+    out = {}
+    for row in _rows(url, f"SELECT sample, id, name, tags, score, note FROM {result}"):
+        out.setdefault(row[0], []).append(tuple(row[1:]))
+    return out
+
+
+def test_holdout_by_row_id_is_the_block_jobs_and_keeps_every_column(row_table, capsys):
+    url, table = row_table["url"], row_table["name"]
+    result = "ho_" + uuid.uuid4().hex[:6]
+    code, _, err = run_cli(capsys, "hive", "holdout", table, result, "--key", "id", "--ratio",
+                           0.7, "--repeats", 2, "--seed", SEED, "--hive-url", url)
+    assert code == 0, err
+    source = {row[0]: tuple(row) for row in _rows(
+        url, f"SELECT id, name, tags, score, note FROM {table}")}
+    ref = api.holdout(N, 0.7, SEED, repeats=2)
+    got = _by_sample(url, result)
+    assert sorted(got) == sorted(ref.names)
+    for name in ref.names:
+        assert sorted(r[0] for r in got[name]) == sorted(ref.indices(name).tolist()), name
+        bad = [(source[r[0]], r) for r in got[name] if source[r[0]] != r]
+        assert not bad, bad[:3]   # every column as it was
+    assert any(r[4] is None for r in got["train-0"])        # NULLs stay NULL
+    view = _rows(url, f"SELECT id FROM {result}_test_1")
+    assert sorted(r[0] for r in view) == sorted(ref.indices("test-1").tolist())
+
+
+def test_kfold_by_a_string_key_and_the_training_views(row_table, capsys):
+    url, table = row_table["url"], row_table["name"]
+    result = "kf_" + uuid.uuid4().hex[:6]
+    code, _, err = run_cli(capsys, "hive", "kfold", table, result, "--key", "name", "--k", 3,
+                           "--seed", SEED, "--hive-url", url)
+    assert code == 0, err
+    names = [f"row-{i}" for i in range(N)]
+    positions = np.array([keys.hashed_position(n) for n in names], np.int64)
+    occ = KFold(1 << 62, 3).occurrences_at(positions, PositionRNG(SEED))
+    got = _by_sample(url, result)
+    for f in range(3):
+        want = sorted(names[i] for i in occ.offset[occ.sample == f])
+        assert sorted(r[1] for r in got[f"test-{f}"]) == want
+        train = _rows(url, f"SELECT name FROM {result}_train_{f}")
+        assert sorted(r[0] for r in train) == sorted(set(names) - set(want))
+
+
+def test_bootstrap_by_row_id_has_exact_sizes(row_table, capsys):
+    url, table = row_table["url"], row_table["name"]
+    result = "bs_" + uuid.uuid4().hex[:6]
+    code, _, err = run_cli(capsys, "hive", "bootstrap", table, result, "--key", "id",
+                           "--samples", 2, "--size", 300, "--seed", SEED, "--hive-url", url)
+    assert code == 0, err
+    ref = api.bootstrap(N, 2, SEED, size=300)
+    got = _by_sample(url, result)
+    for name in ref.names:
+        assert sorted(r[0] for r in got[name]) == sorted(ref.indices(name).tolist())
+
+
+def test_print_and_bad_input(row_table, capsys):
+    url, table = row_table["url"], row_table["name"]
+    result = "pr_" + uuid.uuid4().hex[:6]
+    code, text, err = run_cli(capsys, "hive", "holdout", table, result, "--key", "id",
+                              "--ratio", 0.5, "--seed", SEED, "--hive-url", url, "--print")
+    assert code == 0, err
+    assert f"CREATE TABLE {result}" in text and f"CREATE VIEW {result}_train_0" in text
+    assert "${hivevar:" not in text
+    with hive_client.Client(url) as c:
+        assert not c.table_exists(result)
+    cases = [
+        (["holdout", table, result, "--key", "nope", "--ratio", 0.5], "not a column"),
+        (["holdout", table, result, "--key", "id", "--output", "/tmp/x", "--ratio", 0.5],
+         "not both"),
+        (["bootstrap", table, result, "--key", "name", "--samples", 2], "row ids"),
+        (["holdout", table, result, "--key", "id", "--ratio", 1.5], "ratio"),
+        (["holdout", table, "bad;name", "--key", "id", "--ratio", 0.5], "result table name"),
+    ]
+    for argv, words in cases:
+        code, _, err = run_cli(capsys, "hive", *argv, "--seed", SEED, "--hive-url", url)
+        assert code == 2 and words in err and len(err.strip().splitlines()) == 1, err
+    with hive_client.Client(url) as c:
+        assert not c.table_exists(result)
+
+
+def test_rows_script_passes_lines_through_once_per_occurrence():
+    """The TRANSFORM script alone: each line's text after the key, once per
+    occurrence, with the sample's name; bad keys stop it."""
+    import io
+
+    udf = load_udf("bootstrap", 50, {"samples": 2, "size": 80})
+    lines = b"".join(b"%d\tr%d\t[1,2]\t\\N\n" % (i, i) for i in range(50))
+    out = io.BytesIO()
+    transform.run_rows(udf, PositionRNG(3), io.BytesIO(lines), out, buffer=97)
+    got = sorted(out.getvalue().splitlines())
+    occ = udf.occurrences_at(np.arange(50), PositionRNG(3))
+    want = sorted(b"r%d\t[1,2]\t\\N\tsample-%d" % (o, s) for o, s in zip(occ.offset, occ.sample))
+    assert got == want and len(got) == 160
+    for bad in (b"\\N\tx\n", b"-3\tx\n", b"12a\tx\n", b"7\n"):
+        stdout = io.BytesIO()
+        code = transform.main(["rows", "--udf", "holdout", "--params", "ratio=0.5",
+                               "--seed", "1", "--n-rows", "100"], io.BytesIO(bad), stdout)
+        assert code == 2 and stdout.getvalue() == b""
