@@ -162,6 +162,9 @@ def _print_info(desc):
             print("composed of: " + ", ".join(
                 f"{c['path']} ({count_words(c['blocks'], 'block', 'blocks')})"
                 for c in desc["composed_of"]))
+        if desc.get("label"):
+            print(f"label column {desc['label']!r} (column "
+                  f"{desc['columns'].index(desc['label'])})")
         print(f"fingerprint {desc['fingerprint']}")
 
 

@@ -345,7 +345,7 @@ def info(path):
     entry = {"kind": "matrix", "path": path, "rows": meta["rows"], "cols": meta["cols"],
              "block_size": meta["block_size"], "matrix_kind": meta["kind"],
              "fingerprint": meta.get("fingerprint"), "columns": meta.get("columns"),
-             "blocks": matrix.blocks()}
+             "label": meta.get("label"), "blocks": matrix.blocks()}
     if meta.get("composed_of"):
         entry["composed_of"] = meta["composed_of"]
     entry["samples"] = [dict(name=os.path.basename(path.rstrip("/")), rows=meta["rows"],

@@ -371,6 +371,16 @@ def test_exclude_and_label(tmp_path):
     assert "label" not in imported(tmp_path, tmp_path / "x.csv", overwrite=True).meta
 
 
+def test_info_names_the_label(tmp_path, capsys):
+    pd.DataFrame(DATA, columns=["a", "b", "c"]).to_csv(tmp_path / "x.csv", index=False)
+    code, _, err = run_cli(capsys, "import", tmp_path / "x.csv", tmp_path / "m",
+                           "--block-size", 2, "--label", "b")
+    assert code == 0, err
+    code, out, _ = run_cli(capsys, "info", tmp_path / "m")
+    assert code == 0 and "label column 'b' (column 1)" in out
+    assert driver.info(str(tmp_path / "m"))["label"] == "b"
+
+
 def test_a_recorded_label_is_checked_when_the_matrix_is_opened(tmp_path):
     import json
     pd.DataFrame(DATA, columns=["a", "b", "c"]).to_csv(tmp_path / "x.csv", index=False)
