@@ -17,6 +17,7 @@ the row ids ``0..N-1`` on Hive), the UDF's parameters.
 """
 from samplegen.jobs import keys
 from samplegen.jobs.plan import format_params
+from samplegen.udfs import arrivals
 from samplegen.udfs.custom import load_udf
 from samplegen.udfs.errors import ParameterError
 from samplegen.udfs.rng import check_seed
@@ -32,6 +33,10 @@ KINDS = {"table": "identifier", "result": "identifier", "columns": "columns",
          "typed_columns": "typed_columns", "position": "position", "files": "path",
          "zip": "word", "python": "program", "udf": "word", "params": "params", "seed": "int",
          "n_rows": "int"}
+ARRIVALS_KINDS = {"python": "program", "zip": "word", "stage": "word", "seed": "int",
+                  "n_rows": "int", "size": "int", "samples": "int", "bits": "int",
+                  "windows": "int", "targets": "params", "output": "typed_columns",
+                  "position": "position", "table": "identifier", "files": "path"}
 #: columns of the result besides the source's
 RESERVED = ("sample", "samplegen_position")
 
@@ -73,6 +78,40 @@ def _key_stats(client, table, key, integral):
     return n, (lo, hi, s1, s2) == (0, n - 1, n * (n - 1) // 2, (n - 1) * n * (2 * n - 1) // 6)
 
 
+def _cutoffs(client, conf, table, key, key_type, seed, rows, samples, size):
+    """Every sample's cutoff (:mod:`udfs.arrivals`), from two TRANSFORM
+    aggregations over the key column."""
+    import base64
+
+    import numpy as np
+
+    values = {"python": conf["python"], "zip": ship_zip(conf["files"], arrivals.UDF),
+              "files": conf["files"], "seed": check_seed(seed),
+              "n_rows": rows, "size": size, "samples": samples,
+              "bits": arrivals.bin_bits(size), "position": keys.sql_position(f"`{key}`", key_type),
+              "table": table, "targets": ""}
+    bits, windows = values["bits"], 1
+    while True:
+        script = sql.render(sql.load_script("arrivals"), dict(
+            values, stage="histogram", windows=windows,
+            output="`sample` int,`window` int,`hist` string"), ARRIVALS_KINDS)
+        hists = np.zeros((samples, windows, 1 << bits), np.int64)
+        for sample, window, text in client.run_script(script):
+            hists[int(sample), int(window)] += np.frombuffer(base64.b64decode(text), np.int64)
+        found = [arrivals.boundary(hists[i], size) for i in range(samples)]
+        if all(f is not None for f in found):
+            break
+        windows *= 2
+    targets = "/".join(f"{w}:{b}" for w, b, _ in found)
+    script = sql.render(sql.load_script("arrivals"), dict(
+        values, stage="boundary", windows=windows, targets=targets,
+        output="`sample` int,`word` string,`position` bigint"), ARRIVALS_KINDS)
+    rows_in = client.run_script(script)
+    return arrivals.cutoffs_from(found, [int(r[0]) for r in rows_in],
+                                 np.array([int(r[1]) for r in rows_in], np.uint64),
+                                 [int(r[2]) for r in rows_in], samples)
+
+
 def _views(result, udf_obj, columns):
     names = list(udf_obj.sample_names())
     listed = ", ".join(f"`{c}`" for c, _ in columns)
@@ -109,11 +148,17 @@ def sample_row_table(url, table, result, udf, params, seed, key, overwrite=False
         integral = keys.is_integral(types[key])
         n, row_ids = _key_stats(client, table, key, integral)
         n_rows = KEY_SPACE_ROWS if udf in ("holdout", "kfold") else n
-        if udf == "bootstrap" and not row_ids:
-            raise ParameterError(f"a bootstrap of a Hive row table needs the row ids 0..N-1 in "
-                                 f"its key column; {key!r} does not hold them (samplegen.spark "
-                                 "samples any keys)")
         udf_obj = load_udf(udf, n_rows, params)
+        if udf == "bootstrap" and not row_ids:  # keyed arrivals: two aggregations first
+            if print_only:
+                raise ParameterError(f"--print: a bootstrap keyed by {key!r} (not the row ids "
+                                     "0..N-1) needs two aggregations over the table before "
+                                     "its query can be written; run it instead")
+            udf_obj = load_udf(arrivals.UDF, n, {
+                "samples": udf_obj.samples, "size": udf_obj.size,
+                "cutoffs": arrivals.format_cutoffs(_cutoffs(
+                    client, conf, table, key, types[key], seed, n, udf_obj.samples,
+                    udf_obj.size))})
         if udf_obj.sample_names() is None:
             raise ParameterError(f"sampling-UDF {udf!r} does not declare its sample names; a "
                                  "row table needs them")

@@ -61,6 +61,13 @@ sample, v_index, relative_pos, row_id``)
     (numpy over the bytes: no Python object per row).  A key that is not a
     non-negative integer stops the script (exit status 2).
 
+``arrivals-histogram`` / ``arrivals-boundary`` (a bootstrap of a row table
+whose keys are not the row ids; :mod:`udfs.arrivals`)
+    in:  ``position`` (one per row).  ``arrivals-histogram`` out, once at the
+    end of its input: ``sample, window, histogram`` (int64 counts, base64);
+    ``arrivals-boundary`` out: ``sample, word, position`` of the arrivals in
+    each sample's boundary bin (``--targets window:bin/...``).
+
 ``explode`` / ``assign`` (the join-based baseline)
     ``explode``: ``h_index, v_index, block`` -> ``row_id, v_index,
     row_partition`` (every row of every block).  ``assign``: ``h_index`` of
@@ -245,6 +252,52 @@ def _rows_chunk(buf, udf, rng, suffixes, out):
             tail = np.cumsum(reps)[line_end[chosen]] - suffix.size
             written[tail[:, None] + np.arange(suffix.size)] = suffix
             out.write(written.tobytes())
+
+
+def _positions_of(stdin, buffer=ROWS_BUFFER):
+    """The decimal positions on *stdin* (one per line), a buffer at a time."""
+    carry = b""
+    while True:
+        data = stdin.read(buffer)
+        if not data:
+            break
+        data = carry + data
+        cut = data.rfind(b"\n") + 1
+        carry = data[cut:]
+        if cut:
+            yield _line_positions(data[:cut])
+    if carry:
+        yield _line_positions(carry + b"\n")
+
+
+def _line_positions(data):
+    buf = np.frombuffer(data, np.uint8)
+    ends = np.flatnonzero(buf == 10)
+    return _decimal_fields(buf, np.concatenate(([0], ends[:-1] + 1)), ends)
+
+
+def run_arrivals(args, stdin, out):
+    """``arrivals-histogram`` / ``arrivals-boundary``."""
+    import base64
+
+    from samplegen.udfs import arrivals
+
+    rng = PositionRNG(args.seed)
+    if args.command == "arrivals-histogram":
+        total = np.zeros((args.samples, args.windows, 1 << args.bits), np.int64)
+        for positions in _positions_of(stdin):
+            total += arrivals.histograms(rng, positions, args.n_rows, args.size, args.samples,
+                                         args.windows, args.bits)
+        for i in range(args.samples):
+            for w in range(args.windows):
+                out.write(b"%d\t%d\t%s\n" % (i, w, base64.b64encode(total[i, w].tobytes())))
+        return
+    targets = [tuple(int(x) for x in t.split(":")) for t in args.targets.split("/") if t]
+    for positions in _positions_of(stdin):
+        sample, words, where = arrivals.boundary_arrivals(rng, positions, args.n_rows,
+                                                          args.size, args.bits, targets)
+        for row in zip(sample.tolist(), words.tolist(), where.tolist()):
+            out.write(b"%d\t%d\t%d\n" % row)
 
 
 def _decimal_fields(buf, starts, stops):
@@ -496,7 +549,9 @@ class _Parser(argparse.ArgumentParser):
         raise ParameterError(f"{self.prog}: {message}")
 
 
-COMMANDS = ("sample", "reblock", "compose", "finish", "explode", "assign", "rows")
+COMMANDS = ("sample", "reblock", "compose", "finish", "explode", "assign", "rows",
+            "arrivals-histogram", "arrivals-boundary")
+_OWN_OPTIONS = ("rows", "arrivals-histogram", "arrivals-boundary")
 
 
 def build_parser():
@@ -507,7 +562,18 @@ def build_parser():
     p.add_argument("--params", default="", help="KEY=VALUE[,KEY=VALUE...]")
     p.add_argument("--seed", type=int, required=True)
     p.add_argument("--n-rows", type=int, required=True)
-    for name in COMMANDS[:-1]:
+    for name in ("arrivals-histogram", "arrivals-boundary"):
+        p = sub.add_parser(name)
+        p.add_argument("--seed", type=int, required=True)
+        p.add_argument("--n-rows", type=int, required=True)
+        p.add_argument("--size", type=int, required=True)
+        p.add_argument("--samples", type=int, required=True)
+        p.add_argument("--bits", type=int, required=True)
+        p.add_argument("--windows", type=int, default=1)
+        p.add_argument("--targets", default="")
+    for name in COMMANDS:
+        if name in _OWN_OPTIONS:
+            continue
         p = sub.add_parser(name)
         plan_codec.add_options(p)
         p.add_argument("--records", choices=("chunks", "rows"), default="chunks")
@@ -557,6 +623,10 @@ def main(argv=None, stdin=None, stdout=None):
             run_rows(udf, PositionRNG(args.seed), stdin, stdout)
             stdout.flush()
             return 0
+        if args.command.startswith("arrivals-"):
+            run_arrivals(args, stdin, stdout)
+            stdout.flush()
+            return 0
         plan = plan_codec.from_options(args, getattr(args, "output", ""))
         if args.command in ("reblock", "compose"):
             prepare_output(args.output)
@@ -577,7 +647,7 @@ def main(argv=None, stdin=None, stdout=None):
             import traceback
             traceback.print_exc()
         sys.stderr.write(error_line(exc) + "\n")
-        if command in ("explode", "assign", "rows"):
+        if command in ("explode", "assign") + _OWN_OPTIONS:
             return 2  # no error rows in their schemas (the row table's are the user's)
         stdout.write(error_row(command, exc))
         for _ in stdin:  # let the engine finish writing our input

@@ -101,6 +101,27 @@ def test_bootstrap_by_row_id_has_exact_sizes(row_table, capsys):
         assert sorted(r[0] for r in got[name]) == sorted(ref.indices(name).tolist())
 
 
+def test_bootstrap_by_a_string_key_is_exact_and_keyed(row_table, capsys):
+    """Keys that are not the row ids: the first arrivals of keyed Poisson
+    processes, their cut found by two TRANSFORM aggregations; the samples
+    the in-memory computation finds for the MD5 positions."""
+    from samplegen.udfs.arrivals import KeyedBootstrap, find_cutoffs
+
+    url, table = row_table["url"], row_table["name"]
+    result = "bk_" + uuid.uuid4().hex[:6]
+    code, _, err = run_cli(capsys, "hive", "bootstrap", table, result, "--key", "name",
+                           "--samples", 2, "--size", 350, "--seed", SEED, "--hive-url", url)
+    assert code == 0, err
+    names = [f"row-{i}" for i in range(N)]
+    positions = np.array([keys.hashed_position(n) for n in names], np.int64)
+    cutoffs = find_cutoffs(PositionRNG(SEED), positions, N, 2, 350)
+    occ = KeyedBootstrap(N, 2, 350, cutoffs).occurrences_at(positions, PositionRNG(SEED))
+    got = _by_sample(url, result)
+    for i in range(2):
+        want = sorted(names[j] for j in occ.offset[occ.sample == i])
+        assert len(want) == 350 and sorted(r[1] for r in got[f"sample-{i}"]) == want
+
+
 def test_print_and_bad_input(row_table, capsys):
     url, table = row_table["url"], row_table["name"]
     result = "pr_" + uuid.uuid4().hex[:6]
@@ -115,7 +136,8 @@ def test_print_and_bad_input(row_table, capsys):
         (["holdout", table, result, "--key", "nope", "--ratio", 0.5], "not a column"),
         (["holdout", table, result, "--key", "id", "--output", "/tmp/x", "--ratio", 0.5],
          "not both"),
-        (["bootstrap", table, result, "--key", "name", "--samples", 2], "row ids"),
+        (["bootstrap", table, result, "--key", "name", "--samples", 2, "--print"],
+         "two aggregations"),
         (["holdout", table, result, "--key", "id", "--ratio", 1.5], "ratio"),
         (["holdout", table, "bad;name", "--key", "id", "--ratio", 0.5], "result table name"),
     ]

@@ -40,6 +40,8 @@ from .base import Occurrences, SamplingUDF, concat_occurrences
 from .errors import ParameterError, check_int
 from .rng import Purpose, stream, to_unit
 
+#: the UDF spec of :class:`KeyedBootstrap`
+UDF = "samplegen.udfs.arrivals:KeyedBootstrap"
 #: blocks per window: sub-index = window << WINDOW_SHIFT | block
 WINDOW_SHIFT = 16
 
@@ -142,6 +144,56 @@ def cutoff(words, positions, rank):
     return int(w[r]), int(p[r])
 
 
+def histograms(rng, positions, rows, size, samples, windows, bits):
+    """Histograms of the arrivals of rows *positions*: an int64 array
+    ``(samples, windows, 2**bits)``; the engines sum them over their tasks."""
+    positions = np.asarray(positions, dtype=np.int64)
+    total = np.zeros((samples, windows, 1 << bits), np.int64)
+    for i in range(samples):
+        arrivals = Arrivals(rows, size, i)
+        for w in range(windows):
+            total[i, w] = histogram(arrivals.window(rng, positions, w)[1], bits)
+    return total
+
+
+def boundary_arrivals(rng, positions, rows, size, bits, targets):
+    """The arrivals of rows *positions* in each sample's boundary bin
+    (``targets[i] = (window, bin)``): arrays ``(sample, word, position)``."""
+    positions = np.asarray(positions, dtype=np.int64)
+    out = ([], [], [])
+    for i, (w, b) in enumerate(targets):
+        index, words = Arrivals(rows, size, i).window(rng, positions, w)
+        inside = (words >> np.uint64(64 - bits)) == np.uint64(b)
+        out[0].append(np.full(int(inside.sum()), i, np.int64))
+        out[1].append(words[inside])
+        out[2].append(positions[index[inside]])
+    return tuple(np.concatenate(parts) for parts in out)
+
+
+def cutoffs_from(found, sample, words, positions, samples):
+    """Every sample's cutoff ``[window, word, position]`` from
+    :func:`boundary`'s answers and the boundary bins' arrivals."""
+    sample = np.asarray(sample)
+    return [[w, *cutoff(np.asarray(words, np.uint64)[sample == i],
+                        np.asarray(positions, np.int64)[sample == i], rank)]
+            for i, (w, _, rank) in zip(range(samples), found)]
+
+
+def format_cutoffs(cutoffs):
+    """``window:word:position/...``: cutoffs as one command-line word."""
+    return "/".join(":".join(str(int(x)) for x in c) for c in cutoffs)
+
+
+def parse_cutoffs(value):
+    if isinstance(value, str):
+        try:
+            return [[int(x) for x in c.split(":")] for c in value.split("/") if c]
+        except ValueError:
+            raise ParameterError(f"cutoffs must be window:word:position/..., got "
+                                 f"{value!r}") from None
+    return value
+
+
 def find_cutoffs(rng, positions, n_rows, samples, size):
     """Every sample's cutoff ``[window, word, position]`` from the rows
     *positions* held in memory (the engines aggregate the same
@@ -176,7 +228,8 @@ class KeyedBootstrap(SamplingUDF):
         super().__init__(n_rows)
         self.samples = check_int("samples", samples, lo=1, hi=1 << 20)
         self.size = check_int("size", size, lo=1, hi=1 << 62)
-        if len(cutoffs) != self.samples:
+        cutoffs = parse_cutoffs(cutoffs)
+        if len(cutoffs) != self.samples or any(len(c) != 3 for c in cutoffs):
             raise ParameterError(f"{len(cutoffs)} cutoffs for {self.samples} samples")
         self.cutoffs = [tuple(int(x) for x in c) for c in cutoffs]
         self.arrivals = [Arrivals(n_rows, self.size, i) for i in range(self.samples)]
@@ -189,7 +242,7 @@ class KeyedBootstrap(SamplingUDF):
 
     def params(self):
         return {"samples": self.samples, "size": self.size,
-                "cutoffs": [list(c) for c in self.cutoffs]}
+                "cutoffs": format_cutoffs(self.cutoffs)}
 
     def occurrences_at(self, positions, rng):
         positions = np.asarray(positions, dtype=np.int64)

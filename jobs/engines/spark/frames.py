@@ -41,6 +41,7 @@ import warnings
 import numpy as np
 
 from samplegen.jobs import keys
+from samplegen.udfs import arrivals
 from samplegen.udfs.builtin import Bootstrap, HoldOut, KFold
 from samplegen.udfs.custom import load_udf
 from samplegen.udfs.errors import ParameterError, check_int
@@ -52,8 +53,6 @@ KEY_SPACE = 1 << 63
 #: internal columns (dropped from every result)
 KEY_COLUMN = "__samplegen_key"
 SAMPLE_COLUMN = "__samplegen_sample"
-#: the bootstrap of keyed rows that are not the row ids 0..N-1
-ARRIVALS_UDF = "samplegen.udfs.arrivals:KeyedBootstrap"
 
 
 # ---------------------------------------------------------------------------
@@ -248,17 +247,14 @@ def _histograms(seed, rows, samples, size, windows, bits):
     def run(batches):
         import pyarrow as pa
 
-        from samplegen.udfs.arrivals import Arrivals, histogram
+        from samplegen.udfs.arrivals import histograms
         from samplegen.udfs.rng import PositionRNG
 
         rng = PositionRNG(seed)
-        arrivals = [Arrivals(rows, size, i) for i in range(samples)]
         total = np.zeros((samples, windows, 1 << bits), np.int64)
         for batch in batches:
-            positions = _positions(batch.column(0))
-            for i, a in enumerate(arrivals):
-                for w in range(windows):
-                    total[i, w] += histogram(a.window(rng, positions, w)[1], bits)
+            total += histograms(rng, _positions(batch.column(0)), rows, size, samples, windows,
+                                bits)
         ids = [(i, w) for i in range(samples) for w in range(windows)]
         yield pa.RecordBatch.from_arrays(
             [pa.array([i for i, _ in ids], pa.int32()), pa.array([w for _, w in ids], pa.int32()),
@@ -273,22 +269,16 @@ def _boundary_arrivals(seed, rows, size, bits, targets):
     def run(batches):
         import pyarrow as pa
 
-        from samplegen.udfs.arrivals import Arrivals
+        from samplegen.udfs.arrivals import boundary_arrivals
         from samplegen.udfs.rng import PositionRNG
 
         rng = PositionRNG(seed)
         for batch in batches:
-            positions = _positions(batch.column(0))
-            out = {"sample": [], "word": [], "position": []}
-            for i, (w, b) in enumerate(targets):
-                index, words = Arrivals(rows, size, i).window(rng, positions, w)
-                inside = (words >> np.uint64(64 - bits)) == np.uint64(b)
-                out["sample"].append(np.full(int(inside.sum()), i, np.int32))
-                out["word"].append(words[inside].view(np.int64))
-                out["position"].append(positions[index[inside]])
+            sample, words, positions = boundary_arrivals(rng, _positions(batch.column(0)),
+                                                         rows, size, bits, targets)
             yield pa.RecordBatch.from_arrays(
-                [pa.array(np.concatenate(out[c])) for c in ("sample", "word", "position")],
-                names=["sample", "word", "position"])
+                [pa.array(sample.astype(np.int32)), pa.array(words.view(np.int64)),
+                 pa.array(positions)], names=["sample", "word", "position"])
     return run
 
 
@@ -304,7 +294,7 @@ def _cutoffs(df, key, seed, rows, samples, size):
     (:mod:`udfs.arrivals`): two aggregations over the key column."""
     from pyspark.sql.types import BinaryType, IntegerType, LongType, StructField, StructType
 
-    from samplegen.udfs.arrivals import bin_bits, boundary, cutoff
+    from samplegen.udfs.arrivals import bin_bits, boundary, cutoffs_from
 
     keys = df.select(_key_position(df, key).alias(KEY_COLUMN))
     bits, windows = bin_bits(size), 1
@@ -329,13 +319,9 @@ def _cutoffs(df, key, seed, rows, samples, size):
         inside = keys.mapInArrow(_boundary_arrivals(seed, rows, size, bits,
                                                     [(w, b) for w, b, _ in found]),
                                  schema).collect()
-    words = [[] for _ in range(samples)]
-    positions = [[] for _ in range(samples)]
-    for row in inside:
-        words[row["sample"]].append(row["word"])
-        positions[row["sample"]].append(row["position"])
-    return [[w, *cutoff(np.array(words[i], np.int64).view(np.uint64), positions[i], rank)]
-            for i, (w, _, rank) in enumerate(found)]
+    return cutoffs_from(found, [row["sample"] for row in inside],
+                        np.array([row["word"] for row in inside], np.int64).view(np.uint64),
+                        [row["position"] for row in inside], samples)
 
 
 def _bootstrap_frame(df, seed, key, params):
@@ -349,7 +335,7 @@ def _bootstrap_frame(df, seed, key, params):
         frame, udf_obj = tagged_frame(df, Bootstrap.name, seed, key, params, n_rows=rows)
         return frame, _names(udf_obj)
     cutoffs = _cutoffs(df, key, seed, rows, udf_obj.samples, udf_obj.size)
-    frame, udf_obj = tagged_frame(df, ARRIVALS_UDF, seed, key,
+    frame, udf_obj = tagged_frame(df, arrivals.UDF, seed, key,
                                   {"samples": udf_obj.samples, "size": udf_obj.size,
                                    "cutoffs": cutoffs}, n_rows=rows)
     return frame, _names(udf_obj)
