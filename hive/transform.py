@@ -210,6 +210,13 @@ def run_rows(udf, rng, stdin, out, buffer=ROWS_BUFFER):
         raise ParameterError(f"sampling-UDF {udf.name!r} does not declare its sample names; "
                              "a row table needs them")
     suffixes = [np.frombuffer(b"\t" + n.encode("utf-8") + b"\n", np.uint8) for n in names]
+    for data in _whole_lines(stdin, buffer):
+        _rows_chunk(np.frombuffer(data, np.uint8), udf, rng, suffixes, out)
+
+
+def _whole_lines(stdin, buffer):
+    """*stdin* in pieces of about *buffer* bytes, each ending with a whole
+    line (a last line without its newline gets one)."""
     carry = b""
     while True:
         data = stdin.read(buffer)
@@ -219,9 +226,9 @@ def run_rows(udf, rng, stdin, out, buffer=ROWS_BUFFER):
         cut = data.rfind(b"\n") + 1
         carry = data[cut:]
         if cut:
-            _rows_chunk(np.frombuffer(data[:cut], np.uint8), udf, rng, suffixes, out)
+            yield data[:cut]
     if carry:
-        _rows_chunk(np.frombuffer(carry + b"\n", np.uint8), udf, rng, suffixes, out)
+        yield carry + b"\n"
 
 
 def _rows_chunk(buf, udf, rng, suffixes, out):
@@ -256,24 +263,10 @@ def _rows_chunk(buf, udf, rng, suffixes, out):
 
 def _positions_of(stdin, buffer=ROWS_BUFFER):
     """The decimal positions on *stdin* (one per line), a buffer at a time."""
-    carry = b""
-    while True:
-        data = stdin.read(buffer)
-        if not data:
-            break
-        data = carry + data
-        cut = data.rfind(b"\n") + 1
-        carry = data[cut:]
-        if cut:
-            yield _line_positions(data[:cut])
-    if carry:
-        yield _line_positions(carry + b"\n")
-
-
-def _line_positions(data):
-    buf = np.frombuffer(data, np.uint8)
-    ends = np.flatnonzero(buf == 10)
-    return _decimal_fields(buf, np.concatenate(([0], ends[:-1] + 1)), ends)
+    for data in _whole_lines(stdin, buffer):
+        buf = np.frombuffer(data, np.uint8)
+        ends = np.flatnonzero(buf == 10)
+        yield _decimal_fields(buf, np.concatenate(([0], ends[:-1] + 1)), ends)
 
 
 def run_arrivals(args, stdin, out):

@@ -166,15 +166,20 @@ def tag(df, udf, seed, key, column="sample", **params):
 
     if not isinstance(column, str) or not column or column in df.columns:
         raise ParameterError(f"column must be a new column name, got {column!r}")
-    if udf == "bootstrap":
-        frame, names = _bootstrap_frame(df, seed, key, params)
-    else:
-        n_rows = df.count() if udf not in ("holdout", "kfold") else KEY_SPACE - 1
-        frame, udf_obj = tagged_frame(df, udf, seed, key, params, n_rows)
-        names = _names(udf_obj)
+    frame, names = _frame_and_names(df, udf, seed, key, params)
     lookup = F.array(*[F.lit(n) for n in names])
     return frame.withColumn(column, F.element_at(lookup, F.col(SAMPLE_COLUMN) + 1)) \
         .drop(SAMPLE_COLUMN)
+
+
+def _frame_and_names(df, udf, seed, key, params):
+    """The tagged frame of any UDF and its sample names; user UDFs see the
+    row count (one count job), holdout and kfold the key space."""
+    if udf == "bootstrap":
+        return _bootstrap_frame(df, seed, key, params)
+    n_rows = df.count() if udf not in ("holdout", "kfold") else KEY_SPACE - 1
+    frame, udf_obj = tagged_frame(df, udf, seed, key, params, n_rows)
+    return frame, _names(udf_obj)
 
 
 def _names(udf_obj):
@@ -360,11 +365,6 @@ def sample(df, udf, seed, key, persist=False, **params):
     *params*: ``{sample name: DataFrame}``.  A user UDF sees the DataFrame's
     row count as its number of rows (one count job) and decides row *key*
     as the block jobs decide row id *key*."""
-    if udf == "bootstrap":
-        frame, names = _bootstrap_frame(df, seed, key, params)
-    else:
-        n_rows = df.count() if udf not in ("holdout", "kfold") else KEY_SPACE - 1
-        frame, udf_obj = tagged_frame(df, udf, seed, key, params, n_rows)
-        names = _names(udf_obj)
+    frame, names = _frame_and_names(df, udf, seed, key, params)
     parts, _ = _per_sample(frame, len(names), persist)
     return dict(zip(names, parts))
