@@ -89,6 +89,11 @@ class MultinomialTree:
 
     def _chunk_nodes(self, start, stop):
         """Chunk nodes (index, row start, size, count) intersecting [start, stop)."""
+        return self._walk(lambda lo, size, count: lo < stop and lo + size > start)
+
+    def _walk(self, wanted):
+        """The chunk nodes (index, row start, size, count) reached by going
+        down only into non-empty nodes for which ``wanted(lo, size, count)``."""
         nodes = [(0, 0, self.n_rows, self.total)]
         for depth in range(self.depth):
             children = []
@@ -97,8 +102,7 @@ class MultinomialTree:
                 left = self._left_count(depth, index, size, count)
                 for child in ((2 * index, lo, half, left),
                               (2 * index + 1, lo + half, size - half, count - left)):
-                    c_lo, c_size = child[1], child[2]
-                    if c_size and c_lo < stop and c_lo + c_size > start:
+                    if child[2] and wanted(*child[1:]):
                         children.append(child)
             nodes = children
         return nodes
@@ -148,20 +152,11 @@ class MultinomialTree:
         ids = positions[order]
         if ids.size and (ids[0] < 0 or ids[-1] >= self.n_rows):
             raise ValueError(f"row ids must lie in [0, {self.n_rows})")
-        nodes = [(0, 0, self.n_rows, self.total)]
-        for depth in range(self.depth):
-            children = []
-            for index, lo, size, count in nodes:
-                half = size // 2
-                left = self._left_count(depth, index, size, count)
-                for c_index, c_lo, c_size, c_count in ((2 * index, lo, half, left),
-                                                       (2 * index + 1, lo + half, size - half,
-                                                        count - left)):
-                    if c_count and c_size:
-                        a, b = np.searchsorted(ids, [c_lo, c_lo + c_size])
-                        if b > a:
-                            children.append((c_index, c_lo, c_size, c_count))
-            nodes = children
+        def wanted(lo, size, count):
+            a, b = np.searchsorted(ids, [lo, lo + size])
+            return count and b > a
+
+        nodes = self._walk(wanted)
         where, relpos = [], []
         for index, lo, size, count in nodes:
             if not count:
