@@ -299,7 +299,7 @@ def test_console_script_help_and_python_dash_m(tmp_path):
                                            "(see 'samplegen holdout --help')"),
     (["tbs", "run"], "the following arguments are required: BATCHES, STATE "
                      "(see 'samplegen tbs run --help')"),
-    (["hive", "kfold", "t", "r"], "the following arguments are required: --output, --seed, --k "
+    (["hive", "kfold", "t", "r"], "the following arguments are required: --seed, --k "
                                   "(see 'samplegen hive kfold --help')"),
     (["tbs", "simulate", "--lam"], "expected one argument (see 'samplegen tbs simulate --help')"),
     (["nosuch"], "argument COMMAND: invalid choice: 'nosuch'"),
