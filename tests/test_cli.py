@@ -301,6 +301,8 @@ def test_console_script_help_and_python_dash_m(tmp_path):
                      "(see 'samplegen tbs run --help')"),
     (["hive", "kfold", "t", "r"], "the following arguments are required: --seed, --k "
                                   "(see 'samplegen hive kfold --help')"),
+    (["hive", "kfold", "t", "r", "--seed", "1", "--k", "3"],
+     "--output DIR is required for a block table (or --key COLUMN for a row table)"),
     (["tbs", "simulate", "--lam"], "expected one argument (see 'samplegen tbs simulate --help')"),
     (["nosuch"], "argument COMMAND: invalid choice: 'nosuch'"),
     (["info", "m", "--bogus"], "unrecognized arguments: --bogus (see 'samplegen --help')"),
