@@ -88,6 +88,9 @@ def add_commands(sub):
     p.add_argument("--k", type=int, required=True, help="number of folds (2 <= k <= rows)")
     p.add_argument("--naive", action="store_true",
                    help="materialize all k training sets instead of composing them")
+    p.add_argument("--materialize", action="store_true",
+                   help="compose the training sets, then write each as a standalone matrix "
+                        "(what --naive writes, without its k-fold shuffle)")
 
     p = sub.add_parser("bootstrap", help="bootstrap samples: sample-<i>, with replacement")
     _add_run_options(p)
@@ -132,14 +135,15 @@ def _options(args):
     return {k: v for k, v in options.items() if v not in (None, [])}
 
 
-def _run(args, udf, params, log):
+def _run(args, udf, params, log, materialize=False):
     if not args.bin_mib > 0:
         raise ParameterError(f"--bin-mib must be > 0, got {args.bin_mib}")
     if args.num_cores is not None and args.num_cores < 1:
         raise ParameterError(f"--num-cores must be >= 1, got {args.num_cores}")
     return driver.generate(args.src, args.dest, udf, params, args.seed, runner=args.runner,
                            overwrite=args.overwrite, options=_options(args),
-                           bin_budget=int(args.bin_mib * 2 ** 20), log=log)
+                           bin_budget=int(args.bin_mib * 2 ** 20), log=log,
+                           materialize=materialize)
 
 
 def _print_info(desc):
@@ -151,9 +155,12 @@ def _print_info(desc):
               f"block size {inp['block_size']}")
         print(f"{'sample':<16}{'rows':>12}{'cols':>8}{'blocks':>8}{'MB':>10}")
         for s in desc["samples"]:
-            mark = "  (composed)" if s.get("composed_of") else ""
+            mark = ""
+            if s.get("composed_of"):
+                mark = f"  (composed: {s.get('bytes', 0) / 1e6:.2f} MB its own, the rest " \
+                       "the other folds')"
             print(f"{s['name']:<16}{s['rows']:>12}{s['cols']:>8}{len(s['blocks']):>8}"
-                  f"{s.get('bytes', 0) / 1e6:>10.2f}{mark}")
+                  f"{s.get('total_bytes', s.get('bytes', 0)) / 1e6:>10.2f}{mark}")
     else:
         blocks = count_words(len(desc["blocks"]), "block", "blocks")
         print(f"matrix {desc['path']}: {desc['rows']} x {desc['cols']} {desc['matrix_kind']}, "
@@ -183,7 +190,8 @@ def dispatch(args, log):
         _run(args, "holdout", {"ratio": args.ratio, "repeats": args.repeats,
                                "fraction": args.fraction}, log)
     elif cmd == "kfold":
-        _run(args, "kfold", {"k": args.k, "naive": args.naive}, log)
+        _run(args, "kfold", {"k": args.k, "naive": args.naive}, log,
+             materialize=args.materialize)
     elif cmd == "bootstrap":
         _run(args, "bootstrap", {"samples": args.samples, "size": args.size}, log)
     elif cmd == "sample":

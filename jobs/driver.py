@@ -48,6 +48,7 @@ from .store import (
     n_blocks,
     read_json,
     to_json,
+    write_group,
     write_meta,
 )
 
@@ -80,8 +81,10 @@ def open_input(src):
 
 
 def generate(src, dest, udf_spec, params, seed, runner="local", overwrite=False,
-             options=None, bin_budget=DEFAULT_BIN_BUDGET, log=None):
-    """Generate the samples of a sampling-UDF; returns the run manifest."""
+             options=None, bin_budget=DEFAULT_BIN_BUDGET, log=None, materialize=False):
+    """Generate the samples of a sampling-UDF; returns the run manifest.
+    With *materialize*, composed training sets are written as standalone
+    matrices (:func:`materialize_composed`) before the run is committed."""
     log = log or (lambda message, progress=False: None)
     options = dict(options or {})
     check_seed(seed)
@@ -107,6 +110,8 @@ def generate(src, dest, udf_spec, params, seed, runner="local", overwrite=False,
         engine_info = {"runner": runner, **{k: v for k, v in options.items()
                                             if isinstance(v, (str, int, float, list))}}
         manifest = write_run(plan, matrix.meta, src, summaries, staging, engine_info, started)
+        if materialize:
+            manifest = materialize_composed(staging, manifest, log)
     samples = manifest["samples"]
     total = sum(s["bytes"] for s in samples)
     log(f"wrote {count_words(len(samples), 'sample matrix', 'sample matrices')} "
@@ -142,6 +147,56 @@ def write_run(plan, input_meta, src, summaries, root, engine_info, started=None)
     }
     fsmod.get_fs(root).write_bytes(fsmod.join(root, MANIFEST), to_json(manifest))
     return manifest
+
+
+def materialize_composed(root, manifest, log=None):
+    """Rewrite every composed training set of the run in *root* as a
+    standalone matrix: the view's blocks, in its order, into a directory of
+    their own that then replaces the view (the same blocks, hence the same
+    fingerprint); the manifest follows.  The driver calls it on its staging
+    directory, so the run is committed with them or not at all."""
+    log = log or (lambda message, progress=False: None)
+    fs = fsmod.get_fs(root)
+    for entry in manifest["samples"]:
+        if not entry.get("composed_of"):
+            continue
+        name = entry["name"]
+        view = open_sample(root, name)
+        B, rows, cols = view.block_size, view.rows, view.cols
+        tmp = f".{name}.full"
+        summaries = [write_group(root, tmp, v, ((h, view.read_block(h, v))
+                                                for h in range(n_blocks(rows, B))))
+                     for v in range(n_blocks(cols, B))]
+        entries = sorted((h, s["v"], r, c, crc) for s in summaries for h, r, c, crc, _ in
+                         s["blocks"])
+        nnz = sum(b[4] for s in summaries for b in s["blocks"])
+        meta = make_meta(rows, cols, B, view.kind, nnz, fingerprint(entries),
+                         view.meta.get("columns"), row_ids="stored")
+        write_meta(fs, fsmod.join(root, tmp), meta)
+        fs.rmtree(fsmod.join(root, name))
+        fs.rename(fsmod.join(root, tmp), fsmod.join(root, name))
+        entry.clear()
+        entry.update(_sample_entry(name, meta, sum(s["bytes"] for s in summaries)))
+        log(f"materialized {name}: {rows} rows", progress=True)
+    fs.write_bytes(fsmod.join(root, MANIFEST), to_json(manifest))
+    return manifest
+
+
+def composed_bytes(path, entry, indexes=None):
+    """Bytes of a composed training set of the run in *path*: the blocks it
+    takes from the other folds (their block lines, from the folds' indexes,
+    cached in *indexes*) and its extra matrix."""
+    indexes = {} if indexes is None else indexes
+    total = entry.get("bytes", 0)
+    for part in entry["composed_of"]:
+        if part["path"] == ".":
+            continue
+        fold = part["path"].rsplit("/", 1)[-1]
+        if fold not in indexes:
+            indexes[fold] = Matrix.open(fsmod.join(path, fold)).index()
+        total += sum(length for (h, _), (_, _, length) in indexes[fold].items()
+                     if h < part["blocks"])
+    return total
 
 
 def _row_bytes(meta):
@@ -339,6 +394,10 @@ def info(path):
         manifest = read_json(manifest_uri, "run manifest")
         if not isinstance(manifest, dict) or "samples" not in manifest:
             raise InputError(f"corrupt run manifest in {path}")
+        indexes = {}
+        for entry in manifest["samples"]:
+            if entry.get("composed_of"):
+                entry["total_bytes"] = composed_bytes(path, entry, indexes)
         return dict(manifest, kind="run", path=path)
     matrix = Matrix.open(path)
     meta = matrix.meta

@@ -8,6 +8,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from samplegen.jobs import driver
+
 from .conftest import make, run_cli, tree_digest
 
 R = ["--runner", "inline", "--mrjob-conf", ""]
@@ -53,6 +55,32 @@ def test_kfold_composed_set_exports(tmp_path, capsys):
     assert np.array_equal(np.sort(ids), np.arange(333))
     code, out, _ = run_cli(capsys, "info", tmp_path / "run" / "train-0")
     assert "composed of" in out
+
+
+def test_kfold_materialize_and_the_composed_sets_totals(tmp_path, capsys):
+    """--materialize writes each training set as a standalone matrix with
+    the composed view's rows, order and fingerprint; info counts a composed
+    set's bytes whole (its folds' blocks and its extra part)."""
+    src = make(tmp_path, rows=333, cols=4, block_size=50)
+    assert run_cli(capsys, "kfold", src, tmp_path / "comp", "--k", 3, "--seed", 1, *R)[0] == 0
+    assert run_cli(capsys, "kfold", src, tmp_path / "full", "--k", 3, "--seed", 1,
+                   "--materialize", *R)[0] == 0
+    composed, full = driver.info(str(tmp_path / "comp")), driver.info(str(tmp_path / "full"))
+    for a, b in zip(composed["samples"], full["samples"]):
+        assert (a["name"], a["rows"], a["fingerprint"]) == (b["name"], b["rows"], b["fingerprint"])
+        if a["name"].startswith("train"):
+            assert a["composed_of"] and "composed_of" not in b
+            # the same blocks: the materialized set's bytes are the view's total
+            assert a["total_bytes"] == b["bytes"] > a["bytes"]
+            ra = driver.open_sample(str(tmp_path / "comp"), a["name"]).to_numpy()
+            rb = driver.open_sample(str(tmp_path / "full"), b["name"]).to_numpy()
+            assert all(np.array_equal(x, y) for x, y in zip(ra, rb))
+            assert not driver.open_sample(str(tmp_path / "full"), b["name"]).meta.get("composed_of")
+    assert not [n for n in os.listdir(tmp_path / "full") if n.startswith(".")]
+    code, out, _ = run_cli(capsys, "info", tmp_path / "comp")
+    line = next(x for x in out.splitlines() if x.startswith("train-0"))
+    total = composed["samples"][[s["name"] for s in composed["samples"]].index("train-0")]
+    assert f"{total['total_bytes'] / 1e6:.2f}" in line and "composed" in line
 
 
 @pytest.mark.mrjob
