@@ -35,6 +35,7 @@ from .formats import open_source
 from .limits import check_disk, check_memory
 from .phases import partners
 from .plan import DEFAULT_BIN_BUDGET, make_plan
+from .progress import Progress
 from .store import (
     MANIFEST,
     MAX_BLOCK_SIZE,
@@ -106,7 +107,12 @@ def generate(src, dest, udf_spec, params, seed, runner="local", overwrite=False,
             f"{count_words(len(matrix.blocks()), 'block', 'blocks')} -> {dest} (runner {runner})",
             progress=True)
         inputs = matrix.part_uris()
-        summaries = engine(plan, inputs, runner, dict(options, scratch=staged.scratch))
+        make_progress = getattr(log, "progress", None)
+        with (make_progress(len(matrix.blocks()), "input blocks", udf.name) if make_progress
+              else Progress(0, mode="off")) as progress:
+            summaries = engine(plan, inputs, runner, dict(options, scratch=staged.scratch,
+                                                          on_progress=progress))
+            progress.update(progress.total)
         engine_info = {"runner": runner, **{k: v for k, v in options.items()
                                             if isinstance(v, (str, int, float, list))}}
         manifest = write_run(plan, matrix.meta, src, summaries, staging, engine_info, started)

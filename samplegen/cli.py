@@ -139,6 +139,15 @@ def run_command(dispatch, args):
         if not quiet and (interactive or not progress):
             sys.stderr.write(f"{PROG}: {message}\n")
 
+    def progress(total, unit="blocks", label=""):
+        """A :class:`jobs.progress.Progress` for long work: a bar on a
+        terminal, a line every 10 s otherwise, nothing with -q."""
+        from samplegen.jobs.progress import Progress
+        mode = "off" if quiet else ("bar" if sys.stderr.isatty() else "log")
+        return Progress(total, unit, f"{PROG}: {label}" if label else PROG, mode=mode)
+
+    log.progress = progress
+
     def checked():
         try:
             return _flushed(dispatch(args, log))

@@ -1,0 +1,68 @@
+"""Progress (jobs/progress.py): a bar on a terminal, a line now and then in
+a log, nothing when quiet or when the work is quick; and what the command
+line chooses on a pseudo-terminal, in a log and with -q."""
+import io
+
+import pytest
+
+from samplegen.jobs.progress import Progress
+
+
+class Clock:
+    def __init__(self):
+        self.now = 0.0
+
+    def __call__(self):
+        return self.now
+
+
+def run(mode, steps, every=10.0, after=2.0, total=100):
+    clock, out = Clock(), io.StringIO()
+    with Progress(total, "blocks", "job", mode=mode, stream=out, every=every, after=after,
+                  clock=clock) as p:
+        for t, done in steps:
+            clock.now = t
+            p.update(done)
+    return out.getvalue()
+
+
+def test_quick_work_shows_nothing():
+    for mode in ("bar", "log", "off"):
+        assert run(mode, [(0.5, 50), (1.5, 100)]) == ""
+
+
+def test_bar_redraws_in_place_with_rate_and_time_left():
+    text = run("bar", [(3.0, 30), (3.1, 31), (6.0, 60), (10.0, 100)])
+    frames = text.split("\r")[1:]
+    assert len(frames) == 3            # 3.1 s is within 0.2 s of the frame at 3 s
+    assert frames[0].startswith("job: [#######.................]  30% 30/100 blocks")
+    assert "10.0 blocks/s" in frames[0] and "7 s left" in frames[0]
+    assert "100% 100/100 blocks" in frames[-1] and "in 10 s" in frames[-1]
+    assert text.endswith("\n") and text.count("\n") == 1
+
+
+def test_log_writes_a_whole_line_every_ten_seconds():
+    steps = [(t, min(100, 3 * t)) for t in range(1, 40)]
+    lines = run("log", steps).splitlines()
+    assert [line.split(":")[1].split("%")[0].strip() for line in lines] == \
+        ["30", "60", "90", "100"]
+    assert "\r" not in "".join(lines) and "[" not in lines[0]
+
+
+def test_off_and_bad_modes():
+    assert run("off", [(30.0, 50), (60.0, 100)]) == ""
+    with pytest.raises(ValueError, match="mode"):
+        Progress(10, mode="loud")
+
+
+def test_a_broken_stream_turns_it_off():
+    class Broken(io.StringIO):
+        def write(self, text):
+            raise OSError("gone")
+
+    clock = Clock()
+    p = Progress(10, mode="bar", stream=Broken(), clock=clock)
+    clock.now = 5.0
+    p.update(5)
+    p.close()
+    assert p.mode == "off"
