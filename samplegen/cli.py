@@ -281,9 +281,10 @@ ENGINE_LOGGERS = ("mrjob", "py4j", "pyspark", "pyhive")
 
 
 class _ProgressHandler(logging.Handler):
-    """Engine log lines worth showing on a terminal: steps and percentages."""
+    """Engine log lines worth showing on a terminal: the steps (the map
+    percentages feed the run's progress bar, :mod:`jobs.progress`)."""
 
-    KEEP = re.compile(r"Running step \d+ of \d+|map +\d+% +reduce +\d+%")
+    KEEP = re.compile(r"Running step \d+ of \d+")
 
     def emit(self, record):
         message = record.getMessage()

@@ -66,3 +66,26 @@ def test_a_broken_stream_turns_it_off():
     p.update(5)
     p.close()
     assert p.mode == "off"
+
+
+def test_hadoop_map_percentages_feed_the_progress():
+    """The MapReduce engine follows mrjob's `map N% reduce M%` lines of the
+    first step (the input blocks read)."""
+    import logging
+
+    from samplegen.jobs.engines.mapreduce import _MapShare
+
+    p = Progress(200, mode="off")
+    share = _MapShare(p)
+
+    def say(text):
+        share.emit(logging.LogRecord("mrjob.hadoop", logging.INFO, "", 0, text, None, None))
+
+    say("Running step 1 of 2...")
+    say("  map 0% reduce 0%")
+    say("  map 45% reduce 0%")
+    assert p.done == 90
+    say("  map 100% reduce 30%")
+    say("Running step 2 of 2...")
+    say("  map 10% reduce 0%")      # the composition step: not input blocks
+    assert p.done == 200

@@ -32,6 +32,7 @@ import glob
 import json
 import logging
 import os
+import re
 import sys
 import tempfile
 import uuid
@@ -243,7 +244,8 @@ def run_mrjob(plan, inputs, runner, options):
         in_driver = bool(plan.composed) and tail_bytes(plan) <= DRIVER_COMPOSE_BYTES
         args = mrjob_args(runner, plan_path, inputs, options, tmp, udf=source)
         lines = run_job(MRSample(args=args + (["--compose-in-driver"] if in_driver else [])),
-                        tmp, left=lambda: left_errors(plan.output))
+                        tmp, left=lambda: left_errors(plan.output),
+                        progress=options.get("on_progress"))
     if not fsmod.is_local(plan.output):   # attempts that failed and were retried
         fsmod.get_fs(plan.output).rmtree(fsmod.join(plan.output, TASK_ERRORS_DIR))
     summaries, reports, tails = [], [], {}
@@ -341,15 +343,24 @@ def mrjob_args(runner, plan_path, inputs, options, tmp, udf=None):
     return args + list(options.get("mrjob_args", ())) + [fsmod.literal_glob(u) for u in inputs]
 
 
-def run_job(job, tmp, extra=(), left=None):
+def run_job(job, tmp, extra=(), left=None, progress=None):
     """Run *job* (made with :func:`mrjob_args`, scratch in *tmp*); returns
     its output lines.  A failed step raises what its task reported
     (:func:`task_failure`); *left*: a function giving the error lines that
-    cluster tasks left in the run's directory (:func:`left_errors`)."""
+    cluster tasks left in the run's directory (:func:`left_errors`);
+    *progress* (a :class:`jobs.progress.Progress` of input blocks) follows
+    the first step's map percentage as Hadoop reports it."""
     from mrjob.step import StepFailedException
 
     told = _Told()      # mrjob's "probable cause of failure": a cluster task's stderr
-    logging.getLogger("mrjob").addHandler(told)
+    logger = logging.getLogger("mrjob")
+    logger.addHandler(told)
+    level = logger.level
+    if progress is not None:
+        shares = _MapShare(progress)
+        logger.addHandler(shares)
+        if logger.getEffectiveLevel() > logging.INFO:
+            logger.setLevel(logging.INFO)
     try:
         with job.make_runner() as runner:
             try:
@@ -362,7 +373,32 @@ def run_job(job, tmp, extra=(), left=None):
                                   "exit?); nothing was written") from None
             return b"".join(runner.cat_output()).splitlines()
     finally:
-        logging.getLogger("mrjob").removeHandler(told)
+        logger.removeHandler(told)
+        if progress is not None:
+            logger.removeHandler(shares)
+            logger.setLevel(level)
+
+
+class _MapShare(logging.Handler):
+    """mrjob's ``map N% reduce M%`` lines of the first step, as input blocks
+    done out of the progress's total."""
+
+    SHARE = re.compile(r"^\s*map\s+(\d+)%\s+reduce\s+\d+%\s*$")
+    STEP = re.compile(r"Running step (\d+) of \d+")
+
+    def __init__(self, progress):
+        super().__init__(logging.INFO)
+        self.progress, self.step = progress, 1
+
+    def emit(self, record):
+        message = record.getMessage()
+        step = self.STEP.search(message)
+        if step:
+            self.step = int(step.group(1))
+            return
+        share = self.SHARE.match(message)
+        if share and self.step == 1:
+            self.progress.update(self.progress.total * int(share.group(1)) // 100)
 
 
 class _Told(logging.Handler):
