@@ -50,7 +50,8 @@ sys.path.insert(0, HERE)
 from bench_mr import du, io_floor  # noqa: E402
 
 from samplegen.jobs import driver  # noqa: E402
-from samplegen.jobs.engines.spark import context, job, shuffle, spool  # noqa: E402
+from samplegen.jobs.engines import rowcache, spool  # noqa: E402
+from samplegen.jobs.engines.spark import context, job, shuffle  # noqa: E402
 from samplegen.jobs.store import Matrix  # noqa: E402
 
 SEED = 7
@@ -149,7 +150,7 @@ def identity(sc, src, out, copies):
                 yield (c, v, 0, h), block
 
     def write(records):
-        with spool.SortSpool(budget) as ordered:
+        with spool.SortSpool(budget, rowcache.local_dir()) as ordered:
             for key, block in records:
                 ordered.add(key, block)
             for (c, v), group in groupby(ordered.sorted(), key=lambda r: r[0][:2]):

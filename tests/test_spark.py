@@ -11,8 +11,8 @@ import numpy as np
 import pytest
 
 from samplegen.jobs import driver, engines
-from samplegen.jobs.engines import mapreduce
-from samplegen.jobs.engines.spark import context, job, rowcache, shuffle, spool
+from samplegen.jobs.engines import mapreduce, rowcache, spool
+from samplegen.jobs.engines.spark import context, job, shuffle
 from samplegen.jobs.store import Matrix
 from samplegen.udfs.errors import InputError, ParameterError
 

@@ -9,6 +9,9 @@ An engine is a function ``run(plan, input_uris, runner, options) ->
 * :mod:`.spark`: native PySpark (``spark``);
 * ``hive.engine``: one HiveQL query (``hive``), a layer up: the Hive package
   builds on ``jobs``, so it is named here, not imported;
+* :mod:`.spool`, :mod:`.rowcache`: what engines may share:
+  block-preparation's sort with spill, and the rows of dense inputs fetched
+  by row id;
 * :mod:`.task_errors`: how a task's error reaches the driver, for every engine.
 """
 import importlib

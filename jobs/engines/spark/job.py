@@ -5,7 +5,7 @@
   chunks of :func:`jobs.phases.local_sampling`, keyed ``(sample, v, bin, h)``.
 * **block-preparation**: records are partitioned on the group ``(sample, v)``
   (:func:`.shuffle.shuffle`); each reduce task orders its records by the
-  whole key in a :class:`.spool.SortSpool`.
+  whole key in a :class:`~jobs.engines.spool.SortSpool`.
 * **streaming-re-block**: the reduce task walks its groups in order through
   :func:`jobs.phases.reblock` into :func:`jobs.phases.write_sample` and
   returns the summaries.
@@ -18,7 +18,7 @@ input block bound for one ``(sample, v)`` in one bin), never a Python object
 per row.  With the *id shuffle* (``spark.samplegen.shuffle=ids``, the default
 for dense matrices) a chunk carries only its rows' ids and relative
 positions, and the reduce task fetches the rows of each re-blocked block from
-the input (:mod:`.rowcache`).  Which row lands where depends only on
+the input (:mod:`jobs.engines.rowcache`).  Which row lands where depends only on
 ``(relative position, row id)``, so the output is byte-identical to the other
 runners' whatever the number of partitions.
 
@@ -52,6 +52,8 @@ import re
 
 from samplegen.jobs import fs as fsmod
 from samplegen.jobs.blocks import parse_encoded, row_chars
+from samplegen.jobs.engines.rowcache import RowSource, drop, local_dir, no_text
+from samplegen.jobs.engines.spool import SortSpool
 from samplegen.jobs.engines.task_errors import reported
 from samplegen.jobs.phases import (
     local_sampling,
@@ -64,9 +66,7 @@ from samplegen.jobs.plan import KEY_ROW_BYTES, Plan, set_bins
 from samplegen.udfs.errors import ParameterError
 
 from .context import parse_settings, ship_packages, spark_context, task_failure
-from .rowcache import RowSource, drop, no_text
 from .shuffle import MAP_BUFFER, shuffle
-from .spool import SortSpool
 from .stats import MemoryProbe, TaskStats
 
 log = logging.getLogger(__name__)
@@ -152,7 +152,7 @@ def _run(sc, plan, inputs, settings, stats):
 
 
 def row_source(sc, settings, plan, inputs):
-    """The :class:`~.rowcache.RowSource` of an id shuffle, or None for a
+    """The :class:`~jobs.engines.rowcache.RowSource` of an id shuffle, or None for a
     row shuffle (``spark.samplegen.shuffle``: ``ids``, the default for dense
     matrices, or ``rows``; sparse matrices always shuffle rows)."""
     mode = setting(sc, settings, SHUFFLE, "ids")
@@ -230,12 +230,12 @@ def _sample_partition(plan_json, stats, ids_only, lines):
 
 def _reduce_partition(write, plan_json, budget, stats, records):
     """Reduce: order the partition's records by ``(sample, v, bin, h)``
-    (a :class:`.spool.SortSpool` of *budget* bytes) and hand each ``(sample,
+    (a :class:`~jobs.engines.spool.SortSpool` of *budget* bytes) and hand each ``(sample,
     v)`` group to ``write(plan, sample, v, records)``, which yields the
     task's output (:func:`_reblock` or :func:`_compose`)."""
     probe = MemoryProbe()
     plan = Plan.from_json(plan_json)
-    with reported(), SortSpool(budget) as spool:
+    with reported(), SortSpool(budget, local_dir()) as spool:
         for key, chunk in records:
             spool.add(key, chunk)
         for (sample, v), group in itertools.groupby(spool.sorted(), key=_group_of):

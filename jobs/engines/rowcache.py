@@ -3,17 +3,19 @@
 In the id shuffle, local-sampling emits each chunk's row ids and relative
 positions only, block-preparation moves and sorts those (16 bytes per
 occurrence instead of a copy of the row), and streaming-re-block fetches the
-rows of every re-blocked block by row id from a :class:`RowSource`: straight
+rows of every re-blocked block by row id from a :class:`RowIndex`: straight
 out of the input's part files, where a dense block's rows are base64 text at
 a fixed stride.  The bytes fetched are the bytes the row shuffle carries, so
 the samples are the same; what changes is that the data crosses the shuffle
 as keys, and the reduce side reads the rows it needs in place.
 
-Each worker process indexes the part files once per run by hopping from
-block header to block header (about a hundred bytes read per block, not the
-rows), which places row ``i`` of column block ``v`` at a byte offset of a
-part file.  Part files that are not local files (HDFS) are first copied to
-the executor's scratch directory, once per executor.
+A :class:`RowIndex` indexes the part files by hopping from block header to
+block header (about a hundred bytes read per block, not the rows), which
+places row ``i`` of column block ``v`` at a byte offset of a part file.  A
+Spark worker process builds one per run from a :class:`RowSource` (what
+travels in the task closure); part files that are not local files (HDFS)
+are first copied to the executor's scratch directory, once per executor.
+An index may be shared by threads.
 
 Memory: when the part files take at most half of the task budget
 (``spark.python.worker.memory``), they are memory-mapped read-only and rows
@@ -28,6 +30,7 @@ import mmap
 import os
 import shutil
 import tempfile
+import threading
 
 import numpy as np
 
@@ -65,24 +68,16 @@ class RowSource:
         return row_chars(min(self.block_size, self.cols - v * self.block_size))
 
     def fetch(self, v, blocks, budget):
-        """``(h, block)`` of id-only *blocks* with their rows' text filled in,
-        from memory-mapped part files when they take at most half of *budget*
-        bytes, else read row by row."""
-        index = self._index()
-        width = self.width(v)
-        mapped = index.size <= budget // 2
-        for h, block in blocks:
-            parts, offsets = index.locate(v, block.row_ids, width)
-            text = index.gather(parts, offsets, width) if mapped else \
-                index.read(parts, offsets, width)
-            yield h, block.replace(text=text)
+        """``(h, block)`` of id-only *blocks* with their rows' text filled in
+        (:meth:`RowIndex.fetch`), from this worker's index of the run."""
+        return self._index().fetch(v, blocks, budget)
 
     def _index(self):
         index = _INDEXES.get(self.token)
         if index is None:
             for token in list(_INDEXES):   # a previous run's
                 drop(token)
-            index = _INDEXES[self.token] = _Index(self, self._local_parts())
+            index = _INDEXES[self.token] = RowIndex(self, self._local_parts())
         return index
 
     def _local_parts(self):
@@ -108,12 +103,15 @@ class RowSource:
         return copies
 
 
-class _Index:
+class RowIndex:
     """Where every input row's text is: for column block ``v`` and block row
-    ``h``, the part file and byte offset of the block's first row."""
+    ``h``, the part file and byte offset of the block's first row.  *source*
+    (a :class:`RowSource`) gives the matrix's shape; *paths* are local part
+    files.  Threads may share an index."""
 
     def __init__(self, source, paths):
         self.source, self.paths = source, paths
+        self._lock = threading.Lock()   # the mappings and descriptors, opened on first use
         n_h = -(-source.rows // source.block_size)
         self.part = [np.full(n_h, -1, np.int32) for _ in range(source.n_vblocks())]
         self.start = [np.full(n_h, -1, np.int64) for _ in range(source.n_vblocks())]
@@ -134,6 +132,18 @@ class _Index:
             if self.start[v][h] >= 0:
                 raise InputError(f"corrupt input: block ({h}, {v}) appears twice ({path})")
             self.part[v][h], self.start[v][h] = p, payload + layout.text
+
+    def fetch(self, v, blocks, budget):
+        """``(h, block)`` of id-only *blocks* with their rows' text filled in,
+        from memory-mapped part files when they take at most half of *budget*
+        bytes, else read row by row."""
+        width = self.source.width(v)
+        mapped = self.size <= budget // 2
+        for h, block in blocks:
+            parts, offsets = self.locate(v, block.row_ids, width)
+            text = self.gather(parts, offsets, width) if mapped else \
+                self.read(parts, offsets, width)
+            yield h, block.replace(text=text)
 
     def locate(self, v, row_ids, width):
         """``(part, byte offset)`` of each row of *row_ids* in column block *v*."""
@@ -160,19 +170,24 @@ class _Index:
         bytes at offset ``o`` (a sliding-window view of one mapping)."""
         window = self._windows.get((p, width))
         if window is None:
-            with open(self.paths[p], "rb") as f:
-                data = np.frombuffer(mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ), np.uint8)
-            window = self._windows[(p, width)] = np.lib.stride_tricks.sliding_window_view(
-                data, width)
+            with self._lock:
+                window = self._windows.get((p, width))
+                if window is None:
+                    with open(self.paths[p], "rb") as f:
+                        data = np.frombuffer(mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ),
+                                             np.uint8)
+                    window = self._windows[(p, width)] = \
+                        np.lib.stride_tricks.sliding_window_view(data, width)
         return window
 
     def read(self, parts, offsets, width):
         """The rows at *offsets*, one ``preadv`` each, in file order."""
         text = np.empty((offsets.size, width), np.uint8)
         order = np.lexsort((offsets, parts))
-        for p in np.unique(parts).tolist():
-            if p not in self._fds:
-                self._fds[p] = os.open(self.paths[p], os.O_RDONLY)
+        with self._lock:
+            for p in np.unique(parts).tolist():
+                if p not in self._fds:
+                    self._fds[p] = os.open(self.paths[p], os.O_RDONLY)
         fds = self._fds
         for i, p, offset in zip(order.tolist(), parts[order].tolist(), offsets[order].tolist()):
             if os.preadv(fds[p], [text[i]], offset) != width:
@@ -186,7 +201,7 @@ class _Index:
         self._windows.clear()
 
 
-#: this worker process's index of the current run: token -> _Index
+#: this worker process's index of the current run: token -> RowIndex
 _INDEXES = {}
 
 
