@@ -13,7 +13,7 @@ WORK      ?= work
 INPUT     ?= $(WORK)/demo/matrix
 OUTPUT    ?= $(WORK)/runs/$@
 SEED      ?= 42
-RUNNER    ?= local
+RUNNER    ?= embedded
 RATIO     ?= 0.8
 REPEATS   ?= 1
 FRACTION  ?= 1.0
@@ -57,7 +57,7 @@ maven:
 test: setup java maven
 	$(PY) -m pytest -q
 
-# The main job on the embedded default: local files, local mrjob runner.
+# The main job on the embedded default: local files, the embedded runner.
 demo: setup
 	@mkdir -p $(WORK)/demo
 	$(SAMPLEGEN) make-matrix $(WORK)/demo/synthetic --rows 20000 --cols 20 --block-size 1000 \

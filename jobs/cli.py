@@ -16,7 +16,7 @@ from samplegen.udfs.errors import ParameterError, count_words
 from . import driver
 from .formats import export as export_file
 
-DEFAULT_RUNNER = os.environ.get("SAMPLEGEN_RUNNER", "local")
+DEFAULT_RUNNER = os.environ.get("SAMPLEGEN_RUNNER", "embedded")
 
 
 def _add_run_options(p):
@@ -25,15 +25,20 @@ def _add_run_options(p):
                    "missing parent directories are created)")
     p.add_argument("--seed", type=parse_seed, required=True, help="random seed (0 <= S < 2**64)")
     p.add_argument("--runner", default=DEFAULT_RUNNER,
-                   help="inline | local | hadoop | spark | hive (default: %(default)s, "
-                        "or $SAMPLEGEN_RUNNER)")
+                   help="embedded | inline | local | hadoop | spark | hive (default: %(default)s, "
+                        "or $SAMPLEGEN_RUNNER; inline and local run mrjob on this machine, to "
+                        "check a job's Hadoop behaviour or debug a UDF)")
     p.add_argument("--overwrite", action="store_true", help="replace a non-empty DEST")
     p.add_argument("--mrjob-conf", metavar="PATH", default=None,
                    help="mrjob config file (default: mrjob's own lookup, e.g. ~/.mrjob.conf)")
     p.add_argument("--jobconf", metavar="KEY=VALUE", action="append", default=[],
                    help="Hadoop jobconf for the MapReduce runners (repeatable)")
     p.add_argument("--num-cores", type=int, default=None,
-                   help="parallel tasks for the inline/local runners (default: all cores)")
+                   help="parallel tasks for the embedded, inline and local runners (default: "
+                        "all cores)")
+    p.add_argument("--memory-mib", type=float, default=None,
+                   help="embedded runner: memory for the shuffle's records, MiB; past it they "
+                        "spill to disk (default: a quarter of the available memory)")
     p.add_argument("--spark-master", default=None, help="Spark master (runner spark)")
     p.add_argument("--spark-conf", metavar="KEY=VALUE", action="append", default=[],
                    help="Spark setting (runner spark; repeatable)")
@@ -123,7 +128,8 @@ def _names(text):
 
 
 def _options(args):
-    options = {"num_cores": args.num_cores, "jobconf": args.jobconf}
+    options = {"num_cores": args.num_cores, "jobconf": args.jobconf,
+               "memory_bytes": None if args.memory_mib is None else int(args.memory_mib * 2 ** 20)}
     if args.mrjob_conf is not None:
         options["mrjob_conf"] = args.mrjob_conf
     if args.spark_master:
@@ -140,6 +146,8 @@ def _run(args, udf, params, log, materialize=False):
         raise ParameterError(f"--bin-mib must be > 0, got {args.bin_mib}")
     if args.num_cores is not None and args.num_cores < 1:
         raise ParameterError(f"--num-cores must be >= 1, got {args.num_cores}")
+    if args.memory_mib is not None and not args.memory_mib >= 1:
+        raise ParameterError(f"--memory-mib must be >= 1, got {args.memory_mib}")
     return driver.generate(args.src, args.dest, udf, params, args.seed, runner=args.runner,
                            overwrite=args.overwrite, options=_options(args),
                            bin_budget=int(args.bin_mib * 2 ** 20), log=log,

@@ -81,7 +81,7 @@ def open_input(src):
     return matrix
 
 
-def generate(src, dest, udf_spec, params, seed, runner="local", overwrite=False,
+def generate(src, dest, udf_spec, params, seed, runner="embedded", overwrite=False,
              options=None, bin_budget=DEFAULT_BIN_BUDGET, log=None, materialize=False):
     """Generate the samples of a sampling-UDF; returns the run manifest.
     With *materialize*, composed training sets are written as standalone

@@ -89,3 +89,43 @@ def test_hadoop_map_percentages_feed_the_progress():
     say("Running step 2 of 2...")
     say("  map 10% reduce 0%")      # the composition step: not input blocks
     assert p.done == 200
+
+
+@pytest.mark.spark
+def test_spark_runs_feed_the_progress_and_leave_the_job_group(spark, tmp_path):
+    """The Spark engine follows its input stage's finished tasks (the last
+    update is every input block; updates never go back) and gives the
+    context's job group back."""
+    from samplegen.jobs import driver
+
+    from .conftest import make
+
+    src = make(tmp_path, rows=4000, cols=8, block_size=100)
+    seen = []
+
+    class Recording(Progress):
+        def update(self, done):
+            seen.append(done)
+            super().update(done)
+
+    def log(message, progress=False):
+        pass
+
+    log.progress = lambda total, unit="blocks", label="": Recording(total, unit, label,
+                                                                   mode="off")
+    spark.setJobGroup("mine", "the user's own")
+    driver.generate(src, str(tmp_path / "run"), "holdout", {"ratio": 0.5}, 3, runner="spark",
+                    options={"spark_conf": ["spark.samplegen.inputPartitions=8"]}, log=log)
+    assert seen and seen[-1] == 40 and seen == sorted(seen)
+    assert spark.getLocalProperty("spark.jobGroup.id") == "mine"
+    spark.setLocalProperty("spark.jobGroup.id", None)
+
+    # a slower job, followed closely: the shares in between are reported
+    import time
+
+    from samplegen.jobs.engines.spark.job import _following
+
+    seen.clear()
+    with _following(spark, Recording(8, mode="off"), every=0.05):
+        spark.parallelize(range(8), 8).map(lambda x: time.sleep(0.3) or x).collect()
+    assert any(0 < done < 8 for done in seen), seen

@@ -1,4 +1,4 @@
-"""Row sources for the *id shuffle* of the Spark engine.
+"""Row sources for the *id shuffle* of the Spark and embedded engines.
 
 In the id shuffle, local-sampling emits each chunk's row ids and relative
 positions only, block-preparation moves and sorts those (16 bytes per
@@ -15,14 +15,15 @@ places row ``i`` of column block ``v`` at a byte offset of a part file.  A
 Spark worker process builds one per run from a :class:`RowSource` (what
 travels in the task closure); part files that are not local files (HDFS)
 are first copied to the executor's scratch directory, once per executor.
-An index may be shared by threads.
+The embedded engine builds one for its run and shares it between its
+threads.
 
 Memory: when the part files take at most half of the task budget
-(``spark.python.worker.memory``), they are memory-mapped read-only and rows
-are gathered from the mapping (the pages are the kernel's page cache, shared
-by every worker of the machine, not a copy per process); otherwise each row
-is read with one ``preadv`` (in file order), so a task never holds more than
-its budget and a half.
+(``spark.python.worker.memory``; the embedded engine's ``--memory-mib``),
+they are memory-mapped read-only and rows are gathered from the mapping (the
+pages are the kernel's page cache, shared by every worker of the machine,
+not a copy per process); otherwise each row is read with one ``preadv`` (in
+file order), so a task never holds more than its budget and a half.
 """
 import fcntl
 import glob
@@ -160,7 +161,7 @@ class RowIndex:
         if parts.size == 0 or (parts == first).all():
             return self._window(first, width)[offsets]
         text = np.empty((offsets.size, width), np.uint8)
-        for p in np.unique(parts).tolist():
+        for p in np.flatnonzero(np.bincount(parts)).tolist():
             mine = parts == p
             text[mine] = self._window(p, width)[offsets[mine]]
         return text

@@ -4,7 +4,7 @@ spill (:class:`ChunkFrames`).
 
 A record is ``((sample, v, bin, h), chunk)``: a chunk of
 :func:`jobs.phases.local_sampling` under its key.  The Spark engine's reduce
-tasks order their records here.
+tasks and the embedded engine order their records here.
 """
 import array
 import os

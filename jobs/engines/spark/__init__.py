@@ -8,7 +8,7 @@
 * :mod:`.context`: the SparkContext (``spark_context``, ``start_context``),
   shipping the project's packages, a failed job as one error.
 
-Shared with other engines, a layer down: a reduce task's external sort
+Shared with the embedded engine, a layer down: a reduce task's external sort
 and the records' frame format (``jobs.engines.spool``), the id shuffle's row
 fetch from the input (``jobs.engines.rowcache``).
 """

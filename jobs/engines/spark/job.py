@@ -42,6 +42,7 @@ an existing SparkContext is reused: ``spark.samplegen.inputPartitions``,
 ``spark.samplegen.reducePartitions``, ``spark.samplegen.shuffle`` and
 ``spark.python.worker.memory``.
 """
+import contextlib
 import copy
 import functools
 import itertools
@@ -49,6 +50,7 @@ import logging
 import math
 import os
 import re
+import threading
 
 from samplegen.jobs import fs as fsmod
 from samplegen.jobs.blocks import parse_encoded, row_chars
@@ -92,7 +94,8 @@ def run_spark(plan, inputs, runner, options):
         ship_packages(sc, plan)
         stats = TaskStats(sc)
         try:
-            summaries = _run(sc, plan, inputs, settings, stats)
+            with _following(sc, options.get("on_progress")):
+                summaries = _run(sc, plan, inputs, settings, stats)
         except Exception as exc:
             failure = task_failure(exc)
             if failure is exc:
@@ -103,6 +106,43 @@ def run_spark(plan, inputs, runner, options):
             callback(stats.value())
         log.info("spark tasks: %s", stats.value())
         return summaries
+
+
+@contextlib.contextmanager
+def _following(sc, progress, every=0.5):
+    """Feed *progress* (a :class:`jobs.progress.Progress` of input blocks)
+    from Spark's status tracker while the body runs: the share of finished
+    tasks of the run's first stage, the one that reads the input.  The run's
+    jobs carry a job group of their own (the previous one is restored)."""
+    if progress is None:
+        yield
+        return
+    group = "samplegen-" + os.urandom(6).hex()
+    previous = sc.getLocalProperty("spark.jobGroup.id")
+    sc.setJobGroup(group, "samplegen run")
+    stop = threading.Event()
+
+    def follow():
+        tracker = sc.statusTracker()
+        while not stop.wait(every):
+            try:
+                jobs = sorted(tracker.getJobIdsForGroup(group))
+                info = tracker.getJobInfo(jobs[0]) if jobs else None
+                stage = tracker.getStageInfo(min(info.stageIds)) if info and info.stageIds \
+                    else None
+            except Exception:  # the context is ending: progress is optional
+                return
+            if stage is not None and stage.numTasks:
+                progress.update(progress.total * stage.numCompletedTasks // stage.numTasks)
+
+    thread = threading.Thread(target=follow, name="samplegen-progress", daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        thread.join()
+        sc.setLocalProperty("spark.jobGroup.id", previous)
 
 
 # ---------------------------------------------------------------------------
