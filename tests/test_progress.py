@@ -2,6 +2,7 @@
 a log, nothing when quiet or when the work is quick; and what the command
 line chooses on a pseudo-terminal, in a log and with -q."""
 import io
+import sys
 
 import pytest
 
@@ -129,3 +130,65 @@ def test_spark_runs_feed_the_progress_and_leave_the_job_group(spark, tmp_path):
     with _following(spark, Recording(8, mode="off"), every=0.05):
         spark.parallelize(range(8), 8).map(lambda x: time.sleep(0.3) or x).collect()
     assert any(0 < done < 8 for done in seen), seen
+
+
+SLOW_UDF = '''
+import time
+import numpy as np
+from samplegen.udfs import Occurrences
+
+def slow(start, stop, rng, params):
+    time.sleep(0.6)
+    n = stop - start
+    return Occurrences(np.arange(n), np.zeros(n, np.int64), rng.lane((0x100, 0, 0), start, stop))
+
+slow.sample_names = lambda params, n_rows: ["all"]
+'''
+
+
+def _command(tmp_path, *extra):
+    src = tmp_path / "m"
+    from samplegen.jobs import driver
+    driver.make_matrix(str(src), 400, 3, 100, seed=1)
+    (tmp_path / "slowudf.py").write_text(SLOW_UDF)
+    return [sys.executable, "-m", "samplegen", "sample", str(src), str(tmp_path / "run"),
+            "--udf", "slowudf:slow", "--seed", "1", "--runner", "inline", "--mrjob-conf", "",
+            *extra]
+
+
+def test_the_command_line_shows_progress_on_a_terminal_in_a_log_and_not_when_quiet(tmp_path):
+    """A run of about 2.5 s: on a pseudo-terminal a bar redrawn in place, in a
+    pipe whole lines, with -q nothing (the run's result line included)."""
+    import os
+    import pty
+    import subprocess
+
+    env = dict(os.environ, PYTHONPATH=str(tmp_path))
+    cmd = _command(tmp_path)
+    logged = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=tmp_path)
+    assert logged.returncode == 0, logged.stderr
+    assert "\r" not in logged.stderr
+    assert "samplegen: slowudf:slow: 100% 4/4 input blocks" in logged.stderr
+
+    subprocess.run(["rm", "-rf", str(tmp_path / "run")], check=True)
+    main, child = pty.openpty()
+    proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                            stderr=child, env=env, cwd=tmp_path)
+    os.close(child)
+    chunks = []
+    while True:
+        try:
+            data = os.read(main, 4096)
+        except OSError:  # the child closed the terminal
+            break
+        if not data:
+            break
+        chunks.append(data)
+    assert proc.wait() == 0
+    os.close(main)
+    text = b"".join(chunks).decode()
+    assert "\r" in text and "[########################] 100% 4/4 input blocks" in text
+
+    subprocess.run(["rm", "-rf", str(tmp_path / "run")], check=True)
+    quiet = subprocess.run(cmd + ["-q"], capture_output=True, text=True, env=env, cwd=tmp_path)
+    assert quiet.returncode == 0 and quiet.stderr == ""
