@@ -14,7 +14,9 @@ every command:
   ``exit_status`` (2: bad input); an OSError the user can fix (permissions,
   space, names) one sentence and 2; any other failure one line and 1;
 * ``-v`` shows the engines' logs and the traceback of a failure, ``-q``
-  silences progress; progress is shown on a terminal only;
+  silences progress; a run's progress (:mod:`jobs.progress`) is a bar on a
+  terminal and a line every 10 s otherwise, other progress messages are
+  shown on a terminal only;
 * Ctrl-C exits with status 130 and SIGTERM with 143, after every ``with``
   block (staged outputs, engine runners, locks) has cleaned up;
 * a reader that goes away (``samplegen tbs status STATE | head -1``) ends
