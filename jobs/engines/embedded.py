@@ -19,8 +19,10 @@ Dense matrices move keys, not rows, as the Spark engine's id shuffle does: a
 chunk carries its rows' ids and relative positions (16 bytes a row), and the
 re-blocking tasks gather each block's rows by row id from the input's part
 files (:class:`~jobs.engines.rowcache.RowIndex`: one numpy gather from a
-read-only mapping, when the input takes at most half of the budget; else a
-``preadv`` per row).  Sparse chunks carry their rows.  Each row is copied
+read-only mapping when the input takes at most half of the available memory
+or of the budget -- its pages are the kernel's page cache, shared and
+evicted as needed, not memory the engine holds --, else a ``preadv`` per
+row).  Sparse chunks carry their rows.  Each row is copied
 once into the block it lands in, which is then written (CRC, and the
 part-file writer of :mod:`jobs.fs`); there is no Python object per row.
 Which row lands where depends only on ``(relative position, row id)``, so
@@ -196,7 +198,7 @@ class _Tasks:
     def result(self, future):
         try:
             return future.result()
-        except BaseException:
+        except (Exception, SystemExit):    # Ctrl-C stays itself
             if self.failure is not None:
                 raise self.failure from None
             raise
@@ -218,6 +220,8 @@ class _Job:
             set_bins(plan, KEY_ROW_BYTES)
         self.plan_json = plan.to_json()
         self.index = None
+        # the input is mapped when it takes at most half of this
+        self.map_budget = max(budget, available_memory())
         self._local = threading.local()
 
     def close(self):
@@ -329,7 +333,7 @@ class _Job:
         plan = self._plan()
         blocks = reblock(plan.block_size, ((key[2], chunk) for key, chunk in records))
         if self.index is not None:
-            blocks = self.index.fetch(v, blocks, self.budget)
+            blocks = self.index.fetch(v, blocks, self.map_budget)
         summary, tail = write_sample(plan, sample, v, self._counted(tasks, blocks))
         return sample, v, summary, tail
 

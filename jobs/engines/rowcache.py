@@ -19,11 +19,12 @@ The embedded engine builds one for its run and shares it between its
 threads.
 
 Memory: when the part files take at most half of the task budget
-(``spark.python.worker.memory``; the embedded engine's ``--memory-mib``),
-they are memory-mapped read-only and rows are gathered from the mapping (the
-pages are the kernel's page cache, shared by every worker of the machine,
-not a copy per process); otherwise each row is read with one ``preadv`` (in
-file order), so a task never holds more than its budget and a half.
+(``spark.python.worker.memory``; the embedded engine passes the larger of
+its budget and the available memory), they are memory-mapped read-only and
+rows are gathered from the mapping (the pages are the kernel's page cache,
+shared by every worker of the machine, not a copy per process); otherwise
+each row is read with one ``preadv`` (in file order), so a task never holds
+more than its budget and a half.
 """
 import fcntl
 import glob
