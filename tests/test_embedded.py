@@ -170,6 +170,25 @@ def test_a_udf_calling_sys_exit_fails_the_run(tmp_path, inputs, user_module):
     assert not (tmp_path / "out").exists()
 
 
+def test_an_interrupt_stops_every_task_and_leaves_nothing(tmp_path, inputs, user_module):
+    """Ctrl-C raised inside a task (as it would be in the waiting main
+    thread) ends the run as KeyboardInterrupt, the other tasks stop, no
+    thread outlives the run and nothing is left."""
+    import threading
+    name = user_module("sg_test_interrupts", (
+        "import numpy as np\n"
+        "def interrupts(start, stop, rng, params):\n"
+        "    if start >= 320:\n"
+        "        raise KeyboardInterrupt\n"
+        "    ids = np.arange(stop - start)\n"
+        "    return ids, np.zeros(ids.size, np.int64), ids.astype(np.uint64)\n"))
+    before = threading.active_count()
+    with pytest.raises(KeyboardInterrupt):
+        _generate(inputs["wide"], str(tmp_path / "out"), f"{name}:interrupts", {}, num_cores=3)
+    assert threading.active_count() == before
+    assert sorted(os.listdir(tmp_path)) == [f"{name}.py"]
+
+
 def test_default_budget_and_threads(monkeypatch):
     monkeypatch.setattr(embedded, "available_memory", lambda: 8 << 30)
     assert embedded.default_budget() == 2 << 30
