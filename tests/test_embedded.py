@@ -189,6 +189,24 @@ def test_an_interrupt_stops_every_task_and_leaves_nothing(tmp_path, inputs, user
     assert sorted(os.listdir(tmp_path)) == [f"{name}.py"]
 
 
+def test_stdout_is_where_it_was_after_a_run(tmp_path, user_module):
+    """UDF calls in several threads at once (each sends stdout to stderr
+    while it runs, and these overlap: the UDF sleeps, a small budget makes
+    many small map tasks) leave sys.stdout as it was."""
+    name = user_module("sg_test_sleeps", (
+        "import time\n"
+        "import numpy as np\n"
+        "def sleeps(start, stop, rng, params):\n"
+        "    time.sleep(0.002)\n"
+        "    ids = np.arange(stop - start)\n"
+        "    return ids, np.zeros(ids.size, np.int64), ids.astype(np.uint64)\n"))
+    src = make(tmp_path, rows=3000, cols=2, block_size=30)
+    before = sys.stdout
+    _generate(src, str(tmp_path / "out"), f"{name}:sleeps", {}, num_cores=3,
+              memory_bytes=64 << 10)
+    assert sys.stdout is before
+
+
 def test_default_budget_and_threads(monkeypatch):
     monkeypatch.setattr(embedded, "available_memory", lambda: 8 << 30)
     assert embedded.default_budget() == 2 << 30

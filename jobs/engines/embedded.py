@@ -59,6 +59,7 @@ import collections
 import contextlib
 import copy
 import os
+import sys
 import tempfile
 import threading
 from concurrent.futures import ThreadPoolExecutor
@@ -103,6 +104,10 @@ def run_embedded(plan, inputs, runner, options):
     budget = options.get("memory_bytes") or default_budget()
     scratch = options.get("scratch")
     with contextlib.ExitStack() as stack:
+        # A UDF call sends stdout to stderr while it runs (udfs.base); calls
+        # overlapping in several threads would leave it there, unless it
+        # already is there for the whole run.
+        stack.enter_context(contextlib.redirect_stdout(sys.__stderr__ or sys.stderr))
         if all(fsmod.is_local(uri) for uri in inputs):
             paths = [fsmod.local_path(uri) for uri in inputs]
         else:   # a local copy of every part file
