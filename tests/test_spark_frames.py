@@ -258,3 +258,19 @@ def test_a_scalar_udf_sees_the_key_as_its_row_id(session, frame):
     ref = api.sample(N, spec, SEED, ratio=0.5, repeats=2)
     for name, df in parts.items():
         assert ids(df) == sorted(ref.indices(name).tolist())
+
+
+def test_the_row_batch_path_of_older_sparks_gives_the_same_samples(session, frame, monkeypatch):
+    """Spark < 4.1 has no Arrow UDFs: the rows then cross to Python in
+    Arrow batches (mapInArrow) and come back once per occurrence; the
+    samples are the same."""
+    from pyspark.sql import functions as F
+
+    want = [ids(part) for part in sg.bootstrap(frame, 2, SEED, key="id", size=900)]
+    (train, test), = sg.holdout(frame.repartition(3), 0.6, SEED, key="name")
+    want_ho = (sorted(r[0] for r in train.select("name").collect()), ids(test))
+    monkeypatch.delattr(F, "arrow_udf")
+    assert [ids(part) for part in sg.bootstrap(frame, 2, SEED, key="id", size=900)] == want
+    (train, test), = sg.holdout(frame.repartition(3), 0.6, SEED, key="name")
+    assert (sorted(r[0] for r in train.select("name").collect()), ids(test)) == want_ho
+    assert train.schema == frame.schema

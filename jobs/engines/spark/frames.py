@@ -56,31 +56,58 @@ SAMPLE_COLUMN = "__samplegen_sample"
 
 
 # ---------------------------------------------------------------------------
-# the task: one Arrow batch in, its rows' occurrences out
+# the tasks: the rows' positions in, their sample ids out
 # ---------------------------------------------------------------------------
-def _decider(udf, params, n_rows, seed, key_name):
-    """The function ``mapInArrow`` runs on the executors: the sampling-UDF
-    *udf* with *params* over *n_rows* rows, under *seed*."""
-    params = dict(params)
+def _occurrences(state, udf, params, n_rows, seed, key_name, keys):
+    """Sample ids and row offsets of the occurrences of the rows whose key
+    positions are the Arrow array *keys* (the UDF and generator built once
+    per worker, in *state*)."""
+    from samplegen.udfs.rng import PositionRNG
+
+    if "udf" not in state:
+        state["udf"], state["rng"] = load_udf(udf, n_rows, dict(params)), PositionRNG(seed)
+    if keys.null_count:
+        raise ParameterError(f"key column {key_name!r} holds NULL")
+    positions = keys.to_numpy(zero_copy_only=False).astype(np.int64, copy=False)
+    if positions.size and positions.min() < 0:
+        raise ParameterError(f"key column {key_name!r} holds a negative integer "
+                             f"({int(positions.min())}); keys must be >= 0 (or cast them to "
+                             "strings, which are hashed)")
+    return state["udf"].occurrences_at(positions, state["rng"])
+
+
+def _sample_lists(udf, params, n_rows, seed, key_name):
+    """The Arrow UDF (Spark >= 4.1) of the rows' sample ids: a list per row
+    (repeated for a row drawn more than once), built from the occurrences'
+    offsets without a Python object per row.  Only the key column crosses to
+    Python; the rows stay in the JVM, which explodes the lists."""
+    import pyarrow as pa
+
+    state = {}
+
+    def decide(keys):
+        occ = _occurrences(state, udf, params, n_rows, seed, key_name, keys)
+        order = np.argsort(occ.offset, kind="stable")
+        bounds = np.zeros(len(keys) + 1, np.int32)
+        np.cumsum(np.bincount(occ.offset, minlength=len(keys)), out=bounds[1:])
+        return pa.ListArray.from_arrays(pa.array(bounds, pa.int32()),
+                                        pa.array(occ.sample[order].astype(np.int32)))
+
+    decide.__annotations__ = {"keys": pa.Array, "return": pa.Array}  # Spark reads the kind here
+    return decide
+
+
+def _row_batches(udf, params, n_rows, seed, key_name):
+    """The ``mapInArrow`` function of Spark < 4.1: every batch's rows taken
+    once per occurrence (``RecordBatch.take``), with their sample id."""
+    state = {}
 
     def run(batches):
         import pyarrow as pa
 
-        from samplegen.udfs.rng import PositionRNG
-
-        udf_obj = load_udf(udf, n_rows, params)
-        rng = PositionRNG(seed)
         for batch in batches:
             last = batch.num_columns - 1
-            keys = batch.column(last)
-            if keys.null_count:
-                raise ParameterError(f"key column {key_name!r} holds NULL")
-            positions = keys.to_numpy(zero_copy_only=False).astype(np.int64, copy=False)
-            if positions.size and positions.min() < 0:
-                raise ParameterError(f"key column {key_name!r} holds a negative integer "
-                                     f"({int(positions.min())}); keys must be >= 0 (or cast "
-                                     "them to strings, which are hashed)")
-            occ = udf_obj.occurrences_at(positions, rng)
+            occ = _occurrences(state, udf, params, n_rows, seed, key_name, batch.column(last))
             take = pa.array(occ.offset, type=pa.int64())
             columns = [batch.column(i).take(take) for i in range(last)]
             columns.append(pa.array(occ.sample.astype(np.int32), type=pa.int32()))
@@ -119,19 +146,23 @@ def tagged_frame(df, udf, seed, key, params=None, n_rows=KEY_SPACE - 1):
     """One DataFrame of every occurrence: *df*'s columns and the sample id
     (int) in :data:`SAMPLE_COLUMN`.  Returns ``(frame, udf_object)``; the
     UDF is built (and its parameters checked) here, before any Spark job."""
-    from pyspark.sql.types import IntegerType, StructField, StructType
+    from pyspark.sql import functions as F
+    from pyspark.sql.types import ArrayType, IntegerType, StructField, StructType
 
     seed = check_seed(seed)
     params = dict(params or {})
     udf_obj = load_udf(udf, n_rows, params)
     position = _key_position(df, key)
     ship(df, udf)
-    schema = StructType(list(df.schema.fields)
-                        + [StructField(SAMPLE_COLUMN, IntegerType(), False)])
+    task = (udf, params, int(n_rows), seed, key)
     with warnings.catch_warnings():  # pyspark's notice about pandas versions
         warnings.filterwarnings("ignore", category=FutureWarning, module=r"pyspark\.")
-        frame = df.withColumn(KEY_COLUMN, position).mapInArrow(
-            _decider(udf, params, int(n_rows), seed, key), schema)
+        if hasattr(F, "arrow_udf"):  # Spark >= 4.1: only the keys go through Python
+            decide = F.arrow_udf(_sample_lists(*task), ArrayType(IntegerType(), False))
+            return df.withColumn(SAMPLE_COLUMN, F.explode(decide(position))), udf_obj
+        schema = StructType(list(df.schema.fields)
+                            + [StructField(SAMPLE_COLUMN, IntegerType(), False)])
+        frame = df.withColumn(KEY_COLUMN, position).mapInArrow(_row_batches(*task), schema)
     return frame, udf_obj
 
 
