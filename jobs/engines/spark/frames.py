@@ -24,10 +24,12 @@ Keys should be unique: rows with equal keys get equal decisions (a
 bootstrap of keyed rows refuses them when its cut falls between two of
 them; see :func:`bootstrap`).
 
-The work happens in one ``mapInArrow`` over the input: per Arrow batch, the
-UDF decides every row at once (numpy, no Python object per row) and the
-batch's rows are taken (``pyarrow.RecordBatch.take``) once per occurrence,
-with a sample id.  Columns of any type pass through untouched.  The result
+Only the key column crosses to Python: an Arrow UDF (Spark >= 4.1) decides
+a batch of rows at once (numpy, no Python object per row) and returns each
+row's sample ids as a list, which Spark explodes in the JVM; the rows and
+their columns, of any type, stay in the JVM.  Before Spark 4.1 the rows
+cross in Arrow batches (``mapInArrow``) and are taken once per occurrence
+(``pyarrow.RecordBatch.take``): the same samples, slower.  The result
 is a lazy DataFrame Spark plans as usual; nothing is collected to the driver.
 :func:`tag` returns that one tagged DataFrame (a ``sample`` column of sample
 names): writing it, e.g. ``partitionBy("sample")``, produces every sample in
