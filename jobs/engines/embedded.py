@@ -31,15 +31,18 @@ the samples are byte for byte those of every other runner.
 *Threads, not processes.*  Most of a task's work is numpy, zlib and I/O
 that run without the GIL (CRCs, sorts, gathers, writes), and threads share
 one budget, one spool and one mapping of the input.  Measured on the 2-core
-machine of docs/BENCHMARKS.md ("Embedded engine"; busy with other work), the
-same job on a process pool (fork, records framed to and from the workers:
-``bench/embedded_processes.py``) took 0.81-1.02 of the threads' time, a gap
-within the spread of the repeats (clearest in the map phase of Python-heavy
-UDFs, which hold the GIL: the bootstrap's multinomial walk, a scalar UDF).
-Threads are kept for what processes would cost: a group's records would
-cross to its worker whole (streaming them needs a protocol of its own, or
-the budget no longer bounds memory), fork is not safe everywhere (spawn pays
-numpy's import per worker), and a task's error would lose its traceback.
+machine of docs/BENCHMARKS.md ("Embedded engine", three runs), the same job
+on a process pool (fork, records framed to and from the workers:
+``bench/embedded_processes.py``) took 1.02-1.22 of the threads' time in fold
+mode (its records cross to the workers and back), 0.81-1.09 for hold-out and
+naive k-fold (within the spread of the repeats) and 0.78-0.95 for the
+bootstrap; only a scalar UDF, whose per-row Python holds the GIL, ran up to
+twice as fast (0.50-0.85).  Threads are kept for what processes would cost: a
+group's records would cross to its worker whole (streaming them needs a
+protocol of its own, or the budget no longer bounds memory), fork is not
+safe everywhere (spawn pays numpy's import per worker), and a task's error
+would lose its traceback; a scalar UDF is the slow path on every runner
+(vectorize it).
 ``--num-cores`` sets the number of threads (default: the cores this process
 may use).  Every thread rebuilds the plan (its own UDF and random streams: a
 UDF object need not be thread-safe).
