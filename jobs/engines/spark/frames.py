@@ -49,8 +49,8 @@ from samplegen.udfs.custom import load_udf
 from samplegen.udfs.errors import ParameterError, check_int
 from samplegen.udfs.rng import check_seed
 
-#: positions of keyed rows lie in [0, KEY_SPACE): the UDFs of holdout,
-#: kfold and user UDFs see it as their number of rows
+#: positions of keyed rows lie in [0, KEY_SPACE): holdout and kfold see it
+#: as their number of rows (user UDFs and the bootstrap see the row count)
 KEY_SPACE = 1 << 63
 #: internal columns (dropped from every result)
 KEY_COLUMN = "__samplegen_key"
