@@ -7,6 +7,11 @@ import pytest
 from samplegen import cli
 from samplegen.jobs import daemons, driver
 
+# One definition of the HiveServer2 fixture for every module: a fixture imported
+# into several test modules is a separate fixture in each (one server per module,
+# all alive at once, their Tez sessions starving YARN).
+from .hive_fixtures import hive_server  # noqa: F401
+
 # Never read the developer's own ~/.mrjob.conf in tests.
 NO_CONF = {"mrjob_conf": ""}
 

@@ -20,7 +20,7 @@ from samplegen.udfs.custom import load_udf
 from samplegen.udfs.errors import InputError, ParameterError
 
 from .conftest import NO_CONF, run_cli, runner_inputs, sample_digests, tree_digest
-from .hive_fixtures import beeline, hive_server  # noqa: F401  (session fixture)
+from .hive_fixtures import beeline
 
 pytestmark = pytest.mark.hive
 SEED = 7

@@ -14,7 +14,6 @@ from samplegen.hive import engine, tables
 from samplegen.udfs.errors import OutputError, ParameterError
 
 from .conftest import make, run_cli
-from .hive_fixtures import hive_server  # noqa: F401  (session fixture)
 
 DEAD = "hive://127.0.0.1:1/default"
 
@@ -227,7 +226,8 @@ def test_print_ships_the_zip_only_after_the_whole_query_is_checked(tmp_path, cap
     assert run_cli(capsys, "hive", "table", table, src, "--hive-url", hive_server["url"])[0] == 0
     files = tmp_path / "files"
     url = hive_server["url"] + "?" + urllib.parse.urlencode({"files": str(files)})
-    base = ["hive", "sample", table, "res", "--output", tmp_path / "out", "--seed", 1,
+    base = ["hive", "sample", table, "res_" + uuid.uuid4().hex[:8], "--output", tmp_path / "out",
+            "--seed", 1,
             "--hive-url", url, "--udf", "samplegen.udfs.examples:bernoulli", "--print"]
     before = _paths(tmp_path)
     code, out, err = run_cli(capsys, *base, "--param", "p=0.5", "--param", "note=a b")

@@ -17,7 +17,6 @@ from samplegen.udfs.custom import load_udf
 from samplegen.udfs.rng import PositionRNG
 
 from .conftest import run_cli
-from .hive_fixtures import hive_server  # noqa: F401  (session fixture)
 
 pytestmark = pytest.mark.hive
 SEED = 7
