@@ -63,19 +63,7 @@ def _key_stats(client, table, key, integral):
     query = f"SELECT count(*), count({pos})"
     if integral:
         query += f", min({pos}), max({pos}), sum({big}), sum({big} * {big})"
-    row = client.execute(query + f" FROM {table}")[0]
-    n = int(row[0])
-    if n == 0:
-        raise ParameterError(f"table {table} has no rows")
-    if int(row[1]) != n:
-        raise ParameterError(f"key column {key!r} of {table} holds NULL")
-    if not integral:
-        return n, False
-    lo, hi, s1, s2 = (int(v) for v in row[2:])
-    if lo < 0:
-        raise ParameterError(f"key column {key!r} of {table} holds a negative integer ({lo}); "
-                             "keys must be >= 0 (or strings, which are hashed)")
-    return n, (lo, hi, s1, s2) == (0, n - 1, n * (n - 1) // 2, (n - 1) * n * (2 * n - 1) // 6)
+    return keys.row_count(key, f"table {table}", client.execute(query + f" FROM {table}")[0])
 
 
 def _cutoffs(client, conf, table, key, key_type, seed, rows, samples, size):

@@ -17,6 +17,8 @@ and Hive may write differently, e.g. for arrays or timestamps.)
 """
 import hashlib
 
+from samplegen.udfs.errors import ParameterError
+
 #: hex digits of the MD5 digest that make a hashed key's position
 HEX_DIGITS = 15
 #: SQL types whose values are positions as they are (Spark and Hive names)
@@ -42,3 +44,31 @@ def sql_position(column, sql_type):
         return f"CAST({column} AS BIGINT)"
     return (f"CAST(conv(substr(md5(CAST({column} AS STRING)), 1, {HEX_DIGITS}), 16, 10) "
             "AS BIGINT)")
+
+
+def negative_key(key, value):
+    """The error of a negative integer key."""
+    return ParameterError(f"key column {key!r} holds a negative integer ({value}); keys must be "
+                          ">= 0 (or cast them to strings, which are hashed)")
+
+
+def row_count(key, where, counts):
+    """``(rows, row_ids)`` from one aggregate over the key column of *where*
+    (``the DataFrame``, ``table t``): *counts* is ``(count(*),
+    count(position))`` and, for an integer key, its minimum, maximum, sum and
+    sum of squares.  *row_ids* is True when the keys are the row ids
+    ``0..N-1`` (all four those of ``0..N-1``).  No rows, a NULL key or a
+    negative one is a ParameterError."""
+    n, non_null, *moments = counts  # the moments are NULL over no rows
+    n, non_null = int(n), int(non_null)
+    if n == 0:
+        raise ParameterError(f"{where} has no rows")
+    if non_null != n:
+        raise ParameterError(f"key column {key!r} of {where} holds NULL")
+    if not moments:
+        return n, False
+    lo, hi, total, squares = (int(v) for v in moments)
+    if lo < 0:
+        raise negative_key(key, lo)
+    return n, (lo, hi, total, squares) == (0, n - 1, n * (n - 1) // 2,
+                                           (n - 1) * n * (2 * n - 1) // 6)

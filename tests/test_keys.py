@@ -15,3 +15,19 @@ def test_sql_expressions():
     assert keys.is_integral("INT") and keys.is_integral("tinyint")
     assert not keys.is_integral("string") and not keys.is_integral("decimal(10,0)")
     assert "md5(CAST(`k` AS STRING))" in keys.sql_position("`k`", "string")
+
+
+def test_row_count_reads_one_aggregate_over_the_keys():
+    import pytest
+
+    from samplegen.udfs.errors import ParameterError
+
+    n = 5  # 0..4: sum 10, sum of squares 30
+    assert keys.row_count("id", "t", (n, n, 0, 4, 10, 30)) == (5, True)
+    assert keys.row_count("id", "t", (n, n, 0, 4, 10, 31)) == (5, False)   # a repeat
+    assert keys.row_count("id", "t", (n, n, 1, 5, 15, 55)) == (5, False)   # shifted
+    assert keys.row_count("name", "t", (n, n)) == (5, False)               # hashed keys
+    for counts, words in (((0, 0), "no rows"), ((5, 4), "holds NULL"),
+                          ((n, n, -2, 4, 10, 30), "negative integer")):
+        with pytest.raises(ParameterError, match=words):
+            keys.row_count("id", "table t", counts)

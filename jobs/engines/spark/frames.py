@@ -60,21 +60,19 @@ SAMPLE_COLUMN = "__samplegen_sample"
 # ---------------------------------------------------------------------------
 # the tasks: the rows' positions in, their sample ids out
 # ---------------------------------------------------------------------------
-def _occurrences(state, udf, params, n_rows, seed, key_name, keys):
+def _occurrences(state, udf, params, n_rows, seed, key_name, column):
     """Sample ids and row offsets of the occurrences of the rows whose key
-    positions are the Arrow array *keys* (the UDF and generator built once
+    positions are the Arrow array *column* (the UDF and generator built once
     per worker, in *state*)."""
     from samplegen.udfs.rng import PositionRNG
 
     if "udf" not in state:
         state["udf"], state["rng"] = load_udf(udf, n_rows, dict(params)), PositionRNG(seed)
-    if keys.null_count:
+    if column.null_count:
         raise ParameterError(f"key column {key_name!r} holds NULL")
-    positions = keys.to_numpy(zero_copy_only=False).astype(np.int64, copy=False)
+    positions = column.to_numpy(zero_copy_only=False).astype(np.int64, copy=False)
     if positions.size and positions.min() < 0:
-        raise ParameterError(f"key column {key_name!r} holds a negative integer "
-                             f"({int(positions.min())}); keys must be >= 0 (or cast them to "
-                             "strings, which are hashed)")
+        raise keys.negative_key(key_name, int(positions.min()))
     return state["udf"].occurrences_at(positions, state["rng"])
 
 
@@ -264,19 +262,7 @@ def _key_stats(df, key):
         column = F.col(f"`{key}`").cast("decimal(38,0)")
         aggs += [F.min(column).alias("lo"), F.max(column).alias("hi"),
                  F.sum(column).alias("s1"), F.sum(column * column).alias("s2")]
-    row = df.agg(*aggs).first()
-    n = int(row["n"])
-    if n == 0:
-        raise ParameterError("the DataFrame has no rows")
-    if int(row["keys"]) != n:
-        raise ParameterError(f"key column {key!r} holds NULL")
-    if not integral:
-        return n, False
-    lo, hi, s1, s2 = (int(row[c]) for c in ("lo", "hi", "s1", "s2"))
-    if lo < 0:
-        raise ParameterError(f"key column {key!r} holds a negative integer ({lo}); keys must "
-                             "be >= 0 (or cast them to strings, which are hashed)")
-    return n, (lo, hi, s1, s2) == (0, n - 1, n * (n - 1) // 2, (n - 1) * n * (2 * n - 1) // 6)
+    return keys.row_count(key, "the DataFrame", df.agg(*aggs).first())
 
 
 def _histograms(seed, rows, samples, size, windows, bits):
