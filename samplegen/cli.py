@@ -158,8 +158,10 @@ def run_command(dispatch, args):
                 return _reader_gone_status()
             return _failure(exc, verbose)
         except Exception as exc:
-            if _signalled["term"]:  # SIGTERM's exception was swallowed and broke something
+            if _signalled["term"]:  # the stop's exception was swallowed and broke something
                 raise Terminated() from None
+            if _signalled["int"]:
+                raise KeyboardInterrupt() from None
             return _failure(exc, verbose)
     return stoppable(checked)
 
@@ -218,7 +220,7 @@ def stoppable(call):
     """``call()``, stopped by Ctrl-C (exit status 130) or SIGTERM (143) the
     same way: every ``with`` block unwinds, then one line says so."""
     try:
-        with _terminate_as_interrupt():
+        with _stop_signals():
             return call()
     except Terminated:
         sys.stderr.write(f"{PROG}: terminated\n")
@@ -233,30 +235,65 @@ class Terminated(KeyboardInterrupt):
     staged outputs, engine runners, locks -- cleans up as on Ctrl-C."""
 
 
-#: whether SIGTERM arrived: Python drops an exception raised by a signal
+#: which stop signal arrived: Python drops an exception raised by a signal
 #: handler while a finalizer runs, so the failure that may follow is reported
 #: as the termination it is
-_signalled = {"term": False}
+_signalled = {"term": False, "int": False}
+
+#: seconds between raising a stop again: C code that clears any pending error
+#: (numpy's index conversion, for one) can swallow the first
+_INSIST_EVERY = 1.0
+
+
+def _unwinding():
+    """Whether a stop is already on its way up (the ``finally`` and
+    ``__exit__`` code running is its cleanup, not to be interrupted)."""
+    exc = sys.exc_info()[1]
+    while exc is not None:
+        if isinstance(exc, KeyboardInterrupt):
+            return True
+        exc = exc.__context__
+    return False
 
 
 @contextlib.contextmanager
-def _terminate_as_interrupt():
+def _stop_signals():
+    """SIGINT and SIGTERM raise KeyboardInterrupt / :class:`Terminated` in the
+    main thread, and raise it again every second until it is on its way up
+    (an exception raised by a signal handler can be swallowed); a SIGINT that
+    the parent shell ignores stays ignored."""
     owner = os.getpid()
+    _signalled.update(term=False, int=False)
 
-    def handler(signum, frame):
+    def stop(signum, frame):
         if os.getpid() != owner:  # a forked worker (mrjob's pool): end quietly
-            os._exit(128 + signal.SIGTERM)
-        _signalled["term"] = True
-        raise Terminated()
+            if signum == signal.SIGTERM:
+                os._exit(128 + signal.SIGTERM)
+            raise KeyboardInterrupt()
+        _signalled["term" if signum == signal.SIGTERM else "int"] = True
+        signal.setitimer(signal.ITIMER_REAL, _INSIST_EVERY, _INSIST_EVERY)
+        raise Terminated() if signum == signal.SIGTERM else KeyboardInterrupt()
+
+    def insist(signum, frame):
+        if os.getpid() == owner and not _unwinding():
+            raise Terminated() if _signalled["term"] else KeyboardInterrupt()
+
+    wanted = [signal.SIGTERM, signal.SIGALRM]
     try:
-        previous = signal.signal(signal.SIGTERM, handler)
+        if signal.getsignal(signal.SIGINT) is not signal.SIG_IGN:
+            wanted.append(signal.SIGINT)
+        previous = {signum: signal.getsignal(signum) for signum in wanted}
+        for signum in wanted:
+            signal.signal(signum, insist if signum == signal.SIGALRM else stop)
     except ValueError:  # not the main thread: leave signals alone
         yield
         return
     try:
         yield
     finally:
-        signal.signal(signal.SIGTERM, previous)
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
 
 
 # ----------------------------------------------------------------------------- messages and logs

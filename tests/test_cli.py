@@ -432,6 +432,38 @@ def test_ctrl_c_and_sigterm_stop_every_command_set_with_one_line(tmp_path, signu
     assert os.listdir(tmp_path) == []
 
 
+def test_a_swallowed_ctrl_c_is_raised_again_but_never_inside_the_cleanup():
+    """C code that clears pending errors (numpy's index conversion) can drop the
+    KeyboardInterrupt a signal raised: it is raised again until it is on its way
+    up, and the cleanup it triggers runs to its end."""
+    import signal as signals
+    import time
+    from samplegen.cli import stoppable
+    done = []
+
+    def swallowed():
+        try:
+            os.kill(os.getpid(), signals.SIGINT)
+            time.sleep(0.1)
+        except KeyboardInterrupt:  # what the C code did
+            pass
+        deadline = time.time() + 10
+        try:
+            while time.time() < deadline:
+                time.sleep(0.01)
+        finally:  # a cleanup longer than the interval between raises
+            time.sleep(2.5)
+            done.append("cleanup")
+        done.append("not stopped")
+        return 0
+
+    began = time.time()
+    assert stoppable(swallowed) == 130
+    assert done == ["cleanup"] and time.time() - began < 6
+    assert signals.getitimer(signals.ITIMER_REAL) == (0.0, 0.0)
+    assert signals.getsignal(signals.SIGINT) is signals.default_int_handler
+
+
 # ---------------------------------------------------------------------------
 # outputs, UDF parameters
 # ---------------------------------------------------------------------------
