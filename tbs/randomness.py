@@ -51,8 +51,6 @@ STREAM_APPLY = 1    # which concrete items are kept / moved
 STREAM_OUTPUT = 2   # producing S_k from the latent state
 _PURPOSE = (Purpose.TBS_DECIDE, Purpose.TBS_APPLY, Purpose.TBS_OUTPUT)
 
-_LEGACY_HYPERGEOMETRIC_LIMIT = 10 ** 9 - 1   # numpy's legacy HRUA loses precision near 2**37
-
 
 def derive_key(seed):
     """The key every per-batch draw is derived from: ``seed`` itself (checked
@@ -228,66 +226,21 @@ def choose(rng, population, k,
     return _sorted_positions(rng, population, k, scratch, tag)
 
 
-def _hypergeometric_by_inversion(rng, ngood, nbad, nsample):
-    """Exact (to double precision) hypergeometric variate for populations of 1e9 and more.
-
-    The probability mass function is built over a window of +-(60 sd + 64)
-    around the mode from the ratio p(x+1)/p(x) (accurate for any population
-    size) and inverted with one uniform.  The mass outside the window is below
-    1e-300 because the distribution is log-concave.
-    """
-    total = ngood + nbad
-    lo = max(0, nsample - nbad)
-    hi = min(nsample, ngood)
-    mode = int(math.floor((nsample + 1) * (ngood + 1) / (total + 2)))
-    mode = min(max(mode, lo), hi)
-    var = nsample * (ngood / total) * (nbad / total) * (total - nsample) / max(total - 1, 1)
-    half = int(60.0 * math.sqrt(var) + 64)
-    a = max(lo, mode - half)
-    b = min(hi, mode + half)
-    x = np.arange(a, b, dtype=np.float64)         # ratios p(x+1)/p(x) for x in [a, b)
-    log_ratio = (np.log(ngood - x) + np.log(nsample - x)
-                 - np.log(x + 1.0) - np.log(nbad - nsample + x + 1.0))
-    logp = np.concatenate([[0.0], np.cumsum(log_ratio)])
-    logp -= logp.max()
-    cdf = np.cumsum(np.exp(logp))
-    u = rng.random() * cdf[-1]
-    return int(a + min(np.searchsorted(cdf, u, side="right"), b - a))
-
-
 def hypergeometric(rng, ngood, nbad, nsample):
-    """Number of 'good' items in a uniform sample of ``nsample`` from ngood + nbad items:
-    numpy's legacy (frozen) algorithm below populations of 1e9 per side, else an
-    exact inversion sampler."""
-    ngood, nbad, nsample = int(ngood), int(nbad), int(nsample)
-    if min(ngood, nbad, nsample) < 0 or nsample > ngood + nbad:
-        raise TBSError(f"hypergeometric parameters must satisfy 0 <= nsample <= ngood + nbad, "
-                       f"got ngood={ngood}, nbad={nbad}, nsample={nsample}")
-    if nsample == 0 or ngood == 0:
-        return 0
-    if nbad == 0:
-        return nsample
-    if max(ngood, nbad) <= _LEGACY_HYPERGEOMETRIC_LIMIT:
-        return int(rng.hypergeometric(ngood, nbad, nsample))
-    return _hypergeometric_by_inversion(rng, ngood, nbad, nsample)
+    """Number of 'good' items in a uniform sample of ``nsample`` from ngood + nbad
+    items (:meth:`Draws.hypergeometric <samplegen.udfs.rng.Draws.hypergeometric>`)."""
+    try:
+        return rng.hypergeometric(ngood, nbad, nsample)
+    except ParameterError as exc:
+        raise TBSError(str(exc)) from None
 
 
 def split_count(rng, sizes, k):
     """Multivariate hypergeometric split of k uniform draws (without replacement)
     over groups of the given sizes; e.g. how many of k evictions fall in each
-    partition of a distributed reservoir."""
-    sizes = np.asarray(sizes, dtype=np.int64)
-    if sizes.ndim != 1 or np.any(sizes < 0):
-        raise TBSError(f"sizes must be a 1-D array of non-negative counts, got {sizes!r}")
-    remaining = int(sizes.sum())
-    k = int(k)
-    if k < 0 or k > remaining:
-        raise TBSError(f"k must be an integer in [0, {remaining}], got {k}")
-    out = np.zeros(sizes.size, dtype=np.int64)
-    for i, size in enumerate(sizes):
-        remaining -= int(size)
-        if k == 0:
-            break
-        out[i] = hypergeometric(rng, int(size), remaining, k)
-        k -= int(out[i])
-    return out
+    partition of a distributed reservoir (:meth:`Draws.split_count
+    <samplegen.udfs.rng.Draws.split_count>`)."""
+    try:
+        return rng.split_count(sizes, k)
+    except ParameterError as exc:
+        raise TBSError(str(exc)) from None

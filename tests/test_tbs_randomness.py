@@ -11,7 +11,6 @@ from samplegen.tbs.randomness import (
     STREAM_DECIDE,
     STREAM_OUTPUT,
     Scratch,
-    _hypergeometric_by_inversion,
     _sorted_positions,
     batch_generator,
     choose,
@@ -131,7 +130,7 @@ def test_hypergeometric_matches_pmf(sampler):
     if sampler == "legacy":
         draws = [hypergeometric(rng, ngood, nbad, nsample) for _ in range(reps)]
     else:
-        draws = [_hypergeometric_by_inversion(rng, ngood, nbad, nsample) for _ in range(reps)]
+        draws = [rng._hypergeometric_by_inversion(ngood, nbad, nsample) for _ in range(reps)]
     pmf = _hypergeometric_pmf(ngood, nbad, nsample)
     counts = np.bincount(draws, minlength=nsample + 1).astype(float)
     keep = pmf * reps >= 5                       # pool sparse tail cells

@@ -208,6 +208,8 @@ def _shaped(values, shape):
     return values.reshape(shape)
 
 
+#: numpy's legacy hypergeometric (HRUA) loses precision near populations of 2**37
+_LEGACY_HYPERGEOMETRIC_LIMIT = 10 ** 9 - 1
 _SMALL = 32          # draws of at most this many values are made in pure Python
 _KM_BOUND = 0.8578   # >= sqrt(2/e) = 0.857763..., the half-width of the ratio-of-uniforms box
 
@@ -429,13 +431,68 @@ class Draws:
         (inversion below a mean of 30, else BTPE), frozen."""
         return self.legacy.binomial(n, p, size)
 
-    def hypergeometric(self, ngood, nbad, nsample, size=None):
-        """Hypergeometric variates: numpy's legacy
-        ``RandomState.hypergeometric`` (HYP / HRUA), frozen; its precision
-        degrades for populations beyond about 2**37 (numpy gh-11443), so
-        :func:`samplegen.tbs.randomness.hypergeometric` switches to an exact
-        inversion sampler from 1e9."""
-        return self.legacy.hypergeometric(ngood, nbad, nsample, size)
+    def hypergeometric(self, ngood, nbad, nsample):
+        """The number of good items in a uniform sample of *nsample* of
+        ``ngood + nbad`` items: numpy's legacy ``RandomState.hypergeometric``
+        (HYP / HRUA, frozen) below populations of 1e9 per side, where it
+        loses precision (numpy gh-11443), else an exact inversion sampler."""
+        ngood, nbad, nsample = int(ngood), int(nbad), int(nsample)
+        if min(ngood, nbad, nsample) < 0 or nsample > ngood + nbad:
+            raise ParameterError(f"hypergeometric parameters must satisfy 0 <= nsample <= "
+                                 f"ngood + nbad, got ngood={ngood}, nbad={nbad}, "
+                                 f"nsample={nsample}")
+        if nsample == 0 or ngood == 0:
+            return 0
+        if nbad == 0:
+            return nsample
+        if max(ngood, nbad) <= _LEGACY_HYPERGEOMETRIC_LIMIT:
+            return int(self.legacy.hypergeometric(ngood, nbad, nsample))
+        return self._hypergeometric_by_inversion(ngood, nbad, nsample)
+
+    def _hypergeometric_by_inversion(self, ngood, nbad, nsample):
+        """Exact (to double precision) hypergeometric variate for any
+        population: the probability mass over a window of +-(60 sd + 64)
+        around the mode, built from the ratios p(x+1)/p(x), inverted with one
+        uniform (the mass outside is below 1e-300: the law is log-concave)."""
+        total = ngood + nbad
+        lo = max(0, nsample - nbad)
+        hi = min(nsample, ngood)
+        mode = int(math.floor((nsample + 1) * (ngood + 1) / (total + 2)))
+        mode = min(max(mode, lo), hi)
+        var = nsample * (ngood / total) * (nbad / total) * (total - nsample) / max(total - 1, 1)
+        half = int(60.0 * math.sqrt(var) + 64)
+        a = max(lo, mode - half)
+        b = min(hi, mode + half)
+        x = np.arange(a, b, dtype=np.float64)         # ratios p(x+1)/p(x) for x in [a, b)
+        log_ratio = (np.log(ngood - x) + np.log(nsample - x)
+                     - np.log(x + 1.0) - np.log(nbad - nsample + x + 1.0))
+        logp = np.concatenate([[0.0], np.cumsum(log_ratio)])
+        logp -= logp.max()
+        cdf = np.cumsum(np.exp(logp))
+        u = self.random() * cdf[-1]
+        return int(a + min(np.searchsorted(cdf, u, side="right"), b - a))
+
+    def split_count(self, sizes, k):
+        """How many of k items drawn uniformly without replacement from
+        groups of the given *sizes* fall in each group (multivariate
+        hypergeometric, by one :meth:`hypergeometric` draw per group in
+        order): an int64 array like *sizes*."""
+        sizes = np.asarray(sizes, dtype=np.int64)
+        if sizes.ndim != 1 or np.any(sizes < 0):
+            raise ParameterError(f"sizes must be a 1-D array of non-negative counts, "
+                                 f"got {sizes!r}")
+        remaining = int(sizes.sum())
+        k = int(k)
+        if k < 0 or k > remaining:
+            raise ParameterError(f"k must be an integer in [0, {remaining}], got {k}")
+        out = np.zeros(sizes.size, dtype=np.int64)
+        for i, size in enumerate(sizes.tolist()):
+            remaining -= size
+            if k == 0:
+                break
+            out[i] = self.hypergeometric(size, remaining, k)
+            k -= int(out[i])
+        return out
 
 
 def _halves(words):
