@@ -111,6 +111,8 @@ def run(args):
                                quiet=True)
     from pyspark.sql import SparkSession
     spark = SparkSession(sc)
+    if not args.dictionary:  # the same writer for every contender either way
+        spark.conf.set("parquet.enable.dictionary", "false")
     parquet = parquet_with_ids(args.workdir, args.rows, args.cols)
     out = os.path.join(args.workdir, "out")
     times = {}
@@ -143,7 +145,8 @@ def check_sizes(spark, parquet, rows):
 
 
 def report(times, sizes, args):
-    lines = [f"{args.rows:,} x {args.cols} doubles + row_id, master {args.master}, medians of "
+    lines = [f"{args.rows:,} x {args.cols} doubles + row_id, master {args.master}, Parquet "
+             f"dictionary encoding {'on' if args.dictionary else 'off'}, medians of "
              f"{args.repeats} interleaved repeats (seconds); ratio = peer / ours, median of "
              "per-repeat ratios", "",
              "| task | sink | contender | seconds | output MB | ratio to ours |",
@@ -178,6 +181,9 @@ def parse_args(argv=None):
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--sinks", type=lambda t: [x for x in t.split(",") if x],
                     default=["noop", "parquet"])
+    ap.add_argument("--no-dictionary", dest="dictionary", action="store_false",
+                    help="Parquet writer without dictionary encoding, for every contender "
+                         "(it triples the write of random doubles)")
     ap.add_argument("--master", default="local[2]")
     ap.add_argument("--driver-memory", default="8g")
     ap.add_argument("--workdir", default="work/bench-frames")
