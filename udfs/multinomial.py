@@ -31,24 +31,16 @@ per block at O(rows + log m):
 Both stages are exact, so the counts are exactly multinomial; the result is
 the same for any split of the rows into blocks and tasks.
 
-``CHUNK_ROWS`` is part of the sampling contract (udfs.rng.SAMPLER_VERSION):
-changing it changes samples.
+The tree's shape and walk are :mod:`udfs.splittree`'s.
 """
 from collections import OrderedDict
 
 import numpy as np
 
 from .rng import Purpose, stream
+from .splittree import CHUNK_ROWS, SortedIds, chunk_depth, overlapping, walk
 
-CHUNK_ROWS = 1024
-
-
-def chunk_depth(n_rows):
-    """First depth at which every node of the tree has <= CHUNK_ROWS rows."""
-    depth = 0
-    while -(-n_rows // (1 << depth)) > CHUNK_ROWS:  # ceil(n_rows / 2**depth)
-        depth += 1
-    return depth
+__all__ = ["CHUNK_ROWS", "MultinomialTree", "chunk_depth"]
 
 
 class _Chunk:
@@ -87,25 +79,15 @@ class MultinomialTree:
             self._node_counts[key] = left
         return left
 
-    def _chunk_nodes(self, start, stop):
-        """Chunk nodes (index, row start, size, count) intersecting [start, stop)."""
-        return self._walk(lambda lo, size, count: lo < stop and lo + size > start)
+    def _split(self, depth, index, size, count):
+        left = self._left_count(depth, index, size, count)
+        return left, count - left
 
     def _walk(self, wanted):
-        """The chunk nodes (index, row start, size, count) reached by going
-        down only into non-empty nodes for which ``wanted(lo, size, count)``."""
-        nodes = [(0, 0, self.n_rows, self.total)]
-        for depth in range(self.depth):
-            children = []
-            for index, lo, size, count in nodes:
-                half = size // 2
-                left = self._left_count(depth, index, size, count)
-                for child in ((2 * index, lo, half, left),
-                              (2 * index + 1, lo + half, size - half, count - left)):
-                    if child[2] and wanted(*child[1:]):
-                        children.append(child)
-            nodes = children
-        return nodes
+        """The chunk nodes (index, row start, size, count) of the non-empty
+        nodes for which ``wanted(lo, size, count)``."""
+        return walk(self.n_rows, self.total, self._split,
+                    lambda lo, size, count: count and wanted(lo, size, count))
 
     # -- inside a chunk ---------------------------------------------------
     def _expand(self, index, lo, size, count):
@@ -128,7 +110,7 @@ class MultinomialTree:
         """Rows (absolute ids, non-decreasing) and relative positions of the
         occurrences of rows in ``[start, stop)``."""
         rows, relpos = [], []
-        for index, lo, size, count in self._chunk_nodes(start, stop):
+        for index, lo, size, count in self._walk(overlapping(start, stop)):
             if count == 0:
                 continue
             chunk = self._expand(index, lo, size, count)
@@ -147,28 +129,20 @@ class MultinomialTree:
         tree enters a node only when a position falls in it, so scattered
         rows cost O(touched chunks), never the span between them.  A row id
         listed twice gets its occurrences once (at its first place)."""
-        positions = np.asarray(positions, dtype=np.int64)
-        order = np.argsort(positions, kind="stable")
-        ids = positions[order]
-        if ids.size and (ids[0] < 0 or ids[-1] >= self.n_rows):
-            raise ValueError(f"row ids must lie in [0, {self.n_rows})")
-        def wanted(lo, size, count):
-            a, b = np.searchsorted(ids, [lo, lo + size])
-            return count and b > a
-
-        nodes = self._walk(wanted)
+        ids = SortedIds(positions, self.n_rows)
+        nodes = self._walk(ids.wanted)
         where, relpos = [], []
         for index, lo, size, count in nodes:
             if not count:
                 continue
             chunk = self._expand(index, lo, size, count)
-            a, b = np.searchsorted(ids, [lo, lo + size])
-            wanted = ids[a:b]
+            a, b = ids.span(lo, size)
+            wanted = ids.ids[a:b]
             # occurrences of chunk rows listed in the batch (first listing)
             first = np.searchsorted(wanted, chunk.rows)
             hit = first < wanted.size
             hit[hit] = wanted[first[hit]] == chunk.rows[hit]
-            where.append(order[a + first[hit]])
+            where.append(ids.order[a + first[hit]])
             relpos.append(chunk.relpos[hit])
         if not where:
             return np.empty(0, np.int64), np.empty(0, np.uint64)
