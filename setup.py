@@ -23,8 +23,9 @@ EXTRAS = {
     "spark": ["pyspark>=3.5", "pyarrow>=11"],
     "hive": ["pyhive[hive_pure_sasl]>=0.7.0"],
     "plots": ["matplotlib>=3.7"],
-    # peers of the Spark benchmark (bench/bench_spark.py): scikit-learn's splitters
-    "bench": ["scikit-learn>=1.3"],
+    # samplegen.model_selection's splitters go where scikit-learn takes cv= (and the
+    # benchmarks' peers: scikit-learn's own splitters)
+    "sklearn": ["scikit-learn>=1.3"],
     # the checks of `make test`: import layers (.importlinter) and style (ruff.toml)
     "test": ["pytest>=7.4", "import-linter>=2.0", "ruff>=0.6"],
 }

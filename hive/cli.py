@@ -69,15 +69,23 @@ def add_commands(sub):
     p.add_argument("--repeats", type=int, default=1, help="number of pairs W (default 1)")
     p.add_argument("--fraction", type=float, default=1.0,
                    help="use only this share of the rows, in (0, 1] (default 1)")
+    p.add_argument("--exact", action="store_true",
+                   help="exact sizes: round(ratio x rows) training rows, the rest test, every "
+                        "such split equally likely (default: an independent coin per row)")
 
     p = _sampling(sub, "kfold", "k folds (and composed training sets) into a result table")
     p.add_argument("--k", type=int, required=True, help="number of folds (2 <= k <= rows)")
     p.add_argument("--naive", action="store_true",
                    help="materialize all k training sets instead of composing them")
+    p.add_argument("--balanced", action="store_true",
+                   help="fold sizes that differ by at most one, every such partition equally "
+                        "likely (default: an independent fold per row)")
 
     p = _sampling(sub, "bootstrap", "bootstrap samples into a result table")
     p.add_argument("--samples", type=int, required=True, help="number of samples N")
     p.add_argument("--size", type=int, default=None, help="rows per sample (default: all)")
+    p.add_argument("--oob", action="store_true",
+                   help="also write each bag's out-of-bag rows (drawn 0 times) as oob-<i>")
 
     p = _sampling(sub, "sample", "your own sampling-UDF into a result table")
     p.add_argument("--udf", required=True, help="MODULE:FUNCTION (or holdout/kfold/bootstrap)")
@@ -103,11 +111,11 @@ def add_commands(sub):
 def _method(args):
     if args.command == "holdout":
         return "holdout", {"ratio": args.ratio, "repeats": args.repeats,
-                           "fraction": args.fraction}
+                           "fraction": args.fraction, "exact": args.exact}
     if args.command == "kfold":
-        return "kfold", {"k": args.k, "naive": args.naive}
+        return "kfold", {"k": args.k, "naive": args.naive, "balanced": args.balanced}
     if args.command == "bootstrap":
-        return "bootstrap", {"samples": args.samples, "size": args.size}
+        return "bootstrap", {"samples": args.samples, "size": args.size, "oob": args.oob}
     return args.udf, dict(parse_param(p) for p in args.param)
 
 

@@ -47,6 +47,7 @@ KINDS = {
     "records": "word", "kind": "word", "rows": "int", "cols": "int", "block_size": "int",
     "seed": "int", "repeats": "int", "k": "int", "samples": "int", "size": "int",
     "ratio": "number", "fraction": "number", "assignments": "identifier",
+    "exact": "word", "balanced": "word", "oob": "word",
 }
 DEFAULT_FILES = os.path.join("~", ".cache", "samplegen", "hive")
 
@@ -56,15 +57,22 @@ def script_for(plan):
     p = plan.params
     if plan.udf == "holdout":
         return "holdout", {"ratio": float(p["ratio"]), "repeats": int(p["repeats"]),
-                           "fraction": float(p["fraction"])}
+                           "fraction": float(p["fraction"]), "exact": _flag(p, "exact")}
     if plan.udf == "kfold":
-        return ("kfold_naive" if p.get("naive") else "kfold"), {"k": int(p["k"])}
+        return ("kfold_naive" if p.get("naive") else "kfold"), {
+            "k": int(p["k"]), "balanced": _flag(p, "balanced")}
     if plan.udf == "bootstrap":
-        return "bootstrap", {"samples": int(p["samples"]), "size": int(p["size"])}
+        return "bootstrap", {"samples": int(p["samples"]), "size": int(p["size"]),
+                             "oob": _flag(p, "oob")}
     if plan.composed:
         raise ParameterError(f"UDF {plan.udf!r} composes training sets; on Hive only the "
                              "built-in kfold does (kfold.hql)")
     return "sample", {"udf": plan.udf, "params": format_params(plan.params)}
+
+
+def _flag(params, name):
+    """A boolean parameter as a script variable: ``true`` or ``false``."""
+    return "true" if params.get(name) else "false"
 
 
 def settings(options):

@@ -78,26 +78,27 @@ def _cutoffs(client, conf, table, key, key_type, seed, rows, samples, size):
               "n_rows": rows, "size": size, "samples": samples,
               "bits": arrivals.bin_bits(size), "position": keys.sql_position(f"`{key}`", key_type),
               "table": table, "targets": ""}
-    bits, windows = values["bits"], 1
-    while True:
+    bits = values["bits"]
+
+    def histograms_of(windows):
         script = sql.render(sql.load_script("arrivals"), dict(
             values, stage="histogram", windows=windows,
             output="`sample` int,`window` int,`hist` string"), ARRIVALS_KINDS)
         hists = np.zeros((samples, windows, 1 << bits), np.int64)
         for sample, window, text in client.run_script(script):
             hists[int(sample), int(window)] += np.frombuffer(base64.b64decode(text), np.int64)
-        found = [arrivals.boundary(hists[i], size) for i in range(samples)]
-        if all(f is not None for f in found):
-            break
-        windows *= 2
-    targets = "/".join(f"{w}:{b}" for w, b, _ in found)
-    script = sql.render(sql.load_script("arrivals"), dict(
-        values, stage="boundary", windows=windows, targets=targets,
-        output="`sample` int,`word` string,`position` bigint"), ARRIVALS_KINDS)
-    rows_in = client.run_script(script)
-    return arrivals.cutoffs_from(found, [int(r[0]) for r in rows_in],
-                                 np.array([int(r[1]) for r in rows_in], np.uint64),
-                                 [int(r[2]) for r in rows_in], samples)
+        return hists
+
+    def arrivals_in(targets, windows):
+        script = sql.render(sql.load_script("arrivals"), dict(
+            values, stage="boundary", windows=windows,
+            targets="/".join(f"{w}:{b}" for w, b in targets),
+            output="`sample` int,`word` string,`position` bigint"), ARRIVALS_KINDS)
+        rows_in = client.run_script(script)
+        return ([int(r[0]) for r in rows_in], np.array([int(r[1]) for r in rows_in], np.uint64),
+                [int(r[2]) for r in rows_in])
+
+    return arrivals.search_cutoffs(histograms_of, arrivals_in, samples, size)
 
 
 def _views(result, udf_obj, columns):
@@ -135,8 +136,13 @@ def sample_row_table(url, table, result, udf, params, seed, key, overwrite=False
             raise ParameterError(f"key column {key!r} is a map, which has no stable text")
         integral = keys.is_integral(types[key])
         n, row_ids = _key_stats(client, table, key, integral)
-        n_rows = KEY_SPACE_ROWS if udf in ("holdout", "kfold") else n
+        if keys.is_exact(udf, params):
+            n_rows = keys.exact_rows(key, f"table {table}", n, row_ids)
+        else:
+            n_rows = KEY_SPACE_ROWS if udf in ("holdout", "kfold") else n
         udf_obj = load_udf(udf, n_rows, params)
+        if udf == "bootstrap" and not row_ids and udf_obj.oob:
+            keys.exact_rows(key, f"table {table}", n, row_ids, "out-of-bag sets")  # refused
         if udf == "bootstrap" and not row_ids:  # keyed arrivals: two aggregations first
             if print_only:
                 raise ParameterError(f"--print: a bootstrap keyed by {key!r} (not the row ids "

@@ -262,24 +262,27 @@ def _samples(udf, inputs, seed, block_size=1000):
     return Samples(names, indices, data, y, groups, n)
 
 
-def holdout(X, ratio, seed, repeats=1, fraction=1.0, *, y=None, groups=None):
-    """Hold-out pairs ``train-<w>`` / ``test-<w>`` (see :class:`udfs.HoldOut`)."""
+def holdout(X, ratio, seed, repeats=1, fraction=1.0, *, exact=False, y=None, groups=None):
+    """Hold-out pairs ``train-<w>`` / ``test-<w>`` (see :class:`udfs.HoldOut`;
+    *exact*: exact sizes)."""
     inputs = _inputs(X, y, groups)
-    return _samples(HoldOut(inputs[0], ratio, repeats, fraction), inputs, seed)
+    return _samples(HoldOut(inputs[0], ratio, repeats, fraction, exact), inputs, seed)
 
 
-def kfold(X, k, seed, naive=False, block_size=1000, *, y=None, groups=None):
-    """k folds ``test-<i>`` and training sets ``train-<i>``.  In fold mode the
+def kfold(X, k, seed, naive=False, block_size=1000, *, balanced=False, y=None, groups=None):
+    """k folds ``test-<i>`` and training sets ``train-<i>`` (*balanced*: fold
+    sizes within one of each other).  In fold mode the
     training sets' row order follows dynamic composition with *block_size*
     (use the block size of the matrix the job reads to match it exactly)."""
     inputs = _inputs(X, y, groups)
-    return _samples(KFold(inputs[0], k, naive), inputs, seed, block_size)
+    return _samples(KFold(inputs[0], k, naive, balanced), inputs, seed, block_size)
 
 
-def bootstrap(X, samples, seed, size=None, *, y=None, groups=None):
-    """Bootstrap samples ``sample-<i>`` of exactly *size* rows (default: all)."""
+def bootstrap(X, samples, seed, size=None, *, oob=False, y=None, groups=None):
+    """Bootstrap samples ``sample-<i>`` of exactly *size* rows (default: all)
+    and, with *oob*, each one's out-of-bag rows ``oob-<i>``."""
     inputs = _inputs(X, y, groups)
-    return _samples(Bootstrap(inputs[0], samples, size), inputs, seed)
+    return _samples(Bootstrap(inputs[0], samples, size, oob), inputs, seed)
 
 
 def sample(X, udf, seed, block_size=1000, *, y=None, groups=None, **params):

@@ -87,12 +87,28 @@ def add_commands(sub):
     p.add_argument("--repeats", type=int, default=1, help="number of pairs W (default 1)")
     p.add_argument("--fraction", type=float, default=1.0,
                    help="use only this share of the rows, in (0, 1] (default 1)")
+    p.add_argument("--exact", action="store_true",
+                   help="exact sizes: round(ratio x rows) training rows, the rest test, every "
+                        "such split equally likely (default: an independent coin per row)")
 
     p = sub.add_parser("kfold", help="k-fold cross-validation: train-<i> / test-<i>")
     _add_run_options(p)
     p.add_argument("--k", type=int, required=True, help="number of folds (2 <= k <= rows)")
     p.add_argument("--naive", action="store_true",
                    help="materialize all k training sets instead of composing them")
+    p.add_argument("--balanced", action="store_true",
+                   help="fold sizes that differ by at most one, every such partition equally "
+                        "likely (default: an independent fold per row)")
+    p.add_argument("--time-series", action="store_true",
+                   help="expanding-window folds over the row order (rows as time, as "
+                        "scikit-learn's TimeSeriesSplit): round i tests on the i-th of k "
+                        "slices at the end and trains on the rows before it")
+    p.add_argument("--gap", type=int, default=0,
+                   help="--time-series: rows left out between training and test (default 0)")
+    p.add_argument("--test-size", type=int, default=0,
+                   help="--time-series: rows per test slice (default: rows // (k + 1))")
+    p.add_argument("--max-train-size", type=int, default=0,
+                   help="--time-series: train on at most this many latest rows (default: all)")
     p.add_argument("--materialize", action="store_true",
                    help="compose the training sets, then write each as a standalone matrix "
                         "(what --naive writes, without its k-fold shuffle)")
@@ -101,6 +117,8 @@ def add_commands(sub):
     _add_run_options(p)
     p.add_argument("--samples", type=int, required=True, help="number of samples N")
     p.add_argument("--size", type=int, default=None, help="rows per sample (default: all)")
+    p.add_argument("--oob", action="store_true",
+                   help="also write each bag's out-of-bag rows (drawn 0 times) as oob-<i>")
 
     p = sub.add_parser("sample", help="run your own sampling-UDF")
     _add_run_options(p)
@@ -196,12 +214,22 @@ def dispatch(args, log):
                            args.seed, args.overwrite, log)
     elif cmd == "holdout":
         _run(args, "holdout", {"ratio": args.ratio, "repeats": args.repeats,
-                               "fraction": args.fraction}, log)
+                               "fraction": args.fraction, "exact": args.exact}, log)
+    elif cmd == "kfold" and args.time_series:
+        for flag in ("naive", "balanced", "materialize"):
+            if getattr(args, flag):
+                raise ParameterError(f"--{flag} does not apply to --time-series folds (each "
+                                     "training set is written as it is)")
+        _run(args, "timeseries", {"k": args.k, "gap": args.gap, "test_size": args.test_size,
+                                  "max_train_size": args.max_train_size}, log)
     elif cmd == "kfold":
-        _run(args, "kfold", {"k": args.k, "naive": args.naive}, log,
+        if args.gap or args.test_size or args.max_train_size:
+            raise ParameterError("--gap, --test-size and --max-train-size need --time-series")
+        _run(args, "kfold", {"k": args.k, "naive": args.naive, "balanced": args.balanced}, log,
              materialize=args.materialize)
     elif cmd == "bootstrap":
-        _run(args, "bootstrap", {"samples": args.samples, "size": args.size}, log)
+        _run(args, "bootstrap", {"samples": args.samples, "size": args.size, "oob": args.oob},
+             log)
     elif cmd == "sample":
         _run(args, args.udf, dict(parse_param(p) for p in args.param), log)
     elif cmd == "info":

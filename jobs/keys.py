@@ -72,3 +72,19 @@ def row_count(key, where, counts):
         raise negative_key(key, lo)
     return n, (lo, hi, total, squares) == (0, n - 1, n * (n - 1) // 2,
                                            (n - 1) * n * (2 * n - 1) // 6)
+
+
+def is_exact(udf, params):
+    """Whether *udf* with *params* asks for exact sizes (hold-out ``exact``,
+    k-fold ``balanced``): a labelling over the row ids, not per-key coins."""
+    return udf in ("holdout", "kfold") and bool(params.get("exact") or params.get("balanced"))
+
+
+def exact_rows(key, where, rows, row_ids, what="exact sizes"):
+    """*rows*, the rows an exact-size labelling (or *what* else is decided
+    over the row ids) spans, when the keys of *where* are the row ids
+    ``0..rows-1``; else a ParameterError."""
+    if not row_ids:
+        raise ParameterError(f"{what} need key column {key!r} of {where} to hold the row "
+                             f"ids 0..{rows - 1} (each once)")
+    return rows

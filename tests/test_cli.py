@@ -438,6 +438,7 @@ def test_a_swallowed_ctrl_c_is_raised_again_but_never_inside_the_cleanup():
     up, and the cleanup it triggers runs to its end."""
     import signal as signals
     import time
+
     from samplegen.cli import stoppable
     done = []
 

@@ -43,7 +43,11 @@ CASES = [
     ("holdout", {"ratio": 0.6, "repeats": 3, "fraction": 0.9}),   # a series, part of the rows
     ("kfold", {"k": 5}),                                            # fold mode: composed sets
     ("kfold", {"k": 3, "naive": True}),
+    ("holdout", {"ratio": 0.6, "repeats": 2, "fraction": 0.9, "exact": True}),  # exact sizes
+    ("kfold", {"k": 4, "balanced": True}),
+    ("timeseries", {"k": 3, "gap": 2, "max_train_size": 100}),
     ("bootstrap", {"samples": 3, "size": 700}),
+    ("bootstrap", {"samples": 2, "size": 300, "oob": True}),
     ("samplegen.udfs.examples:bernoulli", {"p": 0.3}),              # a vectorized user UDF
     ("samplegen.udfs.examples:paper_holdout_series", {"ratio": 0.5, "repeats": 2}),  # scalar
 ]

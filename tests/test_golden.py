@@ -50,6 +50,9 @@ RUNS = {
     "kfold-naive": ("kfold", {"k": 5, "naive": True}),
     "bootstrap": ("bootstrap", {"samples": 3}),
     "udf": ("samplegen.udfs.examples:bernoulli", {"p": 0.3}),
+    "holdout-exact": ("holdout", {"ratio": 0.7, "repeats": 2, "fraction": 0.9, "exact": True}),
+    "kfold-balanced": ("kfold", {"k": 5, "balanced": True}),
+    "bootstrap-oob": ("bootstrap", {"samples": 2, "size": 1500, "oob": True}),
 }
 
 MATRIX = {
@@ -68,6 +71,12 @@ GOLDEN_RUNS = {
     (8, "kfold-naive"): "001a3e154de55e28c75567a788090d3d40d966b6ac1f009c4dd2e20b37f2e786",
     (8, "bootstrap"): "0a8507bcfe9bfa61022a4679507f1bc13767cbf1d6981bd23b7e41f81edb7131",
     (8, "udf"): "baf78ddf1d6ee1f3c8b47f230fe31d630892ede8a2f2db6171d6b68178789260",
+    (7, "holdout-exact"): "5b4f8313e39de1a80603fe42d176e74e244cbdbe1fa10e9790973ab11c049a9d",
+    (7, "kfold-balanced"): "91e808a54f7a51ebb83a6a7e3124ec54c3d30f8bf028e31d09cb995ca515754f",
+    (8, "holdout-exact"): "1a3eff219d6c07b45c3ba7189dbe85bfcb5d122e99059b60198fc35fe020cf80",
+    (8, "kfold-balanced"): "bc6f1df96a5a41d72aa400420d1efa7fc8356fa5168ab5724bbcb7d61d4e2e48",
+    (7, "bootstrap-oob"): "eddc0726c57c8dee613a8041c242bc9114cd802bd2645a10bac697c6fab32675",
+    (8, "bootstrap-oob"): "34937fb3f08a9fb7b24707c6c5f9985d386dd8b7da8a3caeafc3114225ba4f25",
 }
 
 GOLDEN_API = {
@@ -81,6 +90,12 @@ GOLDEN_API = {
     (8, "kfold-naive"): "57871a01f3de9e36e5417ce64515952dc0efb3b8bb9ef9f2331fe54cf1790f73",
     (8, "bootstrap"): "41258ab025693e5e13942a5dde4089fc25bb809c6d9d03466a77e86bcf5d6978",
     (8, "udf"): "6181055aa6eb2ecf752eafdc3f1cc41091f00fc69a5edf2b758a7bbdef108f6c",
+    (7, "holdout-exact"): "147e4ac3faefebd249011110d4856306d5e30ef27791bad41b824a5d5244cf78",
+    (7, "kfold-balanced"): "153959657bab47558f185f6b39ebdd0afce5de7066a3b46ffcab6d5717015b9a",
+    (8, "holdout-exact"): "4c04165070067457a1923e95e8152c43a069ccd2df4aa8fbd05c33a98fa403ae",
+    (8, "kfold-balanced"): "7204f319306f52f592da40dba3dcb8ac9e4bd8467b0a5e411a323e3b2ce7e274",
+    (7, "bootstrap-oob"): "ce17fb8139982c4c2bd4173cd8b089ac7bc936c6b93084759c8fe0013e772147",
+    (8, "bootstrap-oob"): "c933fab1ad664a4fc61a1d607a5a2c26f2fb9e94742209cd9b705776658398a7",
 }
 
 GOLDEN_TBS = {
@@ -162,6 +177,12 @@ def _api(seed, name):
         s = api.kfold(ROWS, 5, seed=seed, naive=True)
     elif name == "bootstrap":
         s = api.bootstrap(ROWS, 3, seed=seed)
+    elif name == "holdout-exact":
+        s = api.holdout(ROWS, ratio=0.7, repeats=2, fraction=0.9, seed=seed, exact=True)
+    elif name == "kfold-balanced":
+        s = api.kfold(ROWS, 5, seed=seed, block_size=BLOCK, balanced=True)
+    elif name == "bootstrap-oob":
+        s = api.bootstrap(ROWS, 2, seed=seed, size=1500, oob=True)
     else:
         s = api.sample(ROWS, RUNS["udf"][0], seed=seed, block_size=BLOCK, p=0.3)
     return [(n, s.indices(n), None) for n in s.names]

@@ -56,6 +56,9 @@ CASES = [
     ("holdout series", "wide", "holdout", {"ratio": 0.6, "repeats": 3, "fraction": 0.9}, {}),
     ("kfold fold mode", "wide", "kfold", {"k": 5}, {}),
     ("kfold naive", "dense", "kfold", {"k": 4, "naive": True}, {}),
+    ("exact sizes", "wide", "holdout", {"ratio": 0.6, "repeats": 2, "exact": True}, {}),
+    ("balanced folds, out-of-bag", "dense", "kfold", {"k": 3, "balanced": True}, {}),
+    ("bootstrap out-of-bag", "sparse", "bootstrap", {"samples": 2, "oob": True}, {}),
     ("bootstrap sparse", "sparse", "bootstrap", {"samples": 3, "size": 1000}, {}),
     ("user UDF", "dense", "samplegen.udfs.examples:bernoulli", {"p": 0.3}, {}),
     ("scalar UDF", "dense", "samplegen.udfs.examples:paper_holdout_series",
@@ -476,8 +479,8 @@ def test_raw_script_with_hivevars_through_beeline(tmp_path, tmp_path_factory, in
     params = {"k": 4, "naive": True}
     hivevars = {"table": table, "output": dest, "input": src, "files": conf["files"],
                 "zip": zip_name, "python": "python3", "rows": 700, "cols": 20,
-                "block_size": 64, "kind": "dense", "seed": SEED, "k": 4, "bin_bits": 0,
-                "records": "chunks"}
+                "block_size": 64, "kind": "dense", "seed": SEED, "k": 4, "balanced": "false",
+                "bin_bits": 0, "records": "chunks"}
     code, out, err = beeline(hive_server["port"],
                              os.path.join(sql.SCRIPT_DIR, "kfold_naive.hql"), hivevars)
     assert code == 0, err[-2000:]

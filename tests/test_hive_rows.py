@@ -71,6 +71,27 @@ def test_holdout_by_row_id_is_the_block_jobs_and_keeps_every_column(row_table, c
     assert sorted(r[0] for r in view) == sorted(ref.indices("test-1").tolist())
 
 
+def test_exact_sizes_by_row_id_and_refused_for_other_keys(row_table, capsys):
+    """--exact / --balanced: the block jobs' exact-size samples when the key
+    holds the row ids; a string key is refused in one line, nothing made."""
+    url, table = row_table["url"], row_table["name"]
+    result = "ex_" + uuid.uuid4().hex[:6]
+    code, _, err = run_cli(capsys, "hive", "kfold", table, result, "--key", "id", "--k", 3,
+                           "--balanced", "--seed", SEED, "--hive-url", url)
+    assert code == 0, err
+    ref = api.kfold(N, 3, SEED, balanced=True)
+    got = _by_sample(url, result)
+    for i in range(3):
+        assert sorted(r[0] for r in got[f"test-{i}"]) == sorted(ref.indices(f"test-{i}").tolist())
+    assert sorted(len(got[f"test-{i}"]) for i in range(3)) == [133, 133, 134]
+    refused = "ex_" + uuid.uuid4().hex[:6]
+    code, out, err = run_cli(capsys, "hive", "holdout", table, refused, "--key", "name",
+                             "--ratio", 0.7, "--exact", "--seed", SEED, "--hive-url", url)
+    assert code == 2 and len(err.splitlines()) == 1 and "row ids" in err, err
+    with hive_client.Client(url) as c:
+        assert not c.table_exists(refused)
+
+
 def test_kfold_by_a_string_key_and_the_training_views(row_table, capsys):
     url, table = row_table["url"], row_table["name"]
     result = "kf_" + uuid.uuid4().hex[:6]

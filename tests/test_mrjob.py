@@ -134,6 +134,8 @@ class TestLocal(RunnerSuite):
 @pytest.mark.parametrize("udf,params,src", [
     ("holdout", {"ratio": 0.6, "repeats": 3, "fraction": 0.9}, "wide"),
     ("kfold", {"k": 5}, "sparse"),
+    ("kfold", {"k": 4, "balanced": True}, "wide"),
+    ("holdout", {"ratio": 0.7, "exact": True, "fraction": 0.8}, "dense"),
     ("bootstrap", {"samples": 4}, "dense")])
 def test_same_bytes_on_every_runner_and_task_count(tmp_path, inputs, udf, params, src):
     runs = []

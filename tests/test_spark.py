@@ -55,7 +55,10 @@ LAYOUTS = [(1, 1, 16 << 20, "ids", "512m"), (3, 2, 4096, "rows", "512m"),
     ("holdout", {"ratio": 0.6, "repeats": 3, "fraction": 0.9}, "wide"),
     ("kfold", {"k": 5}, "sparse"),
     ("kfold", {"k": 3, "naive": True}, "dense"),
+    ("holdout", {"ratio": 0.7, "repeats": 2, "exact": True}, "sparse"),
+    ("kfold", {"k": 4, "balanced": True}, "wide"),
     ("bootstrap", {"samples": 4, "size": 900}, "wide"),
+    ("bootstrap", {"samples": 2, "oob": True}, "sparse"),
     ("samplegen.udfs.examples:bernoulli", {"p": 0.3}, "dense"),
     ("samplegen.udfs.examples:paper_holdout_series", {"ratio": 0.5, "repeats": 2}, "sparse")])
 def test_same_bytes_as_inline_whatever_the_partitions(spark, tmp_path, inputs, udf, params, src):

@@ -82,6 +82,41 @@ def test_kfold_each_row_in_exactly_one_test_fold(session, frame):
     assert sorted(ids(train) + ids(test)) == list(range(N))
 
 
+def test_exact_sizes_are_the_block_jobs_under_any_partitioning(session, frame):
+    """holdout(exact=True) and kfold(balanced=True) over row-id keys: the
+    API's samples (the block jobs'), exact sizes, whatever the layout; other
+    keys are refused in one line."""
+    from pyspark.sql import functions as F
+
+    ref = api.holdout(N, 0.7, SEED, repeats=2, exact=True)
+    folds_ref = api.kfold(N, 7, SEED, balanced=True)
+    for label, df in variants(session, frame).items():
+        pairs = sg.holdout(df, 0.7, SEED, key="id", repeats=2, exact=True)
+        for w, (train, test) in enumerate(pairs):
+            assert ids(train) == sorted(ref.indices(f"train-{w}").tolist()), label
+            assert ids(test) == sorted(ref.indices(f"test-{w}").tolist()), label
+            assert (train.count(), test.count()) == (2100, 900), label
+        tests = [ids(test) for _, test in sg.kfold(df, 7, SEED, key="id", balanced=True)]
+        assert tests == [sorted(folds_ref.indices(f"test-{i}").tolist()) for i in range(7)]
+        assert sorted(len(t) for t in tests) == [428] * 3 + [429] * 4, label
+    shifted = frame.withColumn("id", F.col("id") + 1)
+    with pytest.raises(ParameterError, match="row ids 0..2999"):
+        sg.holdout(shifted, 0.7, SEED, key="id", exact=True)
+
+
+def test_bootstrap_out_of_bag_by_row_ids_and_refused_for_other_keys(session, frame):
+    from pyspark.sql import functions as F
+
+    ref = api.bootstrap(N, 2, SEED, oob=True)
+    pairs = sg.bootstrap(frame.repartition(4), 2, SEED, key="id", oob=True)
+    for i, (bag, oob) in enumerate(pairs):
+        assert ids(bag) == sorted(ref.indices(f"sample-{i}").tolist())
+        assert ids(oob) == sorted(ref.indices(f"oob-{i}").tolist())
+        assert not set(ids(bag)) & set(ids(oob))
+    with pytest.raises(ParameterError, match="out-of-bag sets need"):
+        sg.bootstrap(frame.withColumn("id", F.col("id") * 2), 2, SEED, key="id", oob=True)
+
+
 def test_bootstrap_exact_size_and_the_block_jobs_draws(session, frame):
     ref = api.bootstrap(N, 3, SEED, size=2500)
     for label, df in variants(session, frame).items():

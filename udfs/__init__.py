@@ -4,7 +4,7 @@ Pure numpy; no engine imports.  See :mod:`udfs.rng` for the RNG contract and
 :mod:`udfs.base` for the sampling-UDF protocol.
 """
 from .base import Occurrences, SamplingUDF, UDFError
-from .builtin import Bootstrap, HoldOut, KFold
+from .builtin import Bootstrap, HoldOut, KFold, TimeSeries
 from .custom import load_udf, parse_param, scalar_udf
 from .errors import InputError, OutputError, ParameterError, SamplegenError
 from .rng import PositionRNG, Purpose, SkipAheadRNG, StreamId, stream
@@ -12,6 +12,7 @@ from .rng import PositionRNG, Purpose, SkipAheadRNG, StreamId, stream
 __all__ = [
     "Bootstrap", "HoldOut", "InputError", "KFold", "Occurrences", "OutputError",
     "ParameterError", "PositionRNG", "Purpose", "SamplegenError", "SamplingUDF",
-    "SkipAheadRNG", "StreamId", "UDFError", "load_udf", "parse_param", "scalar_udf",
+    "SkipAheadRNG", "StreamId", "TimeSeries", "UDFError", "load_udf", "parse_param",
+    "scalar_udf",
     "stream",
 ]

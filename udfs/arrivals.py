@@ -170,13 +170,27 @@ def boundary_arrivals(rng, positions, rows, size, bits, targets):
     return tuple(np.concatenate(parts) for parts in out)
 
 
-def cutoffs_from(found, sample, words, positions, samples):
-    """Every sample's cutoff ``[window, word, position]`` from
-    :func:`boundary`'s answers and the boundary bins' arrivals."""
+def search_cutoffs(histograms_of, arrivals_in, samples, size):
+    """Every sample's cutoff ``[window, word, position]``: the search every
+    engine runs, over two aggregations it provides.
+
+    ``histograms_of(windows)`` is :func:`histograms` summed over all rows;
+    ``arrivals_in(targets, windows)`` is :func:`boundary_arrivals` of all
+    rows, concatenated.  The windows double until every sample's *size*-th
+    arrival lies in them (one round almost always)."""
+    windows = 1
+    while True:
+        hists = histograms_of(windows)
+        found = [boundary(hists[i], size) for i in range(samples)]
+        if all(f is not None for f in found):
+            break
+        windows *= 2
+    sample, words, positions = arrivals_in([(w, b) for w, b, _ in found], windows)
     sample = np.asarray(sample)
-    return [[w, *cutoff(np.asarray(words, np.uint64)[sample == i],
-                        np.asarray(positions, np.int64)[sample == i], rank)]
-            for i, (w, _, rank) in zip(range(samples), found)]
+    words = np.asarray(words, np.uint64)
+    positions = np.asarray(positions, np.int64)
+    return [[w, *cutoff(words[sample == i], positions[sample == i], rank)]
+            for i, (w, _, rank) in enumerate(found)]
 
 
 def format_cutoffs(cutoffs):
@@ -196,24 +210,14 @@ def parse_cutoffs(value):
 
 def find_cutoffs(rng, positions, n_rows, samples, size):
     """Every sample's cutoff ``[window, word, position]`` from the rows
-    *positions* held in memory (the engines aggregate the same
-    :func:`histogram` and :func:`cutoff` over their tasks)."""
+    *positions* held in memory (the engines aggregate the same functions
+    over their tasks)."""
     positions = np.asarray(positions, dtype=np.int64)
-    bits, cutoffs = bin_bits(size), []
-    for i in range(samples):
-        arrivals, hists, windows = Arrivals(n_rows, size, i), [], []
-        while True:
-            index, words = arrivals.window(rng, positions, len(hists))
-            hists.append(histogram(words, bits))
-            windows.append((index, words))
-            found = boundary(hists, size)
-            if found is not None:
-                break
-        w, b, rank = found
-        index, words = windows[w]
-        inside = (words >> np.uint64(64 - bits)) == np.uint64(b)
-        cutoffs.append([w, *cutoff(words[inside], positions[index[inside]], rank)])
-    return cutoffs
+    bits = bin_bits(size)
+    return search_cutoffs(
+        lambda windows: histograms(rng, positions, n_rows, size, samples, windows, bits),
+        lambda targets, windows: boundary_arrivals(rng, positions, n_rows, size, bits, targets),
+        samples, size)
 
 
 class KeyedBootstrap(SamplingUDF):

@@ -4,9 +4,10 @@ import math
 import numpy as np
 
 from .base import Occurrences, SamplingUDF, concat_occurrences
-from .errors import ParameterError, check_fraction, check_int
+from .errors import ParameterError, check_bool, check_fraction, check_int
+from .exact import LabelTree, balanced_sizes, holdout_counts
 from .multinomial import MultinomialTree
-from .rng import Purpose, stream, to_unit
+from .rng import KeyedRNG, Purpose, stream, to_unit
 
 
 class HoldOut(SamplingUDF):
@@ -17,27 +18,40 @@ class HoldOut(SamplingUDF):
     ``fraction * (1 - ratio)``; otherwise (``fraction < 1``) in neither.
     Sample ids: ``train-w`` = 2w, ``test-w`` = 2w + 1.
     Randomness: stream (HOLDOUT, w), lane 0 decides, lane 1 orders.
+
+    With ``exact=True`` the sizes are exact instead: ``round(fraction * m)``
+    rows kept, ``round(ratio * kept)`` of them in ``train-w``, the rest in
+    ``test-w``, every such split equally likely (:mod:`udfs.exact`, labelling
+    w); lane 1 still orders.  A split that leaves a side empty is refused.
     """
 
     name = "holdout"
 
-    def __init__(self, n_rows, ratio, repeats=1, fraction=1.0):
+    def __init__(self, n_rows, ratio, repeats=1, fraction=1.0, exact=False):
         super().__init__(n_rows)
         self.ratio = check_fraction("ratio", ratio)
         self.repeats = check_int("repeats", repeats, lo=1, hi=1 << 20)
         self.fraction = check_fraction("fraction", fraction)
+        self.exact = check_bool("exact", exact)
+        self.counts = holdout_counts(self.n_rows, self.ratio, self.fraction) if exact else None
+        self._trees = {}
 
     def sample_names(self):
         return [name for w in range(self.repeats) for name in (f"train-{w}", f"test-{w}")]
 
     def expected_rows(self, sample_id):
+        if self.exact:
+            return float(self.counts[sample_id % 2])
         share = self.ratio if sample_id % 2 == 0 else 1.0 - self.ratio
         return self.n_rows * self.fraction * share
 
     def params(self):
-        return {"ratio": self.ratio, "repeats": self.repeats, "fraction": self.fraction}
+        return {"ratio": self.ratio, "repeats": self.repeats, "fraction": self.fraction,
+                "exact": self.exact}
 
     def occurrences(self, start, stop, rng):
+        if self.exact:
+            return self._exact(start, stop, rng)
         n, reps = stop - start, self.repeats
         train_below = unit_threshold(self.fraction * self.ratio)
         keep_below = unit_threshold(self.fraction)
@@ -56,6 +70,38 @@ class HoldOut(SamplingUDF):
             keep = sample >= 0
             return Occurrences(offset[keep], sample[keep], relpos[keep])
         return Occurrences(offset, sample, relpos)
+
+    def _exact(self, start, stop, rng):
+        parts = []
+        for w in range(self.repeats):
+            tree = _tree(self._trees, rng, self.n_rows, self.counts, w)
+            label = labels_of(tree, rng, start, stop)
+            keep = np.flatnonzero(label < 2)
+            relpos = rng.block(stream(Purpose.HOLDOUT, w), start, stop)[keep, 1]
+            parts.append(Occurrences(keep, 2 * w + label[keep], relpos))
+        return concat_occurrences(parts)
+
+
+def _tree(trees, rng, n_rows, counts, labelling):
+    """The UDF's memoized :class:`LabelTree` for this seed and labelling."""
+    key = (rng.seed, labelling)
+    tree = trees.get(key)
+    if tree is None:
+        tree = trees[key] = LabelTree(rng, n_rows, counts, labelling)
+    return tree
+
+
+def labels_of(tree, rng, start, stop):
+    """The labels of the rows a UDF's range stands for: row ids ``[start,
+    stop)``, or through a :class:`KeyedRNG` the rows it lists there (which
+    must be row ids: an exact labelling is over ``0..n_rows-1``)."""
+    if not isinstance(rng, KeyedRNG):
+        return tree.labels(start, stop)
+    positions = rng.positions[start:stop]
+    if positions.size and int(positions.max()) >= tree.n_rows:
+        raise ParameterError(f"exact sizes need the row ids 0..{tree.n_rows - 1} as keys; got "
+                             f"key position {int(positions.max())}")
+    return tree.labels_at(positions.astype(np.int64))
 
 
 def unit_threshold(p):
@@ -80,17 +126,23 @@ class KFold(SamplingUDF):
     matrix composition).  With ``naive=True`` it emits the row into ``test-f``
     (id 2f + 1) and into every ``train-j``, j != f (id 2j): the same rows per
     round as fold mode, materialized k times.
+
+    With ``balanced=True`` the fold sizes differ by at most one (the first
+    ``m % k`` folds one row larger, as scikit-learn's), every such partition
+    equally likely (:mod:`udfs.exact`, labelling 0); lane 1 still orders.
     """
 
     name = "kfold"
 
-    def __init__(self, n_rows, k, naive=False):
+    def __init__(self, n_rows, k, naive=False, balanced=False):
         super().__init__(n_rows)
         self.k = check_int("k", k, lo=2)
         if self.k > self.n_rows:
             raise ParameterError(f"k must be <= the number of rows ({self.n_rows}), got {self.k}")
-        self.naive = bool(naive)
+        self.naive = check_bool("naive", naive)
+        self.balanced = check_bool("balanced", balanced)
         self.composes_folds = not self.naive
+        self._trees = {}
 
     def sample_names(self):
         if self.naive:
@@ -107,10 +159,15 @@ class KFold(SamplingUDF):
         return self.n_rows / self.k
 
     def params(self):
-        return {"k": self.k, "naive": self.naive}
+        return {"k": self.k, "naive": self.naive, "balanced": self.balanced}
 
     def occurrences(self, start, stop, rng):
-        fold, relpos = fold_of(rng, start, stop, self.k)
+        if self.balanced:
+            tree = _tree(self._trees, rng, self.n_rows, balanced_sizes(self.n_rows, self.k), 0)
+            fold = labels_of(tree, rng, start, stop)
+            relpos = rng.block(stream(Purpose.FOLD), start, stop)[:, 1].copy()
+        else:
+            fold, relpos = fold_of(rng, start, stop, self.k)
         n = stop - start
         if not self.naive:
             return Occurrences(np.arange(n, dtype=np.int64), fold, relpos)
@@ -127,24 +184,31 @@ class Bootstrap(SamplingUDF):
 
     Sample ids: ``sample-i`` = i.  Every occurrence of a row gets its own
     relative position, so repeated rows are spread through the sample.
+    With ``oob=True`` each bag's out-of-bag rows (drawn 0 times) follow as
+    ``oob-i`` = samples + i, each once, ordered by lane 0 of stream
+    (BOOTSTRAP_OOB, i).
     """
 
     name = "bootstrap"
 
-    def __init__(self, n_rows, samples, size=None):
+    def __init__(self, n_rows, samples, size=None, oob=False):
         super().__init__(n_rows)
         self.samples = check_int("samples", samples, lo=1, hi=1 << 20)
         self.size = self.n_rows if size is None else check_int("size", size, lo=1, hi=1 << 62)
+        self.oob = check_bool("oob", oob)
         self._trees = {}
 
     def sample_names(self):
-        return [f"sample-{i}" for i in range(self.samples)]
+        bags = [f"sample-{i}" for i in range(self.samples)]
+        return bags + ([f"oob-{i}" for i in range(self.samples)] if self.oob else [])
 
     def expected_rows(self, sample_id):
-        return float(self.size)
+        if sample_id < self.samples:
+            return float(self.size)
+        return self.n_rows * (1.0 - 1.0 / self.n_rows) ** self.size
 
     def params(self):
-        return {"samples": self.samples, "size": self.size}
+        return {"samples": self.samples, "size": self.size, "oob": self.oob}
 
     def tree(self, rng, i):
         key = (rng.seed, i)
@@ -152,6 +216,11 @@ class Bootstrap(SamplingUDF):
         if tree is None:
             tree = self._trees[key] = MultinomialTree(rng, self.n_rows, self.size, i)
         return tree
+
+    def _out_of_bag(self, i, where, lanes):
+        """Occurrences of bag i's out-of-bag rows: offsets *where*, ordered
+        by lane 0 of their *lanes* of stream (BOOTSTRAP_OOB, i)."""
+        return Occurrences(where, np.full(where.size, self.samples + i, np.int64), lanes[:, 0])
 
     def occurrences_at(self, positions, rng):
         """Occurrences of rows *positions* (ids in ``[0, n_rows)``, any
@@ -163,6 +232,10 @@ class Bootstrap(SamplingUDF):
         for i in range(self.samples):
             where, relpos = self.tree(rng, i).occurrences_at(positions)
             parts.append(Occurrences(where, np.full(where.size, i, np.int64), relpos))
+            if self.oob:
+                out = _missing(positions.size, where)
+                parts.append(self._out_of_bag(i, out, rng.at(stream(Purpose.BOOTSTRAP_OOB, i),
+                                                             positions[out])))
         return concat_occurrences(parts)
 
     def occurrences(self, start, stop, rng):
@@ -170,4 +243,71 @@ class Bootstrap(SamplingUDF):
         for i in range(self.samples):
             rows, relpos = self.tree(rng, i).occurrences(start, stop)
             parts.append(Occurrences(rows - start, np.full(rows.size, i, np.int64), relpos))
+            if self.oob:
+                out = _missing(stop - start, rows - start)
+                lanes = rng.block(stream(Purpose.BOOTSTRAP_OOB, i), start, stop)
+                parts.append(self._out_of_bag(i, out, lanes[out]))
+        return concat_occurrences(parts)
+
+
+def _missing(n, drawn):
+    """The offsets in ``[0, n)`` not among *drawn*."""
+    missing = np.ones(n, bool)
+    missing[drawn] = False
+    return np.flatnonzero(missing)
+
+
+class TimeSeries(SamplingUDF):
+    """Expanding-window folds over the row order (row ids as time), as
+    scikit-learn's ``TimeSeriesSplit``: k test slices of ``test_size`` rows
+    (default ``m // (k + 1)``) ending at the last row; round i trains on
+    the rows before its test slice, less a ``gap`` of rows between them, at
+    most the last ``max_train_size`` rows (0: all).  Sample ids:
+    ``train-i`` = 2i, ``test-i`` = 2i + 1; rows keep their order (the
+    relative position is the row id).  Deterministic: no randomness.
+    """
+
+    name = "timeseries"
+
+    def __init__(self, n_rows, k, gap=0, test_size=0, max_train_size=0):
+        super().__init__(n_rows)
+        self.k = check_int("k", k, lo=2)
+        self.gap = check_int("gap", gap, lo=0)
+        self.max_train_size = check_int("max_train_size", max_train_size, lo=0)
+        if self.k + 1 > self.n_rows:
+            raise ParameterError(f"k + 1 = {self.k + 1} time-series folds need as many rows, "
+                                 f"got {self.n_rows}")
+        self.test_size = check_int("test_size", test_size, lo=0) or self.n_rows // (self.k + 1)
+        if self.n_rows - self.gap - self.test_size * self.k <= 0:
+            raise ParameterError(f"{self.k} test slices of {self.test_size} rows after a gap of "
+                                 f"{self.gap} need more than the {self.n_rows} rows")
+        #: round i: training rows [train_lo[i], train_hi[i]), test rows from test_lo[i]
+        self.test_lo = np.arange(self.n_rows - self.k * self.test_size, self.n_rows,
+                                 self.test_size, dtype=np.int64)[:self.k]
+        self.train_hi = self.test_lo - self.gap
+        self.train_lo = (np.maximum(self.train_hi - self.max_train_size, 0)
+                         if self.max_train_size else np.zeros(self.k, np.int64))
+
+    def sample_names(self):
+        return [name for i in range(self.k) for name in (f"train-{i}", f"test-{i}")]
+
+    def expected_rows(self, sample_id):
+        i = sample_id // 2
+        return float(self.test_size if sample_id % 2 else self.train_hi[i] - self.train_lo[i])
+
+    def params(self):
+        return {"k": self.k, "gap": self.gap, "test_size": self.test_size,
+                "max_train_size": self.max_train_size}
+
+    def occurrences(self, start, stop, rng):
+        # through a KeyedRNG the rows are the keys it stands for (row ids as time)
+        rows = (rng.positions[start:stop].astype(np.int64) if isinstance(rng, KeyedRNG)
+                else np.arange(start, stop, dtype=np.int64))
+        parts = []
+        for i in range(self.k):
+            for sid, lo, hi in ((2 * i, self.train_lo[i], self.train_hi[i]),
+                                (2 * i + 1, self.test_lo[i], self.test_lo[i] + self.test_size)):
+                inside = np.flatnonzero((rows >= lo) & (rows < hi))
+                parts.append(Occurrences(inside, np.full(inside.size, sid, np.int64),
+                                         rows[inside].astype(np.uint64)))
         return concat_occurrences(parts)

@@ -29,11 +29,12 @@ import sys
 import numpy as np
 
 from .base import Occurrences, SamplingUDF, UDFError, check_sample_names
-from .builtin import Bootstrap, HoldOut, KFold
+from .builtin import Bootstrap, HoldOut, KFold, TimeSeries
 from .errors import MissingParameterError, ParameterError
 from .rng import SkipAheadRNG, check_seed
 
-BUILTIN = {"holdout": HoldOut, "kfold": KFold, "bootstrap": Bootstrap}
+BUILTIN = {"holdout": HoldOut, "kfold": KFold, "bootstrap": Bootstrap,
+           "timeseries": TimeSeries}
 
 _SCALAR_MARK = "__samplegen_scalar__"
 

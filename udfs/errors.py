@@ -43,6 +43,15 @@ class EngineError(SamplegenError):
     exit_status = 1
 
 
+def check_bool(name, value):
+    """Return *value* as a bool (True, False, or numpy's), or raise
+    ParameterError naming *name*: never the truth of a string or a number."""
+    kind = type(value)
+    if kind is bool or (kind.__module__ == "numpy" and kind.__name__ in ("bool", "bool_")):
+        return bool(value)
+    raise ParameterError(f"{name} must be true or false, got {value!r}")
+
+
 def check_int(name, value, lo=None, hi=None):
     """Return *value* as an int, or raise ParameterError naming *name*."""
     if isinstance(value, bool):

@@ -111,6 +111,9 @@ class Purpose(enum.IntEnum):
     TBS_PARTIAL = 11     # draws; index = partial item id, sub = which of its uniforms
     TBS_SALT = 12        # lanes; the salt of the stream jobs' item priorities
     BOOTSTRAP_ARRIVALS = 13  # lanes; index = sample, sub = window << 16 | block (udfs/arrivals)
+    EXACT_NODE = 14      # draws; index = labelling, sub = part << 6 | depth, position = node
+    EXACT_CHUNK = 15     # draws; index = labelling, sub = part, position = chunk node
+    BOOTSTRAP_OOB = 16   # lanes; index = sample: lane 0 orders the out-of-bag rows
     USER = 0x100         # free for user UDFs (choose your own index / sub)
 
 

@@ -205,10 +205,17 @@ def tag(df, udf, seed, key, column="sample", **params):
 
 def _frame_and_names(df, udf, seed, key, params):
     """The tagged frame of any UDF and its sample names; user UDFs see the
-    row count (one count job), holdout and kfold the key space."""
+    row count (one count job), holdout and kfold the key space, or with
+    exact sizes the row count (one aggregate over the key column, which must
+    hold the row ids)."""
     if udf == "bootstrap":
         return _bootstrap_frame(df, seed, key, params)
-    n_rows = df.count() if udf not in ("holdout", "kfold") else KEY_SPACE - 1
+    if keys.is_exact(udf, params):
+        n_rows = keys.exact_rows(key, "the DataFrame", *_key_stats(df, key))
+    elif udf in ("holdout", "kfold"):
+        n_rows = KEY_SPACE - 1
+    else:
+        n_rows = df.count()
     frame, udf_obj = tagged_frame(df, udf, seed, key, params, n_rows)
     return frame, _names(udf_obj)
 
@@ -221,26 +228,31 @@ def _names(udf_obj):
     return list(names)
 
 
-def holdout(df, ratio, seed, key, repeats=1, fraction=1.0, persist=False):
+def holdout(df, ratio, seed, key, repeats=1, fraction=1.0, persist=False, exact=False):
     """``repeats`` hold-out pairs ``[(train, test), ...]`` of *df* (see
     :class:`udfs.builtin.HoldOut`): row with key k is in train-w with
     probability ``fraction * ratio``, in test-w with ``fraction * (1 -
-    ratio)``, decided by ``(seed, k)`` alone."""
-    frame, udf_obj = tagged_frame(df, HoldOut.name, seed, key,
-                                  {"ratio": ratio, "repeats": repeats, "fraction": fraction})
-    parts, _ = _per_sample(frame, 2 * udf_obj.repeats, persist)
-    return [(parts[2 * w], parts[2 * w + 1]) for w in range(udf_obj.repeats)]
+    ratio)``, decided by ``(seed, k)`` alone.  With *exact*, exactly
+    ``round(ratio * rows)`` training rows (the key column must hold the row
+    ids ``0..N-1``; one aggregate over it first)."""
+    frame, names = _frame_and_names(df, HoldOut.name, seed, key,
+                                    {"ratio": ratio, "repeats": repeats, "fraction": fraction,
+                                     "exact": exact})
+    parts, _ = _per_sample(frame, len(names), persist)
+    return [(parts[2 * w], parts[2 * w + 1]) for w in range(len(names) // 2)]
 
 
-def kfold(df, k, seed, key, persist=False):
+def kfold(df, k, seed, key, persist=False, balanced=False):
     """``k`` pairs ``[(train, test), ...]``: test-i is fold i, train-i every
     other row (see :class:`udfs.builtin.KFold`); each row is in exactly one
-    test set, decided by ``(seed, key)`` alone."""
+    test set, decided by ``(seed, key)`` alone.  With *balanced*, fold sizes
+    within one of each other (the key column must hold the row ids
+    ``0..N-1``; one aggregate over it first)."""
     from pyspark import StorageLevel
     from pyspark.sql import functions as F
 
     k = check_int("k", k, lo=2)
-    frame, _ = tagged_frame(df, KFold.name, seed, key, {"k": k})
+    frame, _ = _frame_and_names(df, KFold.name, seed, key, {"k": k, "balanced": balanced})
     if persist:
         frame = frame.persist(StorageLevel.MEMORY_AND_DISK)
     fold = F.col(SAMPLE_COLUMN)
@@ -318,34 +330,33 @@ def _cutoffs(df, key, seed, rows, samples, size):
     (:mod:`udfs.arrivals`): two aggregations over the key column."""
     from pyspark.sql.types import BinaryType, IntegerType, LongType, StructField, StructType
 
-    from samplegen.udfs.arrivals import bin_bits, boundary, cutoffs_from
+    from samplegen.udfs.arrivals import bin_bits, search_cutoffs
 
     keys = df.select(_key_position(df, key).alias(KEY_COLUMN))
-    bits, windows = bin_bits(size), 1
-    schema = StructType([StructField("sample", IntegerType()), StructField("window", IntegerType()),
-                         StructField("hist", BinaryType())])
-    while True:
-        hists = np.zeros((samples, windows, 1 << bits), np.int64)
+    bits = bin_bits(size)
+
+    def collected(task, schema):
         with warnings.catch_warnings():
             warnings.filterwarnings("ignore", category=FutureWarning, module=r"pyspark\.")
-            counted = keys.mapInArrow(_histograms(seed, rows, samples, size, windows, bits),
-                                      schema).collect()
-        for row in counted:
+            return keys.mapInArrow(task, StructType([StructField(*f) for f in schema])).collect()
+
+    def histograms_of(windows):
+        hists = np.zeros((samples, windows, 1 << bits), np.int64)
+        for row in collected(_histograms(seed, rows, samples, size, windows, bits),
+                             [("sample", IntegerType()), ("window", IntegerType()),
+                              ("hist", BinaryType())]):
             hists[row["sample"], row["window"]] += np.frombuffer(row["hist"], np.int64)
-        found = [boundary(hists[i], size) for i in range(samples)]
-        if all(f is not None for f in found):
-            break
-        windows *= 2
-    schema = StructType([StructField("sample", IntegerType()), StructField("word", LongType()),
-                         StructField("position", LongType())])
-    with warnings.catch_warnings():
-        warnings.filterwarnings("ignore", category=FutureWarning, module=r"pyspark\.")
-        inside = keys.mapInArrow(_boundary_arrivals(seed, rows, size, bits,
-                                                    [(w, b) for w, b, _ in found]),
-                                 schema).collect()
-    return cutoffs_from(found, [row["sample"] for row in inside],
-                        np.array([row["word"] for row in inside], np.int64).view(np.uint64),
-                        [row["position"] for row in inside], samples)
+        return hists
+
+    def arrivals_in(targets, windows):
+        inside = collected(_boundary_arrivals(seed, rows, size, bits, targets),
+                           [("sample", IntegerType()), ("word", LongType()),
+                            ("position", LongType())])
+        return ([row["sample"] for row in inside],
+                np.array([row["word"] for row in inside], np.int64).view(np.uint64),
+                [row["position"] for row in inside])
+
+    return search_cutoffs(histograms_of, arrivals_in, samples, size)
 
 
 def _bootstrap_frame(df, seed, key, params):
@@ -358,6 +369,8 @@ def _bootstrap_frame(df, seed, key, params):
     if row_ids:
         frame, udf_obj = tagged_frame(df, Bootstrap.name, seed, key, params, n_rows=rows)
         return frame, _names(udf_obj)
+    if udf_obj.oob:
+        keys.exact_rows(key, "the DataFrame", rows, row_ids, "out-of-bag sets")  # refused
     cutoffs = _cutoffs(df, key, seed, rows, udf_obj.samples, udf_obj.size)
     frame, udf_obj = tagged_frame(df, arrivals.UDF, seed, key,
                                   {"samples": udf_obj.samples, "size": udf_obj.size,
@@ -365,7 +378,7 @@ def _bootstrap_frame(df, seed, key, params):
     return frame, _names(udf_obj)
 
 
-def bootstrap(df, samples, seed, key, size=None, persist=False):
+def bootstrap(df, samples, seed, key, size=None, persist=False, oob=False):
     """``samples`` bootstrap samples of exactly *size* rows each (default:
     the DataFrame's row count), drawn with replacement: a row drawn c times
     appears c times.  When the key column holds the row ids ``0..N-1`` the
@@ -373,9 +386,14 @@ def bootstrap(df, samples, seed, key, size=None, persist=False):
     the same seed); for any other keys, the first *size* arrivals of
     Poisson processes keyed by the rows (:mod:`udfs.arrivals`), found by
     two aggregations over the key column.  Either way one aggregate over
-    the key column comes first (the row count)."""
-    frame, names = _bootstrap_frame(df, seed, key, {"samples": samples, "size": size})
+    the key column comes first (the row count).  With *oob* (row-id keys),
+    ``[(bag, out-of-bag rows), ...]``: each bag with the rows it never drew."""
+    frame, names = _bootstrap_frame(df, seed, key, {"samples": samples, "size": size,
+                                                    "oob": oob})
     parts, _ = _per_sample(frame, len(names), persist)
+    if oob:
+        half = len(parts) // 2
+        return list(zip(parts[:half], parts[half:]))
     return parts
 
 

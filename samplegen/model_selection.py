@@ -1,0 +1,235 @@
+"""scikit-learn's splitters, drawing samplegen's samples.
+
+Each splitter has scikit-learn's interface -- ``split(X, y=None,
+groups=None)`` yields ``(train indices, test indices)``, ``get_n_splits()``
+-- so it goes wherever scikit-learn takes ``cv=`` (``cross_val_score``,
+``GridSearchCV``, ``cross_validate``).  The indices are exactly the rows the
+cluster jobs write for the same seed and parameters, in the order they write
+them: ``KFold(10, seed=7)`` on m rows is ``samplegen kfold --k 10 --balanced
+--seed 7`` on a matrix of m rows, ``ShuffleSplit`` is ``holdout --exact``,
+``TimeSeriesSplit`` is ``kfold --time-series``, ``Bootstrap`` is ``bootstrap
+--oob``.
+
+``seed`` is the seed (0 <= seed < 2**64); ``random_state`` is accepted as its
+alias, an integer.  Without either, every ``split`` call draws a fresh seed,
+as scikit-learn does with ``random_state=None``.
+
+    from sklearn.model_selection import cross_val_score
+    from samplegen.model_selection import KFold, train_test_split
+
+    cross_val_score(model, X, y, cv=KFold(10, seed=7))
+    X_train, X_test, y_train, y_test = train_test_split(X, y, test_size=0.2, seed=7)
+"""
+import math
+import numbers
+
+import numpy as np
+
+from samplegen.jobs import api
+from samplegen.udfs.errors import ParameterError
+from samplegen.udfs.rng import check_seed, fresh_seed
+
+__all__ = ["Bootstrap", "KFold", "ShuffleSplit", "TimeSeriesSplit", "train_test_split"]
+
+
+def _seed(seed, random_state):
+    """The seed given as *seed* or *random_state* (an int), or None."""
+    if random_state is not None and not isinstance(random_state, numbers.Integral):
+        raise ParameterError(f"random_state must be an integer seed (samplegen's samples are "
+                             f"keyed by it), got {type(random_state).__name__}")
+    if seed is not None and random_state is not None and int(seed) != int(random_state):
+        raise ParameterError(f"seed={seed} and random_state={random_state} disagree; give one")
+    chosen = seed if seed is not None else random_state
+    return None if chosen is None else check_seed(chosen)
+
+
+def _n_samples(X):
+    shape = getattr(X, "shape", None)
+    if shape is not None and len(shape):
+        return int(shape[0])
+    try:
+        return len(X)
+    except TypeError:
+        raise ParameterError(f"X must have rows (an array, a DataFrame or a list), got "
+                             f"{type(X).__name__}") from None
+
+
+class _Splitter:
+    """What every splitter shares: the seed, ``get_n_splits``, ``repr``."""
+
+    def __init__(self, n_splits, seed, random_state):
+        if not isinstance(n_splits, numbers.Integral) or isinstance(n_splits, bool):
+            raise ParameterError(f"n_splits must be an integer, got {n_splits!r}")
+        self.n_splits = int(n_splits)
+        self.seed = _seed(seed, random_state)
+        self.random_state = self.seed
+
+    def get_n_splits(self, X=None, y=None, groups=None):
+        """The number of (train, test) pairs ``split`` yields."""
+        return self.n_splits
+
+    def _split_seed(self):
+        return fresh_seed() if self.seed is None else self.seed
+
+    def __repr__(self):
+        params = ", ".join(f"{k}={v!r}" for k, v in self._params().items())
+        return f"{type(self).__name__}({params})"
+
+
+class KFold(_Splitter):
+    """k folds of sizes within one of each other (the first ``m % k`` one row
+    larger); each pair is (every other row, fold i).  ``balanced=False``
+    gives the paper's folds instead: an independent fold per row."""
+
+    def __init__(self, n_splits=5, *, seed=None, random_state=None, balanced=True):
+        super().__init__(n_splits, seed, random_state)
+        if self.n_splits < 2:
+            raise ParameterError(f"n_splits must be >= 2, got {self.n_splits}")
+        self.balanced = bool(balanced)
+
+    def _params(self):
+        return {"n_splits": self.n_splits, "seed": self.seed, "balanced": self.balanced}
+
+    def split(self, X, y=None, groups=None):
+        n = _n_samples(X)
+        samples = api.kfold(n, self.n_splits, self._split_seed(), balanced=self.balanced)
+        for i in range(self.n_splits):
+            yield samples.indices(f"train-{i}"), samples.indices(f"test-{i}")
+
+
+def _sizes(n, test_size, train_size, default_test):
+    """``(n_train, n_test)`` as scikit-learn reads *test_size* and
+    *train_size* (a share in (0, 1) or a row count); either may be None."""
+    def count(name, value, rounding):
+        if value is None:
+            return None
+        if isinstance(value, numbers.Integral) and not isinstance(value, bool):
+            if not 0 < value < n:
+                raise ParameterError(f"{name}={value} must be a row count in [1, {n - 1}] "
+                                     f"(the data has {n} rows)")
+            return int(value)
+        if isinstance(value, numbers.Real) and 0 < value < 1:
+            return int(rounding(value * n))
+        raise ParameterError(f"{name} must be a share in (0, 1) or a row count, got {value!r}")
+
+    if test_size is None and train_size is None:
+        test_size = default_test
+    n_test = count("test_size", test_size, math.ceil)
+    n_train = count("train_size", train_size, math.floor)
+    n_test = n - n_train if n_test is None else n_test
+    n_train = n - n_test if n_train is None else n_train
+    if n_train + n_test > n:
+        raise ParameterError(f"train_size and test_size ask for {n_train} + {n_test} rows of "
+                             f"{n}")
+    if n_train == 0 or n_test == 0:
+        side = "training" if n_train == 0 else "test"
+        raise ParameterError(f"with {n} rows, test_size={test_size} and train_size="
+                             f"{train_size} leave the {side} set empty")
+    return n_train, n_test
+
+
+def _holdout(n, n_train, n_test, repeats, seed):
+    """Exact hold-out pairs of exactly *n_train* and *n_test* rows."""
+    kept = n_train + n_test
+    samples = api.holdout(n, n_train / kept, seed, repeats=repeats, fraction=kept / n, exact=True)
+    return [(samples.indices(f"train-{w}"), samples.indices(f"test-{w}"))
+            for w in range(repeats)]
+
+
+class ShuffleSplit(_Splitter):
+    """``n_splits`` independent random (train, test) pairs of exact sizes:
+    *test_size* and *train_size* as scikit-learn's (a share or a row count;
+    test 10 % when neither is given)."""
+
+    def __init__(self, n_splits=10, *, test_size=None, train_size=None, seed=None,
+                 random_state=None):
+        super().__init__(n_splits, seed, random_state)
+        if self.n_splits < 1:
+            raise ParameterError(f"n_splits must be >= 1, got {self.n_splits}")
+        self.test_size, self.train_size = test_size, train_size
+
+    def _params(self):
+        return {"n_splits": self.n_splits, "test_size": self.test_size,
+                "train_size": self.train_size, "seed": self.seed}
+
+    def split(self, X, y=None, groups=None):
+        n = _n_samples(X)
+        n_train, n_test = _sizes(n, self.test_size, self.train_size, 0.1)
+        yield from _holdout(n, n_train, n_test, self.n_splits, self._split_seed())
+
+
+class TimeSeriesSplit(_Splitter):
+    """scikit-learn's ``TimeSeriesSplit``, the same indices: ``n_splits``
+    test slices of *test_size* rows (default ``m // (n_splits + 1)``) at the
+    end of the row order, each trained on the rows before it, less *gap*,
+    at most *max_train_size* of them.  No randomness, so no seed."""
+
+    def __init__(self, n_splits=5, *, max_train_size=None, test_size=None, gap=0):
+        super().__init__(n_splits, None, None)
+        if self.n_splits < 2:
+            raise ParameterError(f"n_splits must be >= 2, got {self.n_splits}")
+        self.max_train_size, self.test_size, self.gap = max_train_size, test_size, gap
+
+    def _params(self):
+        return {"n_splits": self.n_splits, "max_train_size": self.max_train_size,
+                "test_size": self.test_size, "gap": self.gap}
+
+    def split(self, X, y=None, groups=None):
+        samples = api.sample(_n_samples(X), "timeseries", 0, k=self.n_splits, gap=self.gap,
+                             test_size=self.test_size or 0,
+                             max_train_size=self.max_train_size or 0)
+        for i in range(self.n_splits):
+            yield samples.indices(f"train-{i}"), samples.indices(f"test-{i}")
+
+
+class Bootstrap(_Splitter):
+    """``n_splits`` bootstrap bags of *size* rows (default: all) drawn with
+    replacement -- a row drawn c times is listed c times in the training
+    indices -- each tested on its out-of-bag rows, the ones it never drew."""
+
+    def __init__(self, n_splits=10, *, size=None, seed=None, random_state=None):
+        super().__init__(n_splits, seed, random_state)
+        if self.n_splits < 1:
+            raise ParameterError(f"n_splits must be >= 1, got {self.n_splits}")
+        self.size = size
+
+    def _params(self):
+        return {"n_splits": self.n_splits, "size": self.size, "seed": self.seed}
+
+    def split(self, X, y=None, groups=None):
+        samples = api.bootstrap(_n_samples(X), self.n_splits, self._split_seed(), self.size,
+                                oob=True)
+        for i in range(self.n_splits):
+            yield samples.indices(f"sample-{i}"), samples.indices(f"oob-{i}")
+
+
+def _take(data, rows):
+    if hasattr(type(data), "iloc"):
+        return data.iloc[rows]
+    if isinstance(data, list):
+        return [data[i] for i in rows.tolist()]
+    if isinstance(data, tuple):
+        return tuple(data[i] for i in rows.tolist())
+    return data[rows]
+
+
+def train_test_split(*arrays, test_size=None, train_size=None, seed=None, random_state=None,
+                     shuffle=True):
+    """scikit-learn's ``train_test_split``: ``[a_train, a_test, b_train,
+    b_test, ...]`` for the *arrays* (numpy, pandas -- index kept -- lists or
+    sparse matrices, all with the same rows), exact sizes (test 25 % when
+    neither size is given), rows in the order ``holdout --exact`` writes
+    them; ``shuffle=False`` takes the first rows for training, in order."""
+    if not arrays:
+        raise ParameterError("train_test_split needs at least one array")
+    n = _n_samples(arrays[0])
+    for i, data in enumerate(arrays[1:], 1):
+        if _n_samples(data) != n:
+            raise ParameterError(f"array {i} has {_n_samples(data)} rows, array 0 has {n}")
+    n_train, n_test = _sizes(n, test_size, train_size, 0.25)
+    if shuffle:
+        seed = _seed(seed, random_state)
+        train, test = _holdout(n, n_train, n_test, 1, fresh_seed() if seed is None else seed)[0]
+    else:
+        train, test = np.arange(n_train), np.arange(n_train, n_train + n_test)
+    return [part for data in arrays for part in (_take(data, train), _take(data, test))]

@@ -1,0 +1,184 @@
+"""samplegen.model_selection: scikit-learn's splitter contract (check_cv,
+cross_val_score, GridSearchCV, cross_validate), scikit-learn's sizes, and
+exactly the samples the jobs write for the same seed."""
+import os
+
+import numpy as np
+import pytest
+
+from samplegen.jobs import api, driver
+from samplegen.model_selection import KFold, ShuffleSplit, TimeSeriesSplit, train_test_split
+from samplegen.udfs.errors import ParameterError
+
+from .conftest import NO_CONF, make
+
+sklearn = pytest.importorskip("sklearn")  # an extra, installed by `make setup`
+from sklearn import model_selection as skms  # noqa: E402
+from sklearn.linear_model import LogisticRegression  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def data():
+    rng = np.random.default_rng(0)
+    X = rng.standard_normal((569, 4))
+    y = (X[:, 0] + 0.5 * rng.standard_normal(569) > 0).astype(int)
+    return X, y
+
+
+def test_kfold_is_a_cv_splitter_for_scikit_learn(data):
+    X, y = data
+    cv = KFold(5, seed=3)
+    assert skms.check_cv(cv) is cv and cv.get_n_splits() == 5
+    scores = skms.cross_val_score(LogisticRegression(), X, y, cv=cv)
+    assert scores.shape == (5,) and scores.min() > 0.7
+    grid = skms.GridSearchCV(LogisticRegression(), {"C": [0.1, 1.0]}, cv=KFold(4, seed=3))
+    assert grid.fit(X, y).best_params_["C"] in (0.1, 1.0)
+    result = skms.cross_validate(LogisticRegression(), X, y, cv=ShuffleSplit(3, seed=1),
+                                 return_indices=True)
+    assert len(result["test_score"]) == 3
+    assert [len(t) for t in result["indices"]["test"]] == [57] * 3
+
+
+def test_kfold_folds_partition_the_rows_with_balanced_sizes(data):
+    X, _ = data
+    tests = []
+    for train, test in KFold(10, seed=3).split(X):
+        assert len(set(train.tolist()) | set(test.tolist())) == 569
+        assert not set(train.tolist()) & set(test.tolist())
+        tests.append(test)
+    assert sorted(len(t) for t in tests) == [56] + [57] * 9
+    assert sorted(np.concatenate(tests).tolist()) == list(range(569))
+
+
+def test_the_splits_are_the_jobs_samples(tmp_path):
+    """KFold(4, seed) and ShuffleSplit on a 300-row matrix: the rows of the
+    run the kfold --balanced / holdout --exact job writes, in its order."""
+    src = make(tmp_path, rows=300, cols=3, block_size=1000, seed=4)
+    driver.generate(src, str(tmp_path / "kf"), "kfold", {"k": 4, "balanced": True}, 9,
+                    runner="embedded", options=NO_CONF)
+    run = api.read_run(str(tmp_path / "kf"))
+    for i, (train, test) in enumerate(KFold(4, seed=9).split(np.zeros((300, 1)))):
+        assert np.array_equal(test, run.indices(f"test-{i}"))
+        assert np.array_equal(train, run.indices(f"train-{i}"))
+    driver.generate(src, str(tmp_path / "ho"), "holdout",
+                    {"ratio": 0.75, "repeats": 3, "fraction": 0.8, "exact": True}, 9,
+                    runner="embedded", options=NO_CONF)
+    run = api.read_run(str(tmp_path / "ho"))
+    pairs = list(ShuffleSplit(3, train_size=180, test_size=60, seed=9).split(np.zeros(300)))
+    for w, (train, test) in enumerate(pairs):
+        assert np.array_equal(train, run.indices(f"train-{w}"))
+        assert np.array_equal(test, run.indices(f"test-{w}"))
+
+
+@pytest.mark.parametrize("test_size, train_size", [(None, None), (0.2, None), (None, 0.65),
+                                                   (37, None), (0.3, 0.5), (None, 100),
+                                                   (0.33, 0.67)])
+def test_sizes_are_scikit_learns(data, test_size, train_size):
+    X, y = data
+    ours = next(ShuffleSplit(1, test_size=test_size, train_size=train_size,
+                             seed=1).split(X))
+    theirs = next(skms.ShuffleSplit(1, test_size=test_size, train_size=train_size,
+                                    random_state=1).split(X))
+    assert (len(ours[0]), len(ours[1])) == (len(theirs[0]), len(theirs[1]))
+    parts = train_test_split(X, y, test_size=test_size, train_size=train_size, seed=1)
+    want = skms.train_test_split(X, y, test_size=test_size, train_size=train_size,
+                                 random_state=1)
+    assert [p.shape for p in parts] == [w.shape for w in want]
+
+
+def test_train_test_split_keeps_types_and_rows_together():
+    pd = pytest.importorskip("pandas")
+    df = pd.DataFrame({"a": np.arange(50), "b": [f"r{i}" for i in range(50)]},
+                      index=[f"i{i}" for i in range(50)])
+    y = list(range(50))
+    df_train, df_test, y_train, y_test = train_test_split(df, y, test_size=0.2, seed=5)
+    assert isinstance(df_train, pd.DataFrame) and isinstance(y_train, list)
+    assert len(df_test) == 10 and len(y_train) == 40
+    assert df_train["a"].tolist() == y_train                     # rows stay together
+    assert list(df_train.index) == [f"i{a}" for a in y_train]    # the index kept
+    again = train_test_split(df, y, test_size=0.2, random_state=5)
+    assert again[3] == y_test                                    # random_state: the seed
+    ordered = train_test_split(np.arange(10), shuffle=False, test_size=3)
+    assert ordered[0].tolist() == list(range(7)) and ordered[1].tolist() == [7, 8, 9]
+
+
+def test_without_a_seed_each_split_draws_a_fresh_one(data):
+    X, _ = data
+    cv = KFold(3)
+    first = [test.tolist() for _, test in cv.split(X)]
+    second = [test.tolist() for _, test in cv.split(X)]
+    assert first != second
+
+
+def test_bad_input_is_one_clear_error(data):
+    X, y = data
+    with pytest.raises(ParameterError, match="n_splits must be >= 2"):
+        KFold(1)
+    with pytest.raises(ParameterError, match="k must be <= the number of rows"):
+        list(KFold(5, seed=1).split(np.zeros(3)))
+    with pytest.raises(ParameterError, match="random_state must be an integer"):
+        KFold(3, random_state=np.random.RandomState(0))
+    with pytest.raises(ParameterError, match="disagree"):
+        KFold(3, seed=1, random_state=2)
+    with pytest.raises(ParameterError, match="training set empty"):
+        train_test_split(np.arange(3), train_size=0.1)
+    with pytest.raises(ParameterError, match="ask for"):
+        list(ShuffleSplit(1, train_size=400, test_size=300, seed=1).split(X))
+    with pytest.raises(ParameterError, match="array 1 has 10 rows"):
+        train_test_split(X, y[:10], seed=1)
+
+
+@pytest.mark.parametrize("params", [{}, {"gap": 3}, {"test_size": 40}, {"max_train_size": 100},
+                                    {"n_splits": 3, "gap": 2, "test_size": 50,
+                                     "max_train_size": 120}])
+def test_time_series_split_is_scikit_learns(data, params):
+    X, _ = data
+    ours = list(TimeSeriesSplit(**params).split(X))
+    theirs = list(skms.TimeSeriesSplit(**params).split(X))
+    assert len(ours) == len(theirs)
+    for (a, b), (c, d) in zip(ours, theirs):
+        assert a.tolist() == c.tolist() and b.tolist() == d.tolist()
+    assert skms.cross_val_score(LogisticRegression(), X, data[1],
+                                cv=TimeSeriesSplit(**params)).shape == (len(theirs),)
+
+
+def test_kfold_time_series_on_the_command_line(tmp_path, capsys):
+    """The job writes scikit-learn's folds (rows in time order) and refuses
+    options that do not apply."""
+    from .conftest import run_cli
+    src = make(tmp_path, rows=230, cols=3, block_size=50, seed=2)
+    code, _, err = run_cli(capsys, "kfold", src, tmp_path / "ts", "--k", 4, "--time-series",
+                           "--gap", 5, "--seed", 1, "-q")
+    assert code == 0, err
+    run = api.read_run(str(tmp_path / "ts"))
+    for i, (train, test) in enumerate(skms.TimeSeriesSplit(4, gap=5).split(np.zeros(230))):
+        assert run.indices(f"train-{i}").tolist() == train.tolist()
+        assert run.indices(f"test-{i}").tolist() == test.tolist()
+    for extra in (["--balanced"], ["--naive"]):
+        code, out, err = run_cli(capsys, "kfold", src, tmp_path / "no", "--k", 4,
+                                 "--time-series", "--seed", 1, *extra)
+        assert code == 2 and out == "" and len(err.splitlines()) == 1, err
+    code, _, err = run_cli(capsys, "kfold", src, tmp_path / "no", "--k", 4, "--gap", 2,
+                           "--seed", 1)
+    assert code == 2 and "need --time-series" in err
+    code, _, err = run_cli(capsys, "kfold", src, tmp_path / "no", "--k", 4, "--time-series",
+                           "--test-size", 60, "--seed", 1)
+    assert code == 2 and "need more than the 230 rows" in err
+    assert not os.path.exists(tmp_path / "no")
+
+
+def test_bootstrap_trains_on_bags_and_tests_out_of_bag(data, tmp_path):
+    from samplegen.model_selection import Bootstrap
+    X, y = data
+    cv = Bootstrap(4, seed=2)
+    assert skms.cross_val_score(LogisticRegression(), X, y, cv=cv).shape == (4,)
+    src = make(tmp_path, rows=569, cols=2, block_size=100, seed=1)
+    driver.generate(src, str(tmp_path / "bo"), "bootstrap", {"samples": 4, "oob": True}, 2,
+                    runner="embedded", options=NO_CONF)
+    run = api.read_run(str(tmp_path / "bo"))
+    for i, (train, test) in enumerate(cv.split(X)):
+        assert len(train) == 569 and len(set(train.tolist())) < 569     # with replacement
+        assert not set(train.tolist()) & set(test.tolist())
+        assert set(train.tolist()) | set(test.tolist()) == set(range(569))
+        assert np.array_equal(train, run.indices(f"sample-{i}"))
+        assert np.array_equal(test, run.indices(f"oob-{i}"))

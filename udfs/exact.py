@@ -1,0 +1,124 @@
+"""Exact-size labellings of rows, decided row by row in any layout.
+
+Per-row coins (the paper's hold-out and k-fold) give sample sizes that are
+themselves random.  An exact labelling gives label ``l`` to exactly
+``counts[l]`` of the rows ``0..m-1``, every such labelling equally likely:
+a uniform ``round(ratio * m)``-subset as the training set, or folds whose
+sizes differ by at most one.
+
+The labels are split down the tree of :mod:`udfs.splittree`: a node of
+``size`` rows holding ``counts`` (per label, summing to ``size``) gives its
+left half (``size // 2`` rows) a multivariate hypergeometric share -- the
+labels of ``size // 2`` rows drawn without replacement from the node's
+(:meth:`udfs.rng.Draws.split_count`) -- and its right half the rest; a
+chunk node permutes its multiset of labels uniformly (the order of one raw
+64-bit word per row).  Conditioned on how many rows of each label fall in
+the left half, a uniform labelling is uniform on both halves, so the leaves
+are an exact draw: the without-replacement twin of the bootstrap's
+multinomial tree (:mod:`udfs.multinomial`).
+
+Randomness: node ``i`` at depth ``d`` draws from stream (EXACT_NODE,
+labelling, part << 6 | d) keyed at ``i``; chunk ``i`` from (EXACT_CHUNK,
+labelling, part) keyed at ``i``.  *labelling* separates independent
+labellings of the same rows (hold-out repeats), *part* the separate trees
+of one labelling (the classes of a stratified split).
+"""
+import math
+from collections import OrderedDict
+
+import numpy as np
+
+from .errors import ParameterError
+from .rng import Purpose, stream
+from .splittree import SortedIds, overlapping, walk
+
+
+class LabelTree:
+    """Labels of rows ``[0, n_rows)``: exactly ``counts[l]`` rows labelled
+    ``l``, uniformly over all such labellings, for any range or any set of
+    rows, computed alone."""
+
+    def __init__(self, rng, n_rows, counts, labelling=0, part=0, cache_chunks=8):
+        self.rng = rng
+        self.n_rows = int(n_rows)
+        self.counts = np.asarray(counts, dtype=np.int64)
+        if self.counts.ndim != 1 or self.counts.size == 0 or np.any(self.counts < 0):
+            raise ParameterError(f"label counts must be a non-empty list of counts >= 0, "
+                                 f"got {counts!r}")
+        if int(self.counts.sum()) != self.n_rows:
+            raise ParameterError(f"label counts must add up to the {self.n_rows} rows, got "
+                                 f"{int(self.counts.sum())}")
+        self.labelling, self.part = int(labelling), int(part)
+        if not 0 <= self.part < 1 << 42:
+            raise ParameterError(f"part must be in [0, 2**42), got {part}")
+        self._splits = {}                   # (depth, index) -> left counts
+        self._chunks = OrderedDict()        # chunk index -> labels of its rows
+        self._cache_chunks = cache_chunks
+
+    def _split(self, depth, index, size, counts):
+        left = self._splits.get((depth, index))
+        if left is None:
+            draws = self.rng.keyed(stream(Purpose.EXACT_NODE, self.labelling,
+                                          self.part << 6 | depth), index)
+            left = self._splits[(depth, index)] = draws.split_count(counts, size // 2)
+        return left, counts - left
+
+    def _chunk(self, index, size, counts):
+        labels = self._chunks.get(index)
+        if labels is not None:
+            self._chunks.move_to_end(index)
+            return labels
+        draws = self.rng.keyed(stream(Purpose.EXACT_CHUNK, self.labelling, self.part), index)
+        labels = np.empty(size, np.int64)
+        labels[np.argsort(draws.raw(size), kind="stable")] = np.repeat(
+            np.arange(counts.size, dtype=np.int64), counts)
+        self._chunks[index] = labels
+        if len(self._chunks) > self._cache_chunks:
+            self._chunks.popitem(last=False)
+        return labels
+
+    def labels(self, start, stop):
+        """The labels of rows ``[start, stop)`` (int64, one per row)."""
+        start, stop = int(start), int(stop)
+        if not 0 <= start <= stop <= self.n_rows:
+            raise ParameterError(f"row range [{start}, {stop}) is outside the {self.n_rows} "
+                                 "rows")
+        parts = []
+        for index, lo, size, counts in walk(self.n_rows, self.counts, self._split,
+                                            overlapping(start, stop)):
+            labels = self._chunk(index, size, counts)
+            parts.append(labels[max(start, lo) - lo:min(stop, lo + size) - lo])
+        return np.concatenate(parts) if parts else np.empty(0, np.int64)
+
+    def labels_at(self, positions):
+        """The labels of the rows *positions* (ids in ``[0, n_rows)``, any
+        order, repeats allowed), aligned with them; only the chunks holding
+        one of them are drawn."""
+        ids = SortedIds(positions, self.n_rows)
+        out = np.empty(ids.ids.size, np.int64)
+        for index, lo, size, counts in walk(self.n_rows, self.counts, self._split, ids.wanted):
+            a, b = ids.span(lo, size)
+            out[ids.order[a:b]] = self._chunk(index, size, counts)[ids.ids[a:b] - lo]
+        return out
+
+
+def balanced_sizes(rows, k):
+    """Sizes of k folds of *rows* that differ by at most one, the larger
+    ones first (as scikit-learn's KFold)."""
+    return np.array([rows // k + (1 if i < rows % k else 0) for i in range(k)], np.int64)
+
+
+def holdout_counts(rows, ratio, fraction=1.0):
+    """``[train, test]`` row counts of an exact hold-out (and ``neither``
+    with ``fraction < 1``): ``round(fraction * rows)`` rows kept, of which
+    ``round(ratio * kept)`` train, halves rounded up.  An empty side is a
+    ParameterError."""
+    kept = math.floor(fraction * rows + 0.5)
+    train = math.floor(ratio * kept + 0.5)
+    test = kept - train
+    if train == 0 or test == 0:
+        side = "training" if train == 0 else "test"
+        raise ParameterError(f"an exact hold-out of {rows} rows at ratio {ratio}"
+                             f"{f' and fraction {fraction}' if fraction < 1 else ''} leaves the "
+                             f"{side} set empty")
+    return [train, test] + ([rows - kept] if kept < rows else [])
