@@ -246,6 +246,9 @@ class _DirectLocalWriter:
                 done += os.write(self.fd, rest)
             except OSError as exc:
                 if not self.direct or exc.errno != errno.EINVAL:
+                    # the traceback keeps this frame: no view of a buffer in it, or
+                    # the buffer cannot be closed (and that error would hide this one)
+                    piece = rest = None
                     raise
                 self._buffered()  # the filesystem refuses direct writes here
 
@@ -256,10 +259,13 @@ class _DirectLocalWriter:
         if self.fd is not None:
             os.close(self.fd)
             self.fd = None
-        for view in self.views:
-            view.release()
-        for buffer in self.buffers:
-            buffer.close()
+        try:
+            for view in self.views:
+                view.release()
+            for buffer in self.buffers:
+                buffer.close()
+        except BufferError:  # a view still held (a failure's traceback): freed with it
+            pass
         self.views = self.buffers = []
 
     def close(self):

@@ -108,3 +108,30 @@ def test_hadoop_version_from_the_installations_jars(tmp_path):
     assert installed_version(str(tmp_path / "bin" / "hadoop")) == "3.3.6"
     (common / "hadoop-common-3.4.0.jar").write_bytes(b"")      # two versions: ask the process
     assert installed_version(str(launcher)) is None
+
+
+def test_a_full_disk_fails_a_direct_write_with_its_own_error(tmp_path, monkeypatch):
+    """ENOSPC in the writing thread: that error, no temporary left behind (the
+    views its traceback held once made closing the buffers fail instead)."""
+    import errno
+    real, calls = os.write, []
+
+    def full(fd, data):
+        calls.append(len(data))
+        if len(calls) > 1:
+            raise OSError(errno.ENOSPC, "No space left on device")
+        return real(fd, data)
+
+    monkeypatch.setattr(os, "write", full)
+    target = tmp_path / "part-00000"
+    writer = fs.LOCAL.open_atomic(str(target), direct=True)
+    with pytest.raises(OSError) as caught:
+        try:
+            for _ in range(5):
+                writer.write(b"x" * (3 << 20))
+            writer.close()
+        except BaseException:
+            writer.abort()
+            raise
+    assert caught.value.errno == errno.ENOSPC
+    assert os.listdir(tmp_path) == []
