@@ -91,12 +91,12 @@ class Times:
         self.extra.setdefault((case, who), {}).update(extra)
 
     def median(self, case, who):
-        runs = self.runs.get((case, who))
+        runs = [r for r in self.runs.get((case, who), []) if r is not None]
         return statistics.median(runs) if runs else None
 
     def rows(self):
         return [dict(self.extra[key], case=key[0], contender=key[1], runs=runs,
-                     seconds=statistics.median(runs)) for key, runs in self.runs.items()]
+                     seconds=self.median(*key)) for key, runs in self.runs.items()]
 
 
 def exp_peers(args, rows, with_local):
@@ -110,7 +110,11 @@ def exp_peers(args, rows, with_local):
             t.add(case, "embedded", seconds, output_bytes=nbytes, stats=stats)
             t.add(case, "io-floor", io_floor(src, nbytes, args.workdir))
             if with_local:
-                t.add(case, "local", generate(src, out, udf, params, "local")[0])
+                try:
+                    t.add(case, "local", generate(src, out, udf, params, "local")[0])
+                except Exception as exc:  # e.g. no room for its intermediate files
+                    t.add(case, "local", None, failed=f"{type(exc).__name__}: {exc}")
+                    shutil.rmtree(out, ignore_errors=True)
             kind, np_fn, sk_fn = PEERS[case]
             t.add(case, "numpy", timed(lambda fn=np_fn, kind=kind: fn(X, COUNTS[kind]))[0])
             t.add(case, "sklearn", timed(lambda fn=sk_fn, kind=kind: fn(X, COUNTS[kind]))[0])
@@ -158,8 +162,8 @@ def report_peers(res):
         cells = [label, _s(ours["seconds"]), ", ".join(_s(x) for x in ours["runs"]), _s(floor),
                  f"{ours['seconds'] / floor:.2f}x", _s(by[(case, "numpy")]["seconds"]),
                  _s(by[(case, "sklearn")]["seconds"]),
-                 _s(local["seconds"]) if local else "not run",
-                 f"{local['seconds'] / ours['seconds']:.1f}x" if local else "",
+                 (_s(local["seconds"]) if local["seconds"] else "failed") if local else "not run",
+                 f"{local['seconds'] / ours['seconds']:.1f}x" if local and local["seconds"] else "",
                  f"{ours['output_bytes'] / res['input_bytes']:.2f}"]
         lines.append("| " + " | ".join(cells) + " |")
     fold, naive = by[("kfold", "embedded")]["seconds"], by[("kfold-naive", "embedded")]["seconds"]
