@@ -98,7 +98,7 @@ def generate(src, dest, udf_spec, params, seed, runner="embedded", overwrite=Fal
                          "sample from it")
     udf = load_udf(udf_spec, matrix.rows, params)
     to_json(udf.params())  # a NaN parameter is refused before any work, not in the manifest
-    check_run_limits(udf, matrix.meta, dest)
+    check_run_limits(udf, matrix.meta, dest, runner)
     started = time.time()
     staged = StagedOutput(dest, overwrite, inputs=[src])
     with staged as staging:
@@ -216,21 +216,37 @@ def _row_bytes(meta):
     return values + 11 * n_blocks(cols, B)
 
 
-def check_run_limits(udf, meta, dest):
-    """Refuse a run whose samples cannot fit the destination's free space, or
-    whose map tasks would hold more than the machine's memory for one input
-    block (e.g. a bootstrap --size many times the input's rows)."""
+#: mrjob's own runners on this machine: copies of the output their shuffle
+#: keeps beside it in the run's scratch space (local: the map output, GNU
+#: sort's temporary files and the sorted input of the reducers; inline: the
+#: map output and its sorted copy, sorted in memory)
+_SHUFFLE_COPIES = {"local": 3, "inline": 2}
+
+
+def check_run_limits(udf, meta, dest, runner=None):
+    """Refuse a run whose samples cannot fit the destination's free space
+    (with mrjob's local and inline runners, their shuffle's files too), whose
+    map tasks would hold more than the machine's memory for one input block
+    (e.g. a bootstrap --size many times the input's rows), or whose shuffle
+    the inline runner would sort in more memory than the machine has.  (When
+    GNU sort fails for want of space, mrjob's local runner sorts in memory,
+    which can exhaust the machine instead of failing the run.)"""
     names = udf.sample_names()
     if not names or not meta["rows"]:
         return
     expected = sum(udf.expected_rows(i) for i in range(len(names)))
     row_bytes = _row_bytes(meta)
-    check_disk(dest, expected * row_bytes,
-               f"the {count_words(len(names), 'sample matrix', 'sample matrices')}")
     per_block = expected * min(meta["block_size"], meta["rows"]) / meta["rows"]
     check_memory(per_block * (48 + row_bytes), "sampling one input block",
                  "ask for fewer or smaller samples, or store the input with a smaller "
                  "block size")
+    what = f"the {count_words(len(names), 'sample matrix', 'sample matrices')}"
+    copies = _SHUFFLE_COPIES.get(runner, 0)
+    check_disk(dest, expected * row_bytes * (1 + copies),
+               what + (f" with the {runner} runner's shuffle files" if copies else ""))
+    if runner == "inline":
+        check_memory(expected * row_bytes, "the inline runner's shuffle (mrjob sorts it in "
+                     "memory)", "use the embedded runner (the default) or local")
 
 
 def commit_samples(plan, input_meta, summaries, staging):

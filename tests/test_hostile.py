@@ -350,6 +350,31 @@ def test_a_task_that_would_exhaust_memory_is_refused(tmp_path, monkeypatch):
     assert not (tmp_path / "bs").exists()
 
 
+def test_mrjob_runners_are_refused_what_their_shuffle_cannot_hold(tmp_path, monkeypatch):
+    """local: its shuffle keeps three copies of the output in scratch space (a
+    GNU sort that runs out of it makes mrjob sort in memory instead); inline:
+    mrjob sorts the shuffle in memory.  The embedded runner needs neither."""
+    from collections import namedtuple
+
+    from samplegen.jobs import limits
+    src = make(tmp_path, rows=2000, cols=8, block_size=100)
+    params = {"samples": 4}
+    output = 4 * 2000 * driver._row_bytes(Matrix.open(src).meta)
+    usage, real = namedtuple("usage", "total used free"), limits.shutil.disk_usage
+    monkeypatch.setattr(limits.shutil, "disk_usage",
+                        lambda path: usage(1 << 40, 0, int(2.5 * output)))
+    with pytest.raises(OutputError, match="local runner's shuffle files"):
+        driver.generate(src, str(tmp_path / "lo"), "bootstrap", params, 1, runner="local",
+                        options={"mrjob_conf": ""})
+    driver.generate(src, str(tmp_path / "em"), "bootstrap", params, 1, runner="embedded")
+    monkeypatch.setattr(limits.shutil, "disk_usage", real)
+    monkeypatch.setattr(limits, "available_memory", lambda: int(1.5 * output))
+    with pytest.raises(ParameterError, match="inline runner's shuffle"):
+        driver.generate(src, str(tmp_path / "in"), "bootstrap", params, 1, runner="inline",
+                        options={"mrjob_conf": ""})
+    assert sorted(os.listdir(tmp_path)) == ["em", "m"]
+
+
 @pytest.mark.parametrize("field,value", [("block_size", 0), ("block_size", -3),
                                          ("block_size", "100"), ("block_size", True),
                                          ("rows", 2.5), ("cols", 0), ("kind", "dense2"),
