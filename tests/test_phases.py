@@ -142,7 +142,7 @@ def test_plans_of_loaded_builtins_carry_every_parameter():
     from samplegen.udfs import load_udf
     plan = make_plan(load_udf("holdout", 10, {"ratio": 0.5}), 1, meta(10, 2, 5), "/out")
     assert plan.udf == "holdout"
-    assert plan.params == {"ratio": 0.5, "repeats": 1, "fraction": 1.0}
+    assert plan.params == {"ratio": 0.5, "repeats": 1, "fraction": 1.0, "exact": False}
     plan = make_plan(load_udf("samplegen.udfs.examples:bernoulli", 10, {"p": 0.2}), 1,
                      meta(10, 2, 5), "/o")
     assert plan.udf == "samplegen.udfs.examples:bernoulli" and plan.params == {"p": 0.2}
@@ -321,3 +321,13 @@ def test_tasks_report_on_their_stream_or_in_the_exception():
             raise InputError("corrupt")
     assert str(info.value) == "samplegen-error: InputError: corrupt"
     assert isinstance(info.value.__cause__, InputError)
+
+
+def test_relpos_order_is_the_two_key_order_with_and_without_ties():
+    from samplegen.jobs.phases import relpos_order
+    rng = np.random.default_rng(5)
+    relpos = rng.integers(0, 1 << 63, 50_000, dtype=np.int64).astype(np.uint64)
+    rows = rng.permutation(50_000)
+    assert np.array_equal(relpos_order(relpos, rows), np.lexsort((rows, relpos)))
+    relpos[::7] = relpos[3]            # ties: broken by row id
+    assert np.array_equal(relpos_order(relpos, rows), np.lexsort((rows, relpos)))
