@@ -27,6 +27,7 @@ import sys
 
 from samplegen.udfs.custom import parse_param, parse_seed
 from samplegen.udfs.errors import ParameterError
+from samplegen.udfs.options import add_method_options, method_params
 
 from . import rowtables, tables
 
@@ -65,27 +66,13 @@ def add_commands(sub):
     _hive_url(p)
 
     p = _sampling(sub, "holdout", "hold-out pairs into a result table")
-    p.add_argument("--ratio", type=float, required=True, help="training share, in (0, 1]")
-    p.add_argument("--repeats", type=int, default=1, help="number of pairs W (default 1)")
-    p.add_argument("--fraction", type=float, default=1.0,
-                   help="use only this share of the rows, in (0, 1] (default 1)")
-    p.add_argument("--exact", action="store_true",
-                   help="exact sizes: round(ratio x rows) training rows, the rest test, every "
-                        "such split equally likely (default: an independent coin per row)")
+    add_method_options(p, "holdout")
 
     p = _sampling(sub, "kfold", "k folds (and composed training sets) into a result table")
-    p.add_argument("--k", type=int, required=True, help="number of folds (2 <= k <= rows)")
-    p.add_argument("--naive", action="store_true",
-                   help="materialize all k training sets instead of composing them")
-    p.add_argument("--balanced", action="store_true",
-                   help="fold sizes that differ by at most one, every such partition equally "
-                        "likely (default: an independent fold per row)")
+    add_method_options(p, "kfold")
 
     p = _sampling(sub, "bootstrap", "bootstrap samples into a result table")
-    p.add_argument("--samples", type=int, required=True, help="number of samples N")
-    p.add_argument("--size", type=int, default=None, help="rows per sample (default: all)")
-    p.add_argument("--oob", action="store_true",
-                   help="also write each bag's out-of-bag rows (drawn 0 times) as oob-<i>")
+    add_method_options(p, "bootstrap")
 
     p = _sampling(sub, "sample", "your own sampling-UDF into a result table")
     p.add_argument("--udf", required=True, help="MODULE:FUNCTION (or holdout/kfold/bootstrap)")
@@ -109,13 +96,8 @@ def add_commands(sub):
 
 
 def _method(args):
-    if args.command == "holdout":
-        return "holdout", {"ratio": args.ratio, "repeats": args.repeats,
-                           "fraction": args.fraction, "exact": args.exact}
-    if args.command == "kfold":
-        return "kfold", {"k": args.k, "naive": args.naive, "balanced": args.balanced}
-    if args.command == "bootstrap":
-        return "bootstrap", {"samples": args.samples, "size": args.size, "oob": args.oob}
+    if args.command in ("holdout", "kfold", "bootstrap"):
+        return args.command, method_params(args.command, args)
     return args.udf, dict(parse_param(p) for p in args.param)
 
 

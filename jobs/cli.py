@@ -12,6 +12,7 @@ import sys
 
 from samplegen.udfs.custom import parse_param, parse_seed
 from samplegen.udfs.errors import ParameterError, count_words
+from samplegen.udfs.options import add_method_options, method_params
 
 from . import driver
 from .formats import export as export_file
@@ -83,22 +84,11 @@ def add_commands(sub):
 
     p = sub.add_parser("holdout", help="hold-out pairs: train-<w> / test-<w>")
     _add_run_options(p)
-    p.add_argument("--ratio", type=float, required=True, help="training share, in (0, 1]")
-    p.add_argument("--repeats", type=int, default=1, help="number of pairs W (default 1)")
-    p.add_argument("--fraction", type=float, default=1.0,
-                   help="use only this share of the rows, in (0, 1] (default 1)")
-    p.add_argument("--exact", action="store_true",
-                   help="exact sizes: round(ratio x rows) training rows, the rest test, every "
-                        "such split equally likely (default: an independent coin per row)")
+    add_method_options(p, "holdout")
 
     p = sub.add_parser("kfold", help="k-fold cross-validation: train-<i> / test-<i>")
     _add_run_options(p)
-    p.add_argument("--k", type=int, required=True, help="number of folds (2 <= k <= rows)")
-    p.add_argument("--naive", action="store_true",
-                   help="materialize all k training sets instead of composing them")
-    p.add_argument("--balanced", action="store_true",
-                   help="fold sizes that differ by at most one, every such partition equally "
-                        "likely (default: an independent fold per row)")
+    add_method_options(p, "kfold")
     p.add_argument("--time-series", action="store_true",
                    help="expanding-window folds over the row order (rows as time, as "
                         "scikit-learn's TimeSeriesSplit): round i tests on the i-th of k "
@@ -115,10 +105,7 @@ def add_commands(sub):
 
     p = sub.add_parser("bootstrap", help="bootstrap samples: sample-<i>, with replacement")
     _add_run_options(p)
-    p.add_argument("--samples", type=int, required=True, help="number of samples N")
-    p.add_argument("--size", type=int, default=None, help="rows per sample (default: all)")
-    p.add_argument("--oob", action="store_true",
-                   help="also write each bag's out-of-bag rows (drawn 0 times) as oob-<i>")
+    add_method_options(p, "bootstrap")
 
     p = sub.add_parser("sample", help="run your own sampling-UDF")
     _add_run_options(p)
@@ -213,8 +200,7 @@ def dispatch(args, log):
         driver.make_matrix(args.dest, args.rows, args.cols, args.block_size, args.density,
                            args.seed, args.overwrite, log)
     elif cmd == "holdout":
-        _run(args, "holdout", {"ratio": args.ratio, "repeats": args.repeats,
-                               "fraction": args.fraction, "exact": args.exact}, log)
+        _run(args, "holdout", method_params("holdout", args), log)
     elif cmd == "kfold" and args.time_series:
         for flag in ("naive", "balanced", "materialize"):
             if getattr(args, flag):
@@ -225,11 +211,9 @@ def dispatch(args, log):
     elif cmd == "kfold":
         if args.gap or args.test_size or args.max_train_size:
             raise ParameterError("--gap, --test-size and --max-train-size need --time-series")
-        _run(args, "kfold", {"k": args.k, "naive": args.naive, "balanced": args.balanced}, log,
-             materialize=args.materialize)
+        _run(args, "kfold", method_params("kfold", args), log, materialize=args.materialize)
     elif cmd == "bootstrap":
-        _run(args, "bootstrap", {"samples": args.samples, "size": args.size, "oob": args.oob},
-             log)
+        _run(args, "bootstrap", method_params("bootstrap", args), log)
     elif cmd == "sample":
         _run(args, args.udf, dict(parse_param(p) for p in args.param), log)
     elif cmd == "info":
