@@ -31,6 +31,9 @@ from samplegen.udfs.options import add_method_options, method_params
 
 from . import rowtables, tables
 
+#: options of the built-in methods that the Hive scripts do not take
+NOT_ON_HIVE = ("--stratify",)
+
 
 def _hive_url(p):
     p.add_argument("--hive-url", default=os.environ.get("SAMPLEGEN_HIVE_URL"),
@@ -66,13 +69,13 @@ def add_commands(sub):
     _hive_url(p)
 
     p = _sampling(sub, "holdout", "hold-out pairs into a result table")
-    add_method_options(p, "holdout")
+    add_method_options(p, "holdout", skip=NOT_ON_HIVE)
 
     p = _sampling(sub, "kfold", "k folds (and composed training sets) into a result table")
-    add_method_options(p, "kfold")
+    add_method_options(p, "kfold", skip=NOT_ON_HIVE)
 
     p = _sampling(sub, "bootstrap", "bootstrap samples into a result table")
-    add_method_options(p, "bootstrap")
+    add_method_options(p, "bootstrap", skip=NOT_ON_HIVE)
 
     p = _sampling(sub, "sample", "your own sampling-UDF into a result table")
     p.add_argument("--udf", required=True, help="MODULE:FUNCTION (or holdout/kfold/bootstrap)")

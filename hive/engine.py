@@ -55,6 +55,9 @@ DEFAULT_FILES = os.path.join("~", ".cache", "samplegen", "hive")
 def script_for(plan):
     """``(script name, method variables)`` for a plan."""
     p = plan.params
+    if p.get("stratify") is not None:
+        raise ParameterError("stratified samples run on the embedded, MapReduce and Spark "
+                             "runners; the Hive scripts do not take --stratify")
     if plan.udf == "holdout":
         return "holdout", {"ratio": float(p["ratio"]), "repeats": int(p["repeats"]),
                            "fraction": float(p["fraction"]), "exact": _flag(p, "exact")}

@@ -134,6 +134,7 @@ def sample_row_table(url, table, result, udf, params, seed, key, overwrite=False
                                  "table uses itself; rename it")
         if types[key].lower().startswith("map<"):
             raise ParameterError(f"key column {key!r} is a map, which has no stable text")
+        keys.check_unstratified(params, f"table {table}")
         integral = keys.is_integral(types[key])
         n, row_ids = _key_stats(client, table, key, integral)
         if keys.is_exact(udf, params):

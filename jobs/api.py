@@ -38,9 +38,10 @@ from samplegen.udfs.builtin import Bootstrap, HoldOut, KFold
 from samplegen.udfs.custom import load_udf
 from samplegen.udfs.errors import ParameterError
 from samplegen.udfs.rng import PositionRNG
+from samplegen.udfs.strata import Strata
 
 from .driver import info, open_sample
-from .phases import composed_ids
+from .phases import composed_ids, relpos_order
 
 _RANGE_ROWS = 1 << 20
 
@@ -235,19 +236,56 @@ def sample_indices(udf, seed, block_size=1000):
         sample.append(occ.sample)
         relpos.append(occ.relpos)
     ids, sample, relpos = (np.concatenate(x) for x in (ids, sample, relpos))
-    order = np.lexsort((ids, relpos, sample))
-    ids, sample, relpos = ids[order], sample[order], relpos[order]
     names = udf.sample_names()
-    present = np.unique(sample)
     if names is None:
-        names = [f"sample-{i}" for i in range(int(present.max()) + 1 if present.size else 0)]
-    bounds = np.searchsorted(sample, np.arange(len(names) + 1))
+        names = [f"sample-{i}" for i in range(int(sample.max()) + 1 if sample.size else 0)]
+    order, bounds = _sample_order(sample, relpos, ids, len(names))
+    ids, relpos = ids[order], relpos[order]
     out = {name: ids[bounds[i]:bounds[i + 1]] for i, name in enumerate(names)}
     composed = udf.composed_names()
     folds = [(ids[bounds[i]:bounds[i + 1]], relpos[bounds[i]:bounds[i + 1]])
              for i in range(len(names))]
     out.update(zip(composed, composed_ids(block_size, folds, len(composed))))
     return list(names) + list(composed), out
+
+
+def _sample_order(sample, relpos, ids, n_samples):
+    """The permutation into ``(sample, relative position, row id)`` order,
+    and where each sample starts in it: rows grouped by sample (a stable
+    radix sort of the small sample ids), then each sample in the engines'
+    order (:func:`jobs.phases.relpos_order`)."""
+    key = sample.astype(np.uint16) if n_samples <= 1 << 16 else sample
+    order = np.argsort(key, kind="stable")
+    bounds = np.searchsorted(sample[order], np.arange(n_samples + 1))
+    for a, b in zip(bounds[:-1], bounds[1:]):
+        if b - a > 1:
+            part = order[a:b]
+            order[a:b] = part[relpos_order(relpos[part], ids[part])]
+    return order, bounds
+
+
+def _strata(n, stratify, y):
+    """``(label name, Strata)`` of the API's *stratify* argument: True
+    (the labels *y*), labels of their own (one per row), or None."""
+    if stratify is None or stratify is False:
+        return None, None
+    if stratify is True:
+        if y is None:
+            raise ParameterError("stratify=True stratifies by y: pass y, or the labels as "
+                                 "stratify=")
+        return "y", Strata.of(_labels(y))
+    return "labels", Strata.of(_labels(_aligned(n, "stratify", stratify)))
+
+
+def _labels(data):
+    """Labels as a 1-D numpy array (pandas: its values)."""
+    values = np.asarray(getattr(data, "values", data))
+    if values.ndim == 2 and values.shape[1] == 1:
+        values = values[:, 0]
+    if values.ndim != 1:
+        raise ParameterError(f"labels to stratify by must be one value per row, got shape "
+                             f"{values.shape}")
+    return values
 
 
 def _inputs(X, y, groups):
@@ -262,27 +300,37 @@ def _samples(udf, inputs, seed, block_size=1000):
     return Samples(names, indices, data, y, groups, n)
 
 
-def holdout(X, ratio, seed, repeats=1, fraction=1.0, *, exact=False, y=None, groups=None):
+def holdout(X, ratio, seed, repeats=1, fraction=1.0, *, exact=False, stratify=None, y=None,
+            groups=None):
     """Hold-out pairs ``train-<w>`` / ``test-<w>`` (see :class:`udfs.HoldOut`;
-    *exact*: exact sizes)."""
+    *exact*: exact sizes; *stratify*: True to keep the classes of *y* in
+    proportion on both sides, or labels of its own, one per row)."""
     inputs = _inputs(X, y, groups)
-    return _samples(HoldOut(inputs[0], ratio, repeats, fraction, exact), inputs, seed)
+    name, strata = _strata(inputs[0], stratify, inputs[2])
+    return _samples(HoldOut(inputs[0], ratio, repeats, fraction, exact, name, strata), inputs,
+                    seed)
 
 
-def kfold(X, k, seed, naive=False, block_size=1000, *, balanced=False, y=None, groups=None):
+def kfold(X, k, seed, naive=False, block_size=1000, *, balanced=False, stratify=None, y=None,
+          groups=None):
     """k folds ``test-<i>`` and training sets ``train-<i>`` (*balanced*: fold
-    sizes within one of each other).  In fold mode the
+    sizes within one of each other; *stratify*: as :func:`holdout`'s, each
+    fold holds each class in proportion).  In fold mode the
     training sets' row order follows dynamic composition with *block_size*
     (use the block size of the matrix the job reads to match it exactly)."""
     inputs = _inputs(X, y, groups)
-    return _samples(KFold(inputs[0], k, naive, balanced), inputs, seed, block_size)
+    name, strata = _strata(inputs[0], stratify, inputs[2])
+    return _samples(KFold(inputs[0], k, naive, balanced, name, strata), inputs, seed,
+                    block_size)
 
 
-def bootstrap(X, samples, seed, size=None, *, oob=False, y=None, groups=None):
+def bootstrap(X, samples, seed, size=None, *, oob=False, stratify=None, y=None, groups=None):
     """Bootstrap samples ``sample-<i>`` of exactly *size* rows (default: all)
-    and, with *oob*, each one's out-of-bag rows ``oob-<i>``."""
+    and, with *oob*, each one's out-of-bag rows ``oob-<i>`` (*stratify*: as
+    :func:`holdout`'s, each bag holds each class in proportion)."""
     inputs = _inputs(X, y, groups)
-    return _samples(Bootstrap(inputs[0], samples, size, oob), inputs, seed)
+    name, strata = _strata(inputs[0], stratify, inputs[2])
+    return _samples(Bootstrap(inputs[0], samples, size, oob, name, strata), inputs, seed)
 
 
 def sample(X, udf, seed, block_size=1000, *, y=None, groups=None, **params):

@@ -22,6 +22,7 @@ from samplegen.udfs.custom import load_udf
 from samplegen.udfs.errors import (
     InputError,
     ParameterError,
+    SamplegenError,
     check_fraction,
     check_int,
     count_words,
@@ -52,6 +53,9 @@ from .store import (
     write_group,
     write_meta,
 )
+from .strata import RECORDED as STRATA_RECORDED
+from .strata import RUN as STRATA_RUN
+from .strata import remove_strata, strata_for, strata_of_values, write_strata
 
 RUN_FORMAT = "samplegen-run/1"
 
@@ -96,13 +100,17 @@ def generate(src, dest, udf_spec, params, seed, runner="embedded", overwrite=Fal
     if matrix.meta.get("composed_of"):
         raise InputError(f"{src} is a composed view; export it and import the result to "
                          "sample from it")
-    udf = load_udf(udf_spec, matrix.rows, params)
+    started = time.time()
+    strata, strata_base = _strata(matrix, udf_spec, params, log)
+    udf = load_udf(udf_spec, matrix.rows, params, strata)
     to_json(udf.params())  # a NaN parameter is refused before any work, not in the manifest
     check_run_limits(udf, matrix.meta, dest, runner)
-    started = time.time()
     staged = StagedOutput(dest, overwrite, inputs=[src])
     with staged as staging:
         plan = make_plan(udf, seed, matrix.meta, staging, bin_budget)
+        if strata is not None:
+            plan.strata = strata_base or write_strata(fsmod.join(staging, STRATA_RUN), strata,
+                                                      params["stratify"])
         log(f"{udf.name}: {matrix.rows} x {matrix.cols} {matrix.kind} matrix, "
             f"{count_words(len(matrix.blocks()), 'block', 'blocks')} -> {dest} (runner {runner})",
             progress=True)
@@ -113,6 +121,8 @@ def generate(src, dest, udf_spec, params, seed, runner="embedded", overwrite=Fal
             summaries = engine(plan, inputs, runner, dict(options, scratch=staged.scratch,
                                                           on_progress=progress))
             progress.update(progress.total)
+        if strata is not None and strata_base is None:
+            remove_strata(plan.strata)
         engine_info = {"runner": runner, **{k: v for k, v in options.items()
                                             if isinstance(v, (str, int, float, list))}}
         manifest = write_run(plan, matrix.meta, src, summaries, staging, engine_info, started)
@@ -124,6 +134,22 @@ def generate(src, dest, udf_spec, params, seed, runner="embedded", overwrite=Fal
         f"({total / 1e6:.1f} MB) in "
         f"{manifest['elapsed_seconds']:.1f} s")
     return manifest
+
+
+def _strata(matrix, udf_spec, params, log):
+    """``(strata, base)`` of a stratified run of a built-in UDF
+    (:func:`jobs.strata.strata_for`), or ``(None, None)``."""
+    label = params.get("stratify")
+    if label is None or ":" in udf_spec:
+        return None, None
+    if not isinstance(label, str):
+        raise ParameterError(f"stratify must name the label column, got {label!r}")
+    blocks = -(-matrix.rows // matrix.block_size)
+    log(f"classes of label {label!r}", progress=True)
+    make_progress = getattr(log, "progress", None)
+    with (make_progress(blocks, "label blocks", "label") if make_progress
+          else Progress(0, mode="off")) as progress:
+        return strata_for(matrix, label, progress)
 
 
 def write_run(plan, input_meta, src, summaries, root, engine_info, started=None):
@@ -354,16 +380,34 @@ def import_file(src, dest, block_size, kind="dense", columns=None, overwrite=Fal
     with StagedOutput(dest, overwrite, inputs=[src]) as staging:
         writer = MatrixWriter(staging, rows.n_cols, block_size, kind, columns=rows.names,
                               label=label)
+        labels = []
+        at = rows.names.index(label) if label is not None and rows.names else None
         try:
             for chunk in rows.chunks:
                 writer.add_rows(chunk)
+                if at is not None:
+                    labels.append(np.array(chunk[:, at], dtype=float))
         except BaseException:
             writer.abort()
             raise
         meta = writer.close()
+        if labels:
+            _record_label(staging, label, np.concatenate(labels), log)
     log(f"imported {meta['rows']} x {meta['cols']} ({kind}, block size {block_size}) "
         f"into {dest}")
     return meta
+
+
+def _record_label(root, label, values, log):
+    """Record the classes of an imported label column in matrix *root*
+    (:mod:`jobs.strata`), when they are classes (a continuous label is
+    only a column: a stratified run would refuse it)."""
+    try:
+        strata = strata_of_values(values, label)
+    except SamplegenError as exc:
+        log(f"label {label!r} recorded without classes: {exc}")
+        return
+    write_strata(fsmod.join(root, STRATA_RECORDED), strata, label)
 
 
 def make_matrix(dest, rows, cols, block_size, density=None, seed=0, overwrite=False, log=None):

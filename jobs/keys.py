@@ -80,6 +80,15 @@ def is_exact(udf, params):
     return udf in ("holdout", "kfold") and bool(params.get("exact") or params.get("balanced"))
 
 
+def check_unstratified(params, where):
+    """ParameterError when *params* ask to stratify rows known by a key
+    column (*where*): a class's rows are ranked by row id, which keyed rows
+    spread over partitions do not give."""
+    if params.get("stratify") is not None:
+        raise ParameterError(f"stratified samples need a matrix (samplegen import --label) or "
+                             f"the Python API; the keyed rows of {where} cannot be stratified")
+
+
 def exact_rows(key, where, rows, row_ids, what="exact sizes"):
     """*rows*, the rows an exact-size labelling (or *what* else is decided
     over the row ids) spans, when the keys of *where* are the row ids

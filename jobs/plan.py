@@ -25,6 +25,8 @@ from samplegen.udfs.custom import load_udf, parse_param
 from samplegen.udfs.errors import ParameterError
 from samplegen.udfs.rng import PositionRNG
 
+from .strata import open_strata
+
 DEFAULT_BIN_BUDGET = 16 << 20
 MAX_BIN_BITS = 24
 
@@ -50,6 +52,7 @@ class Plan:
     bin_bits: list = None         # per sample id; None: one value for all
     default_bin_bits: int = 0
     bin_budget: int = DEFAULT_BIN_BUDGET   # bytes of shuffle records per bin (--bin-mib)
+    strata: str = None            # base URI of the rows' classes (jobs.strata; stratified runs)
 
     def to_json(self):
         return dumps(asdict(self))
@@ -62,7 +65,8 @@ class Plan:
     def sampler(self):
         udf = getattr(self, "_udf_obj", None)
         if udf is None:
-            udf = self._udf_obj = load_udf(self.udf, self.rows, self.params)
+            strata = open_strata(self.strata) if self.strata else None
+            udf = self._udf_obj = load_udf(self.udf, self.rows, self.params, strata)
         return udf
 
     def rng(self):

@@ -8,7 +8,8 @@ cluster jobs write for the same seed and parameters, in the order they write
 them: ``KFold(10, seed=7)`` on m rows is ``samplegen kfold --k 10 --balanced
 --seed 7`` on a matrix of m rows, ``ShuffleSplit`` is ``holdout --exact``,
 ``TimeSeriesSplit`` is ``kfold --time-series``, ``Bootstrap`` is ``bootstrap
---oob``.
+--oob``; ``StratifiedKFold`` and ``StratifiedShuffleSplit`` are ``kfold`` and
+``holdout`` with ``--stratify`` by the label column holding y.
 
 ``seed`` is the seed (0 <= seed < 2**64); ``random_state`` is accepted as its
 alias, an integer.  Without either, every ``split`` call draws a fresh seed,
@@ -29,7 +30,8 @@ from samplegen.jobs import api
 from samplegen.udfs.errors import ParameterError
 from samplegen.udfs.rng import check_seed, fresh_seed
 
-__all__ = ["Bootstrap", "KFold", "ShuffleSplit", "TimeSeriesSplit", "train_test_split"]
+__all__ = ["Bootstrap", "KFold", "ShuffleSplit", "StratifiedKFold", "StratifiedShuffleSplit",
+           "TimeSeriesSplit", "train_test_split"]
 
 
 def _seed(seed, random_state):
@@ -97,6 +99,37 @@ class KFold(_Splitter):
             yield samples.indices(f"train-{i}"), samples.indices(f"test-{i}")
 
 
+def _labels_of(X, y, splitter):
+    """The labels *y* a stratified splitter needs, as many as X's rows."""
+    if y is None:
+        raise ParameterError(f"{splitter} splits by the classes of y: pass y to split()")
+    n, m = _n_samples(X), _n_samples(y)
+    if m != n:
+        raise ParameterError(f"y has {m} rows but X has {n}")
+    return y
+
+
+class StratifiedKFold(_Splitter):
+    """k folds that hold every class of y in proportion: each class within
+    one row of ``n_c / k`` in every fold, the folds' sizes within one of
+    each other (scikit-learn's allocation); a class with fewer than k rows
+    is refused."""
+
+    def __init__(self, n_splits=5, *, seed=None, random_state=None):
+        super().__init__(n_splits, seed, random_state)
+        if self.n_splits < 2:
+            raise ParameterError(f"n_splits must be >= 2, got {self.n_splits}")
+
+    def _params(self):
+        return {"n_splits": self.n_splits, "seed": self.seed}
+
+    def split(self, X, y=None, groups=None):
+        y = _labels_of(X, y, "StratifiedKFold")
+        samples = api.kfold(_n_samples(X), self.n_splits, self._split_seed(), stratify=y)
+        for i in range(self.n_splits):
+            yield samples.indices(f"train-{i}"), samples.indices(f"test-{i}")
+
+
 def _sizes(n, test_size, train_size, default_test):
     """``(n_train, n_test)`` as scikit-learn reads *test_size* and
     *train_size* (a share in (0, 1) or a row count); either may be None."""
@@ -128,10 +161,12 @@ def _sizes(n, test_size, train_size, default_test):
     return n_train, n_test
 
 
-def _holdout(n, n_train, n_test, repeats, seed):
-    """Exact hold-out pairs of exactly *n_train* and *n_test* rows."""
+def _holdout(n, n_train, n_test, repeats, seed, stratify=None):
+    """Exact hold-out pairs of exactly *n_train* and *n_test* rows (with
+    *stratify*, labels: each class in proportion on both sides)."""
     kept = n_train + n_test
-    samples = api.holdout(n, n_train / kept, seed, repeats=repeats, fraction=kept / n, exact=True)
+    samples = api.holdout(n, n_train / kept, seed, repeats=repeats, fraction=kept / n, exact=True,
+                          stratify=stratify)
     return [(samples.indices(f"train-{w}"), samples.indices(f"test-{w}"))
             for w in range(repeats)]
 
@@ -156,6 +191,18 @@ class ShuffleSplit(_Splitter):
         n = _n_samples(X)
         n_train, n_test = _sizes(n, self.test_size, self.train_size, 0.1)
         yield from _holdout(n, n_train, n_test, self.n_splits, self._split_seed())
+
+
+class StratifiedShuffleSplit(ShuffleSplit):
+    """:class:`ShuffleSplit` whose sides hold every class of y in
+    proportion: each class's training rows within one of ``n_train * n_c /
+    m``, its test rows the same share of the rest."""
+
+    def split(self, X, y=None, groups=None):
+        y = _labels_of(X, y, "StratifiedShuffleSplit")
+        n = _n_samples(X)
+        n_train, n_test = _sizes(n, self.test_size, self.train_size, 0.1)
+        yield from _holdout(n, n_train, n_test, self.n_splits, self._split_seed(), y)
 
 
 class TimeSeriesSplit(_Splitter):
@@ -214,12 +261,14 @@ def _take(data, rows):
 
 
 def train_test_split(*arrays, test_size=None, train_size=None, seed=None, random_state=None,
-                     shuffle=True):
+                     shuffle=True, stratify=None):
     """scikit-learn's ``train_test_split``: ``[a_train, a_test, b_train,
     b_test, ...]`` for the *arrays* (numpy, pandas -- index kept -- lists or
     sparse matrices, all with the same rows), exact sizes (test 25 % when
     neither size is given), rows in the order ``holdout --exact`` writes
-    them; ``shuffle=False`` takes the first rows for training, in order."""
+    them; ``shuffle=False`` takes the first rows for training, in order.
+    *stratify*: labels (one per row) whose classes both sides hold in
+    proportion (``holdout --stratify``)."""
     if not arrays:
         raise ParameterError("train_test_split needs at least one array")
     n = _n_samples(arrays[0])
@@ -229,7 +278,13 @@ def train_test_split(*arrays, test_size=None, train_size=None, seed=None, random
     n_train, n_test = _sizes(n, test_size, train_size, 0.25)
     if shuffle:
         seed = _seed(seed, random_state)
-        train, test = _holdout(n, n_train, n_test, 1, fresh_seed() if seed is None else seed)[0]
+        if stratify is not None:
+            stratify = _labels_of(arrays[0], stratify, "stratify=")
+        train, test = _holdout(n, n_train, n_test, 1, fresh_seed() if seed is None else seed,
+                               stratify)[0]
+    elif stratify is not None:
+        raise ParameterError("stratify needs shuffle=True (an ordered split keeps no "
+                             "proportions)")
     else:
         train, test = np.arange(n_train), np.arange(n_train, n_train + n_test)
     return [part for data in arrays for part in (_take(data, train), _take(data, test))]

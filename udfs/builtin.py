@@ -5,9 +5,35 @@ import numpy as np
 
 from .base import Occurrences, SamplingUDF, concat_occurrences
 from .errors import ParameterError, check_bool, check_fraction, check_int
-from .exact import LabelTree, balanced_sizes, holdout_counts
+from .exact import Labelling, balanced_sizes, holdout_counts
 from .multinomial import MultinomialTree
-from .rng import KeyedRNG, Purpose, stream, to_unit
+from .rng import Purpose, stream, to_unit
+from .strata import proportional, round_robin
+
+
+def check_strata(udf, stratify, strata):
+    """The label name *stratify* (None: no stratification) of a built-in
+    UDF, checked against the *strata* (:class:`udfs.strata.Strata`) it was
+    given with: the classes of the UDF's rows."""
+    if stratify is None:
+        return None
+    if not isinstance(stratify, str) or not stratify:
+        raise ParameterError(f"stratify must name the label, got {stratify!r}")
+    if strata is None:
+        raise ParameterError(f"stratify={stratify!r} needs the class of every row: give the "
+                             "labels (y) or a label column")
+    if strata.n_rows != udf.n_rows:
+        raise ParameterError(f"label {stratify!r} has {strata.n_rows} rows, the data "
+                             f"{udf.n_rows}")
+    return stratify
+
+
+def _memo(table, key, make):
+    """``table[key]``, made by ``make()`` the first time."""
+    value = table.get(key)
+    if value is None:
+        value = table[key] = make()
+    return value
 
 
 class HoldOut(SamplingUDF):
@@ -23,18 +49,32 @@ class HoldOut(SamplingUDF):
     rows kept, ``round(ratio * kept)`` of them in ``train-w``, the rest in
     ``test-w``, every such split equally likely (:mod:`udfs.exact`, labelling
     w); lane 1 still orders.  A split that leaves a side empty is refused.
+
+    With ``stratify`` (the label's name; *strata* its classes) the sizes are
+    exact and shared out over the classes in proportion: each class's
+    training rows within one of ``train * n_c / m``
+    (:func:`udfs.strata.proportional`), its test rows the same share of
+    the rest; each class is labelled by its own tree (part c).
     """
 
     name = "holdout"
 
-    def __init__(self, n_rows, ratio, repeats=1, fraction=1.0, exact=False):
+    def __init__(self, n_rows, ratio, repeats=1, fraction=1.0, exact=False, stratify=None,
+                 strata=None):
         super().__init__(n_rows)
         self.ratio = check_fraction("ratio", ratio)
         self.repeats = check_int("repeats", repeats, lo=1, hi=1 << 20)
         self.fraction = check_fraction("fraction", fraction)
-        self.exact = check_bool("exact", exact)
-        self.counts = holdout_counts(self.n_rows, self.ratio, self.fraction) if exact else None
-        self._trees = {}
+        self.stratify = check_strata(self, stratify, strata)
+        self.strata = strata if self.stratify else None
+        self.exact = check_bool("exact", exact) or self.stratify is not None
+        self.counts = holdout_counts(self.n_rows, self.ratio, self.fraction) if self.exact else None
+        self.class_counts = None
+        if self.stratify:
+            train = proportional(self.counts[0], strata.counts)
+            test = proportional(self.counts[1], strata.counts - train)
+            self.class_counts = np.stack([train, test, strata.counts - train - test], axis=1)
+        self._labellings = {}
 
     def sample_names(self):
         return [name for w in range(self.repeats) for name in (f"train-{w}", f"test-{w}")]
@@ -47,7 +87,7 @@ class HoldOut(SamplingUDF):
 
     def params(self):
         return {"ratio": self.ratio, "repeats": self.repeats, "fraction": self.fraction,
-                "exact": self.exact}
+                "exact": self.exact, **_stratify_param(self)}
 
     def occurrences(self, start, stop, rng):
         if self.exact:
@@ -73,35 +113,20 @@ class HoldOut(SamplingUDF):
 
     def _exact(self, start, stop, rng):
         parts = []
+        counts = self.counts if self.class_counts is None else self.class_counts
         for w in range(self.repeats):
-            tree = _tree(self._trees, rng, self.n_rows, self.counts, w)
-            label = labels_of(tree, rng, start, stop)
+            labelling = _memo(self._labellings, (rng.seed, w), lambda w=w: Labelling(
+                rng, self.n_rows, counts, w, self.strata))
+            label = labelling.labels_for(rng, start, stop)
             keep = np.flatnonzero(label < 2)
             relpos = rng.block(stream(Purpose.HOLDOUT, w), start, stop)[keep, 1]
             parts.append(Occurrences(keep, 2 * w + label[keep], relpos))
         return concat_occurrences(parts)
 
 
-def _tree(trees, rng, n_rows, counts, labelling):
-    """The UDF's memoized :class:`LabelTree` for this seed and labelling."""
-    key = (rng.seed, labelling)
-    tree = trees.get(key)
-    if tree is None:
-        tree = trees[key] = LabelTree(rng, n_rows, counts, labelling)
-    return tree
-
-
-def labels_of(tree, rng, start, stop):
-    """The labels of the rows a UDF's range stands for: row ids ``[start,
-    stop)``, or through a :class:`KeyedRNG` the rows it lists there (which
-    must be row ids: an exact labelling is over ``0..n_rows-1``)."""
-    if not isinstance(rng, KeyedRNG):
-        return tree.labels(start, stop)
-    positions = rng.positions[start:stop]
-    if positions.size and int(positions.max()) >= tree.n_rows:
-        raise ParameterError(f"exact sizes need the row ids 0..{tree.n_rows - 1} as keys; got "
-                             f"key position {int(positions.max())}")
-    return tree.labels_at(positions.astype(np.int64))
+def _stratify_param(udf):
+    """The ``stratify`` entry of a UDF's parameters (none when unstratified)."""
+    return {"stratify": udf.stratify} if udf.stratify else {}
 
 
 def unit_threshold(p):
@@ -130,19 +155,30 @@ class KFold(SamplingUDF):
     With ``balanced=True`` the fold sizes differ by at most one (the first
     ``m % k`` folds one row larger, as scikit-learn's), every such partition
     equally likely (:mod:`udfs.exact`, labelling 0); lane 1 still orders.
+    With ``stratify`` (the label's name; *strata* its classes) the folds are
+    balanced and every class within one row of ``n_c / k`` in each fold
+    (:func:`udfs.strata.round_robin`); a class with fewer than k rows is
+    refused.
     """
 
     name = "kfold"
 
-    def __init__(self, n_rows, k, naive=False, balanced=False):
+    def __init__(self, n_rows, k, naive=False, balanced=False, stratify=None, strata=None):
         super().__init__(n_rows)
         self.k = check_int("k", k, lo=2)
         if self.k > self.n_rows:
             raise ParameterError(f"k must be <= the number of rows ({self.n_rows}), got {self.k}")
         self.naive = check_bool("naive", naive)
-        self.balanced = check_bool("balanced", balanced)
+        self.stratify = check_strata(self, stratify, strata)
+        self.strata = strata if self.stratify else None
+        self.balanced = check_bool("balanced", balanced) or self.stratify is not None
         self.composes_folds = not self.naive
-        self._trees = {}
+        if self.stratify:
+            strata.check_at_least(self.k, f"a stratified {self.k}-fold split")
+            self.counts = round_robin(strata.counts, self.k)
+        elif self.balanced:
+            self.counts = balanced_sizes(self.n_rows, self.k)
+        self._labellings = {}
 
     def sample_names(self):
         if self.naive:
@@ -159,12 +195,14 @@ class KFold(SamplingUDF):
         return self.n_rows / self.k
 
     def params(self):
-        return {"k": self.k, "naive": self.naive, "balanced": self.balanced}
+        return {"k": self.k, "naive": self.naive, "balanced": self.balanced,
+                **_stratify_param(self)}
 
     def occurrences(self, start, stop, rng):
         if self.balanced:
-            tree = _tree(self._trees, rng, self.n_rows, balanced_sizes(self.n_rows, self.k), 0)
-            fold = labels_of(tree, rng, start, stop)
+            labelling = _memo(self._labellings, rng.seed, lambda: Labelling(
+                rng, self.n_rows, self.counts, 0, self.strata))
+            fold = labelling.labels_for(rng, start, stop)
             relpos = rng.block(stream(Purpose.FOLD), start, stop)[:, 1].copy()
         else:
             fold, relpos = fold_of(rng, start, stop, self.k)
@@ -187,15 +225,23 @@ class Bootstrap(SamplingUDF):
     With ``oob=True`` each bag's out-of-bag rows (drawn 0 times) follow as
     ``oob-i`` = samples + i, each once, ordered by lane 0 of stream
     (BOOTSTRAP_OOB, i).
+
+    With ``stratify`` (the label's name; *strata* its classes) each bag
+    holds every class in proportion: class c's share of ``size`` (within
+    one of ``size * n_c / m``, :func:`udfs.strata.proportional`) drawn with
+    replacement from the class's rows by their own tree (part c).
     """
 
     name = "bootstrap"
 
-    def __init__(self, n_rows, samples, size=None, oob=False):
+    def __init__(self, n_rows, samples, size=None, oob=False, stratify=None, strata=None):
         super().__init__(n_rows)
         self.samples = check_int("samples", samples, lo=1, hi=1 << 20)
         self.size = self.n_rows if size is None else check_int("size", size, lo=1, hi=1 << 62)
         self.oob = check_bool("oob", oob)
+        self.stratify = check_strata(self, stratify, strata)
+        self.strata = strata if self.stratify else None
+        self.class_sizes = proportional(self.size, strata.counts) if self.stratify else None
         self._trees = {}
 
     def sample_names(self):
@@ -208,14 +254,31 @@ class Bootstrap(SamplingUDF):
         return self.n_rows * (1.0 - 1.0 / self.n_rows) ** self.size
 
     def params(self):
-        return {"samples": self.samples, "size": self.size, "oob": self.oob}
+        return {"samples": self.samples, "size": self.size, "oob": self.oob,
+                **_stratify_param(self)}
 
-    def tree(self, rng, i):
-        key = (rng.seed, i)
-        tree = self._trees.get(key)
-        if tree is None:
-            tree = self._trees[key] = MultinomialTree(rng, self.n_rows, self.size, i)
-        return tree
+    def tree(self, rng, i, c=None):
+        """Bag i's tree over all rows, or (stratified) class c's."""
+        if c is None:
+            return _memo(self._trees, (rng.seed, i), lambda: MultinomialTree(
+                rng, self.n_rows, self.size, i))
+        return _memo(self._trees, (rng.seed, i, c), lambda: MultinomialTree(
+            rng, int(self.strata.counts[c]), int(self.class_sizes[c]), i, part=c))
+
+    def _drawn(self, rng, i, start, stop):
+        """Offsets (from *start*) and relative positions of bag i's
+        occurrences of rows ``[start, stop)``."""
+        if self.strata is None:
+            rows, relpos = self.tree(rng, i).occurrences(start, stop)
+            return rows - start, relpos
+        where, order = [], []
+        for c, offsets, rank in self.strata.ranges(start, stop):
+            ranks, relpos = self.tree(rng, i, c).occurrences(rank, rank + offsets.size)
+            where.append(offsets[ranks - rank])
+            order.append(relpos)
+        if not where:
+            return np.empty(0, np.int64), np.empty(0, np.uint64)
+        return np.concatenate(where), np.concatenate(order)
 
     def _out_of_bag(self, i, where, lanes):
         """Occurrences of bag i's out-of-bag rows: offsets *where*, ordered
@@ -228,6 +291,9 @@ class Bootstrap(SamplingUDF):
         positions = np.asarray(positions, dtype=np.int64)
         if positions.size and (positions.min() < 0 or positions.max() >= self.n_rows):
             raise ParameterError(f"bootstrap row ids must lie in [0, {self.n_rows})")
+        if self.strata is not None:
+            raise ParameterError("stratified samples need rows in row-id ranges; rows known by "
+                                 "a key column cannot be stratified")
         parts = []
         for i in range(self.samples):
             where, relpos = self.tree(rng, i).occurrences_at(positions)
@@ -241,10 +307,10 @@ class Bootstrap(SamplingUDF):
     def occurrences(self, start, stop, rng):
         parts = []
         for i in range(self.samples):
-            rows, relpos = self.tree(rng, i).occurrences(start, stop)
-            parts.append(Occurrences(rows - start, np.full(rows.size, i, np.int64), relpos))
+            where, relpos = self._drawn(rng, i, start, stop)
+            parts.append(Occurrences(where, np.full(where.size, i, np.int64), relpos))
             if self.oob:
-                out = _missing(stop - start, rows - start)
+                out = _missing(stop - start, where)
                 lanes = rng.block(stream(Purpose.BOOTSTRAP_OOB, i), start, stop)
                 parts.append(self._out_of_bag(i, out, lanes[out]))
         return concat_occurrences(parts)
@@ -300,9 +366,10 @@ class TimeSeries(SamplingUDF):
                 "max_train_size": self.max_train_size}
 
     def occurrences(self, start, stop, rng):
-        # through a KeyedRNG the rows are the keys it stands for (row ids as time)
-        rows = (rng.positions[start:stop].astype(np.int64) if isinstance(rng, KeyedRNG)
-                else np.arange(start, stop, dtype=np.int64))
+        # through a keyed view the rows are the keys it stands for (row ids as time)
+        rows = rng.keyed_rows(start, stop)
+        if rows is None:
+            rows = np.arange(start, stop, dtype=np.int64)
         parts = []
         for i in range(self.k):
             for sid, lo, hi in ((2 * i, self.train_lo[i], self.train_hi[i]),

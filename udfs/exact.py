@@ -102,6 +102,55 @@ class LabelTree:
         return out
 
 
+class Labelling:
+    """Exact labels of rows ``0..n_rows-1``: one :class:`LabelTree` over
+    all rows (*counts*: rows per label), or with *strata* one per class
+    over the class's rows by rank (*counts*: ``(classes, labels)``, part c
+    for class c), so each class is labelled exactly as its row of counts
+    says.  *labelling* separates independent labellings of the same rows."""
+
+    def __init__(self, rng, n_rows, counts, labelling=0, strata=None):
+        self.n_rows = int(n_rows)
+        self.strata = strata
+        if strata is None:
+            self.tree = LabelTree(rng, n_rows, counts, labelling)
+            return
+        self.counts = np.asarray(counts, np.int64)
+        self._make = lambda c: LabelTree(rng, int(strata.counts[c]), self.counts[c], labelling,
+                                         part=c)
+        self._trees = {}
+
+    def _class_tree(self, c):
+        tree = self._trees.get(c)
+        if tree is None:
+            tree = self._trees[c] = self._make(c)
+        return tree
+
+    def labels(self, start, stop):
+        """The labels of rows ``[start, stop)``."""
+        if self.strata is None:
+            return self.tree.labels(start, stop)
+        out = np.empty(stop - start, np.int64)
+        for c, offsets, rank in self.strata.ranges(start, stop):
+            out[offsets] = self._class_tree(c).labels(rank, rank + offsets.size)
+        return out
+
+    def labels_for(self, rng, start, stop):
+        """The labels of the rows a UDF's range ``[start, stop)`` stands for
+        under *rng*: those row ids, or the row ids a keyed view lists there
+        (an exact labelling is over ``0..n_rows-1``, so keys must be row ids)."""
+        rows = rng.keyed_rows(start, stop)
+        if rows is None:
+            return self.labels(start, stop)
+        if self.strata is not None:
+            raise ParameterError("stratified samples need rows in row-id ranges; rows known by "
+                                 "a key column cannot be stratified")
+        if rows.size and (int(rows.min()) < 0 or int(rows.max()) >= self.n_rows):
+            raise ParameterError(f"exact sizes need the row ids 0..{self.n_rows - 1} as keys; "
+                                 f"got key position {int(rows.max())}")
+        return self.tree.labels_at(rows)
+
+
 def balanced_sizes(rows, k):
     """Sizes of k folds of *rows* that differ by at most one, the larger
     ones first (as scikit-learn's KFold)."""

@@ -16,14 +16,18 @@ per block at O(rows + log m):
 
 * nodes above the *chunk level* (the first depth at which no node has more
   than ``CHUNK_ROWS`` rows) each draw their binomial (numpy's legacy,
-  frozen algorithm) from draws keyed by (BOOTSTRAP_NODE, sample, depth,
-  node index); these few draws are memoized;
+  frozen algorithm) from draws keyed by (BOOTSTRAP_NODE, sample, part << 6
+  | depth, node index); these few draws are memoized;
 * below that level the tree is not split further: a chunk node with count T
   draws its conditional multinomial directly, as T independent uniform picks
   among its rows (the paper's "temporary multinomial" for the rows of a
   block; :meth:`udfs.rng.Draws.integers`), followed by one raw 64-bit word per
   occurrence as its relative position, all from draws keyed by
-  (BOOTSTRAP_CHUNK, sample, chunk index).  A block
+  (BOOTSTRAP_CHUNK, sample, part, chunk index).
+
+*part* (0 unless stratified) separates the trees of one sample: a
+stratified bootstrap draws each class's share from its own tree over the
+class's rows.  A block
   that covers part of a chunk computes the whole chunk (at most
   ``CHUNK_ROWS`` rows) and keeps its share; chunks are memoized so a task
   walking consecutive blocks draws each chunk once.
@@ -56,11 +60,12 @@ class _Chunk:
 class MultinomialTree:
     """Occurrence counts of one bootstrap sample, for any range of rows."""
 
-    def __init__(self, rng, n_rows, total, sample, cache_chunks=8):
+    def __init__(self, rng, n_rows, total, sample, part=0, cache_chunks=8):
         self.rng = rng
         self.n_rows = int(n_rows)
         self.total = int(total)
         self.sample = int(sample)
+        self.part = int(part)
         self.depth = chunk_depth(self.n_rows)
         self._node_counts = {}              # (depth, index) -> count
         self._chunks = OrderedDict()        # chunk index -> _Chunk
@@ -74,7 +79,8 @@ class MultinomialTree:
             if count == 0:
                 left = 0
             else:
-                draws = self.rng.keyed(stream(Purpose.BOOTSTRAP_NODE, self.sample, depth), index)
+                draws = self.rng.keyed(stream(Purpose.BOOTSTRAP_NODE, self.sample,
+                                              self.part << 6 | depth), index)
                 left = int(draws.binomial(count, (size // 2) / size))
             self._node_counts[key] = left
         return left
@@ -95,7 +101,7 @@ class MultinomialTree:
         if chunk is not None:
             self._chunks.move_to_end(index)
             return chunk
-        draws = self.rng.keyed(stream(Purpose.BOOTSTRAP_CHUNK, self.sample), index)
+        draws = self.rng.keyed(stream(Purpose.BOOTSTRAP_CHUNK, self.sample, self.part), index)
         picks = draws.integers(0, size, count)
         rows = np.repeat(np.arange(lo, lo + size, dtype=np.int64),
                          np.bincount(picks, minlength=size))

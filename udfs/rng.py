@@ -698,6 +698,11 @@ def _runs(positions, length):
 class _LaneViews:
     """``lane`` and ``uniform`` on top of a class's ``block``."""
 
+    def keyed_rows(self, start, stop):
+        """The row ids that positions ``[start, stop)`` of this view stand
+        for (int64), or None when they stand for themselves."""
+        return None
+
     def lane(self, stream_id, start, stop, lane=0):
         """One lane of the blocks for ``[start, stop)``: uint64 array (n,)."""
         return np.ascontiguousarray(self.block(stream_id, start, stop)[:, lane])
@@ -863,6 +868,9 @@ class KeyedRNG(_LaneViews):
     @property
     def key(self):
         return self.rng.key
+
+    def keyed_rows(self, start, stop):
+        return self.positions[start:stop].astype(np.int64, copy=False)
 
     def block(self, stream_id, start, stop):
         """Lane blocks for the positions ``positions[start:stop]``: uint64

@@ -151,6 +151,7 @@ def tagged_frame(df, udf, seed, key, params=None, n_rows=KEY_SPACE - 1):
 
     seed = check_seed(seed)
     params = dict(params or {})
+    keys.check_unstratified(params, "a DataFrame")
     udf_obj = load_udf(udf, n_rows, params)
     position = _key_position(df, key)
     ship(df, udf)

@@ -1,0 +1,139 @@
+"""The classes of a matrix's rows, as files the tasks read range by range.
+
+A stratified run needs every row's class in every task, whatever column
+block the task holds (:mod:`samplegen.udfs.strata`).  The driver gets them
+once -- recorded at import for the matrix's label column, or by a pre-pass
+over the label column's blocks -- and writes them as two files next to the
+run's output:
+
+* ``<base>.json``: ``{"format": "samplegen-strata/1", "label": name,
+  "classes": [values], "counts": [rows per class], "table": [[running
+  counts every TABLE_ROWS rows]]}``;
+* ``<base>.codes``: one little-endian uint16 class code per row, in row
+  order, of which a task reads only its rows' bytes.
+
+``samplegen import --label NAME`` records them in the matrix directory
+(``_label.json``, ``_label.codes``), so a run stratified by the recorded
+label reads no block before it starts.
+"""
+import numpy as np
+
+from samplegen.udfs.errors import InputError, ParameterError
+from samplegen.udfs.strata import Strata
+
+from . import fs as fsmod
+from .store import read_json, to_json
+
+FORMAT = "samplegen-strata/1"
+#: base name of the label's classes recorded in a matrix directory
+RECORDED = "_label"
+#: base name of a run's classes, in its staging directory while it runs
+RUN = "_strata"
+_CODE = np.dtype("<u2")
+
+
+def label_column(meta, label):
+    """The column index of *label* in a matrix with metadata *meta*: a
+    column name, or a column number ``0..cols-1``."""
+    columns = meta.get("columns") or []
+    if label in columns:
+        return columns.index(label)
+    try:
+        index = int(label)
+    except ValueError:
+        named = f"; its columns are {', '.join(columns[:8])}{', ...' if len(columns) > 8 else ''}" \
+            if columns else " (it has no column names: give a column number)"
+        raise ParameterError(f"the matrix has no column {label!r}{named}") from None
+    if not 0 <= index < meta["cols"]:
+        raise ParameterError(f"column {index} is outside the matrix's {meta['cols']} columns")
+    return index
+
+
+def strata_of_values(values, label):
+    """:class:`Strata` of a label column's *values* (one per row), refusing
+    what cannot be classes."""
+    values = np.asarray(values)
+    if values.dtype.kind == "f" and np.isnan(values).any():
+        row = int(np.flatnonzero(np.isnan(values))[0])
+        raise InputError(f"label {label!r} is NaN at row {row}: every row needs a class")
+    strata = Strata.of(values)
+    if len(strata.classes) > max(1, values.size // 2):
+        raise ParameterError(f"label {label!r} has {len(strata.classes)} distinct values in "
+                             f"{values.size} rows: stratification needs class labels, not a "
+                             "continuous column")
+    return strata
+
+
+def read_label(matrix, column, progress=None):
+    """The values of *column* of *matrix*, read block by block (the
+    pre-pass: only the blocks of the column's column block)."""
+    B = matrix.block_size
+    v, j = divmod(column, B)
+    out = np.empty(matrix.rows)
+    for h in range(-(-matrix.rows // B)):
+        block = matrix.read_block(h, v)
+        out[h * B:h * B + block.rows] = block.to_dense()[:, j]
+        if progress is not None:
+            progress.update(1)
+    return out
+
+
+def write_strata(base, strata, label):
+    """Write *strata* (of label *label*) as the files ``<base>.json`` and
+    ``<base>.codes``; returns *base*."""
+    fs = fsmod.get_fs(base)
+    codes = strata.codes(0, strata.n_rows).astype(_CODE)
+    fs.write_bytes(base + ".codes", codes.tobytes())
+    fs.write_bytes(base + ".json", to_json({
+        "format": FORMAT, "label": label, "classes": strata.classes,
+        "counts": strata.counts.tolist(), "table": strata.table.tolist()}))
+    return base
+
+
+def open_strata(base):
+    """The :class:`Strata` that :func:`write_strata` wrote at *base*, reading
+    the codes of a range when asked."""
+    doc = read_json(base + ".json", "label classes")
+    if doc.get("format") != FORMAT:
+        raise InputError(f"{base}.json is not a {FORMAT} file")
+    fs = fsmod.get_fs(base)
+    codes_uri = base + ".codes"
+
+    def read(start, stop):
+        if stop <= start:
+            return np.empty(0, _CODE)
+        data = fs.read_range(codes_uri, start * _CODE.itemsize, (stop - start) * _CODE.itemsize)
+        if len(data) != (stop - start) * _CODE.itemsize:
+            raise InputError(f"{codes_uri} is truncated")
+        return np.frombuffer(data, _CODE)
+
+    return Strata(doc["classes"], doc["counts"], doc["table"], read)
+
+
+def recorded(matrix, column):
+    """The base of the classes recorded at import for *column* of
+    *matrix*, or None."""
+    label = matrix.meta.get("label")
+    if label is None or label_column(matrix.meta, label) != column:
+        return None
+    base = fsmod.join(matrix.uri, RECORDED)
+    return base if matrix.fs.exists(base + ".json") else None
+
+
+def strata_for(matrix, label, progress=None):
+    """``(strata, base)``: the classes of *matrix*'s rows by *label* (a
+    column name or number), recorded at import (*base* their files), or
+    read by a pre-pass over the column (*base* None: not written yet)."""
+    column = label_column(matrix.meta, label)
+    base = recorded(matrix, column)
+    if base is not None:
+        return open_strata(base), base
+    return strata_of_values(read_label(matrix, column, progress), label), None
+
+
+def remove_strata(base):
+    """Remove the files :func:`write_strata` wrote at *base*."""
+    fs = fsmod.get_fs(base)
+    for suffix in (".json", ".codes"):
+        if fs.exists(base + suffix):
+            fs.rmtree(base + suffix)
