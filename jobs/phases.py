@@ -34,6 +34,7 @@ from collections import Counter
 import numpy as np
 
 from samplegen.udfs.errors import EngineError
+from samplegen.udfs.rng import word_order
 
 from .blocks import DENSE, EncodedBlock
 from .store import block_list, write_group
@@ -157,16 +158,10 @@ def merge_order(chunks):
 
 
 def relpos_order(relpos, row_ids):
-    """The permutation into ``(relative position, row id)`` order.  Relative
-    positions are random 64-bit words, so they almost never tie: one
-    unstable sort of them (about 9x faster than the two-key stable sort) is
-    the answer whenever no two are equal, since distinct keys have one
-    sorted order; a tie falls back to the two-key sort."""
-    order = np.argsort(relpos)
-    ordered = relpos[order]
-    if np.any(ordered[1:] == ordered[:-1]):
-        return np.lexsort((row_ids, relpos))
-    return order
+    """The permutation into ``(relative position, row id)`` order: one sort
+    of the random relative positions, row ids only on a tie
+    (:func:`udfs.rng.word_order`)."""
+    return word_order(relpos, row_ids)
 
 
 # ---------------------------------------------------------------------------

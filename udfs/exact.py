@@ -29,7 +29,7 @@ from collections import OrderedDict
 import numpy as np
 
 from .errors import ParameterError
-from .rng import Purpose, stream
+from .rng import Purpose, stream, word_order
 from .splittree import SortedIds, overlapping, walk
 
 
@@ -70,7 +70,7 @@ class LabelTree:
             return labels
         draws = self.rng.keyed(stream(Purpose.EXACT_CHUNK, self.labelling, self.part), index)
         labels = np.empty(size, np.int64)
-        labels[np.argsort(draws.raw(size), kind="stable")] = np.repeat(
+        labels[word_order(draws.raw(size))] = np.repeat(
             np.arange(counts.size, dtype=np.int64), counts)
         self._chunks[index] = labels
         if len(self._chunks) > self._cache_chunks:
