@@ -85,7 +85,7 @@ class Strata:
         order) and *rank* the rank of the first of them in its class."""
         codes = self.codes(start, stop)
         before = self.before(start)
-        order = np.argsort(codes, kind="stable")
+        order = np.argsort(codes.astype(np.uint16), kind="stable")   # a radix sort
         bounds = np.concatenate([[0], np.cumsum(np.bincount(codes, minlength=len(self.classes)))])
         for c in np.flatnonzero(np.diff(bounds)):
             yield int(c), order[bounds[c]:bounds[c + 1]], int(before[c])
