@@ -392,20 +392,20 @@ def import_file(src, dest, block_size, kind="dense", columns=None, overwrite=Fal
             raise
         meta = writer.close()
         if labels:
-            _record_label(staging, label, np.concatenate(labels), log)
+            _record_label(staging, label, np.concatenate(labels))
     log(f"imported {meta['rows']} x {meta['cols']} ({kind}, block size {block_size}) "
         f"into {dest}")
     return meta
 
 
-def _record_label(root, label, values, log):
+def _record_label(root, label, values):
     """Record the classes of an imported label column in matrix *root*
-    (:mod:`jobs.strata`), when they are classes (a continuous label is
-    only a column: a stratified run would refuse it)."""
+    (:mod:`jobs.strata`), when they are classes (a continuous label, or
+    one with a missing value, is only a column: a run stratified by it is
+    refused, naming why)."""
     try:
         strata = strata_of_values(values, label)
-    except SamplegenError as exc:
-        log(f"label {label!r} recorded without classes: {exc}")
+    except SamplegenError:
         return
     write_strata(fsmod.join(root, STRATA_RECORDED), strata, label)
 

@@ -53,9 +53,10 @@ def strata_of_values(values, label):
     """:class:`Strata` of a label column's *values* (one per row), refusing
     what cannot be classes."""
     values = np.asarray(values)
-    if values.dtype.kind == "f" and np.isnan(values).any():
-        row = int(np.flatnonzero(np.isnan(values))[0])
-        raise InputError(f"label {label!r} is NaN at row {row}: every row needs a class")
+    if values.dtype.kind == "f" and not np.isfinite(values).all():
+        row = int(np.flatnonzero(~np.isfinite(values))[0])
+        raise InputError(f"label {label!r} is {values[row]} at row {row}: every row needs a "
+                         "class (a finite value)")
     strata = Strata.of(values)
     if len(strata.classes) > max(1, values.size // 2):
         raise ParameterError(f"label {label!r} has {len(strata.classes)} distinct values in "

@@ -328,6 +328,9 @@ def test_the_command_line_stratifies_and_refuses_what_it_cannot(tmp_path, capsys
         assert code == 2 and out == "" and len(err.strip().splitlines()) == 1, err
         assert re.search(message, err), err
         assert not dest.exists()
-    with pytest.raises(InputError, match="is NaN at row 2"):
+    with pytest.raises(InputError, match="is inf at row 1: every row needs a class"):
+        from samplegen.jobs.strata import strata_of_values
+        strata_of_values(np.array([1.0, np.inf, np.nan]), "y")
+    with pytest.raises(InputError, match="is nan at row 2"):
         from samplegen.jobs.strata import strata_of_values
         strata_of_values(np.array([1.0, 2.0, np.nan]), "y")
