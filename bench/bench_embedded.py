@@ -52,9 +52,9 @@ from samplegen.jobs import driver, engines  # noqa: E402
 from samplegen.jobs.store import Matrix  # noqa: E402
 
 SEED = 7
-CASES = [("holdout", "10 hold-out pairs", "holdout", {"ratio": 0.8, "repeats": 10}),
-         ("kfold", "k = 10, fold mode", "kfold", {"k": 10}),
-         ("kfold-naive", "k = 10, naive", "kfold", {"k": 10, "naive": True}),
+CASES = [("holdout", "10 hold-out pairs", "holdout", {"ratio": 0.8, "repeats": 10, "exact": False}),
+         ("kfold", "k = 10, fold mode", "kfold", {"k": 10, "balanced": False}),
+         ("kfold-naive", "k = 10, naive", "kfold", {"k": 10, "naive": True, "balanced": False}),
          ("bootstrap", "20 bootstrap samples", "bootstrap", {"samples": 20})]
 PEERS = {"holdout": ("holdout", numpy_holdout, sklearn_holdout),
          "kfold": ("kfold", numpy_kfold, sklearn_kfold),

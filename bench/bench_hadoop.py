@@ -161,9 +161,10 @@ def main():
     if "main" in only:
         rows = []
         for label, command, params, copies in [
-                ("hold-out, 10 pairs", "holdout", ["--ratio", 0.8, "--repeats", 10], 10),
-                ("k-fold, k=10, fold mode", "kfold", ["--k", 10], 1),
-                ("k-fold, k=10, naive", "kfold", ["--k", 10, "--naive"], 10),
+                ("hold-out, 10 pairs", "holdout",
+                 ["--ratio", 0.8, "--repeats", 10, "--per-row"], 10),
+                ("k-fold, k=10, fold mode", "kfold", ["--k", 10, "--per-row"], 1),
+                ("k-fold, k=10, naive", "kfold", ["--k", 10, "--naive", "--per-row"], 10),
                 ("bootstrap, 20 samples", "bootstrap", ["--samples", 20], 20)]:
             ours, identity, floor = [], [], []
             for _ in range(args.repeats):     # interleaved: drift hits all three alike
@@ -183,7 +184,7 @@ def main():
         for n in map(int, args.fig10_samples.split(",")):
             for label, command, params in (
                     ("holdout", "holdout", ["--ratio", 0.5, "--repeats", n // 2,
-                                            "--fraction", 0.1]),
+                                            "--fraction", 0.1, "--per-row"]),
                     ("bootstrap", "bootstrap", ["--samples", n, "--size", args.rows // 20])):
                 seconds, nbytes = run_sampling(src, out, command, params, conf)
                 cases.append({"method": label, "samples": n, "seconds": seconds,
@@ -196,7 +197,8 @@ def main():
             runs = {"fold": [], "naive": []}
             for _ in range(args.repeats):     # interleaved: drift hits both alike
                 for mode, extra in (("fold", []), ("naive", ["--naive"])):
-                    seconds, nbytes = run_sampling(src, out, "kfold", ["--k", k, *extra], conf)
+                    seconds, nbytes = run_sampling(src, out, "kfold",
+                                                   ["--k", k, "--per-row", *extra], conf)
                     runs[mode].append((seconds, nbytes))
             for mode, done in runs.items():
                 nbytes = done[-1][1]

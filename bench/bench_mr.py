@@ -164,9 +164,9 @@ def io_floor(src, out_bytes, workdir):
 
 
 def end_to_end(src, workdir, runner, repeats, input_bytes):
-    cases = [("hold-out, 10 pairs", "holdout", {"ratio": 0.8, "repeats": 10}, 10),
-             ("k-fold, k=10, fold mode", "kfold", {"k": 10}, 1),
-             ("k-fold, k=10, naive", "kfold", {"k": 10, "naive": True}, 10),
+    cases = [("hold-out, 10 pairs", "holdout", {"ratio": 0.8, "repeats": 10, "exact": False}, 10),
+             ("k-fold, k=10, fold mode", "kfold", {"k": 10, "balanced": False}, 1),
+             ("k-fold, k=10, naive", "kfold", {"k": 10, "naive": True, "balanced": False}, 10),
              ("bootstrap, 20 samples", "bootstrap", {"samples": 20}, 20)]
     rows = []
     for label, udf, params, copies in cases:

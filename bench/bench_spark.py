@@ -271,7 +271,7 @@ def warm_up(sc, spark, args):
     """One untimed run of each kind first: JIT, Python workers, caches."""
     src = matrix_for(args.workdir, 2000, args.cols, args.block_size)
     out = os.path.join(args.workdir, "out")
-    ours(sc, src, out, "holdout", {"ratio": 0.8, "repeats": 2})
+    ours(sc, src, out, "holdout", {"ratio": 0.8, "repeats": 2, "exact": False})
     df_holdout(spark, parquet_for(src), "noop", out, 1)
 
 
@@ -285,10 +285,10 @@ def exp_peers(sc, spark, args, rows):
     t = Timer()
     poisson_sizes = []
     cases = [
-        ("holdout", "holdout", {"ratio": 0.8, "repeats": 10}),
+        ("holdout", "holdout", {"ratio": 0.8, "repeats": 10, "exact": False}),
         ("bootstrap", "bootstrap", {"samples": 20}),
-        ("kfold", "kfold", {"k": 10}),
-        ("kfold-naive", "kfold", {"k": 10, "naive": True}),
+        ("kfold", "kfold", {"k": 10, "balanced": False}),
+        ("kfold-naive", "kfold", {"k": 10, "naive": True, "balanced": False}),
     ]
     for rep in range(args.repeats):
         for label, udf, params in cases:
@@ -328,7 +328,8 @@ def exp_fig8(sc, args):
         for rows in args.fig8_sizes:
             src = matrix_for(args.workdir, rows, args.cols, args.block_size)
             for label, udf, params in (
-                    ("holdout", "holdout", {"ratio": 0.5, "repeats": 10, "fraction": 0.1}),
+                    ("holdout", "holdout",
+                     {"ratio": 0.5, "repeats": 10, "fraction": 0.1, "exact": False}),
                     ("bootstrap", "bootstrap", {"samples": 20, "size": rows // 20})):
                 seconds, nbytes, stats = ours(sc, src, out, udf, params)
                 t.add(f"{label}/{rows}", seconds, rows=rows, output_bytes=nbytes,
@@ -345,7 +346,8 @@ def exp_fig10(sc, args):
     for _rep in range(args.repeats):
         for n in args.fig10_samples:
             for label, udf, params in (
-                    ("holdout", "holdout", {"ratio": 0.5, "repeats": n // 2, "fraction": 0.1}),
+                    ("holdout", "holdout", {"ratio": 0.5, "repeats": n // 2, "fraction": 0.1,
+                                                "exact": False}),
                     ("bootstrap", "bootstrap", {"samples": n, "size": rows // 20})):
                 seconds, nbytes, _ = ours(sc, src, out, udf, params)
                 t.add(f"{label}/{n}", seconds, samples=n, output_bytes=nbytes)
@@ -362,7 +364,8 @@ def exp_fig11(sc, args):
     for _rep in range(args.repeats):
         for k in args.fig11_k:
             for label, naive in (("fold", False), ("naive", True)):
-                seconds, nbytes, _ = ours(sc, src, out, "kfold", {"k": k, "naive": naive})
+                seconds, nbytes, _ = ours(sc, src, out, "kfold",
+                                          {"k": k, "naive": naive, "balanced": False})
                 t.add(f"{label}/{k}", seconds, k=k, output_bytes=nbytes,
                       output_over_input=nbytes / input_bytes)
     return {"rows": rows, "input_bytes": input_bytes, "cases": t.rows()}
@@ -387,7 +390,8 @@ def exp_alternating(sc, args):
         return run_peer(fn, spark, parquet, sink, out, count)[0]
     for rep in range(args.repeats):
         for label, udf, params, fn, floor in (
-                ("holdout", "holdout", {"ratio": 0.8, "repeats": 10}, df_holdout, numpy_holdout),
+                ("holdout", "holdout", {"ratio": 0.8, "repeats": 10, "exact": False}, df_holdout,
+                 numpy_holdout),
                 ("bootstrap", "bootstrap", {"samples": 20}, df_bootstrap, numpy_bootstrap)):
             contenders = [(f"{label}/samplegen",
                            lambda udf=udf, params=params: ours(sc, src, out, udf, params)[0])]

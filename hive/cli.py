@@ -100,7 +100,8 @@ def add_commands(sub):
 
 def _method(args):
     if args.command in ("holdout", "kfold", "bootstrap"):
-        return args.command, method_params(args.command, args)
+        # keyed rows keep a coin per key unless asked: exact sizes need row-id keys
+        return args.command, method_params(args.command, args, keyed=bool(args.key))
     return args.udf, dict(parse_param(p) for p in args.param)
 
 

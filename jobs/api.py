@@ -300,7 +300,7 @@ def _samples(udf, inputs, seed, block_size=1000):
     return Samples(names, indices, data, y, groups, n)
 
 
-def holdout(X, ratio, seed, repeats=1, fraction=1.0, *, exact=False, stratify=None, y=None,
+def holdout(X, ratio, seed, repeats=1, fraction=1.0, *, exact=True, stratify=None, y=None,
             groups=None):
     """Hold-out pairs ``train-<w>`` / ``test-<w>`` (see :class:`udfs.HoldOut`;
     *exact*: exact sizes; *stratify*: True to keep the classes of *y* in
@@ -311,7 +311,7 @@ def holdout(X, ratio, seed, repeats=1, fraction=1.0, *, exact=False, stratify=No
                     seed)
 
 
-def kfold(X, k, seed, naive=False, block_size=1000, *, balanced=False, stratify=None, y=None,
+def kfold(X, k, seed, naive=False, block_size=1000, *, balanced=True, stratify=None, y=None,
           groups=None):
     """k folds ``test-<i>`` and training sets ``train-<i>`` (*balanced*: fold
     sizes within one of each other; *stratify*: as :func:`holdout`'s, each

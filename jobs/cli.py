@@ -202,10 +202,13 @@ def dispatch(args, log):
     elif cmd == "holdout":
         _run(args, "holdout", method_params("holdout", args), log)
     elif cmd == "kfold" and args.time_series:
-        for flag in ("naive", "balanced", "materialize"):
-            if getattr(args, flag):
+        for flag in ("naive", "balanced", "materialize", "stratify"):
+            if getattr(args, flag) not in (None, False):
                 raise ParameterError(f"--{flag} does not apply to --time-series folds (each "
                                      "training set is written as it is)")
+        if args.balanced is False:
+            raise ParameterError("--per-row does not apply to --time-series folds (they are "
+                                 "slices of the row order)")
         _run(args, "timeseries", {"k": args.k, "gap": args.gap, "test_size": args.test_size,
                                   "max_train_size": args.max_train_size}, log)
     elif cmd == "kfold":

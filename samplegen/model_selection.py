@@ -5,8 +5,8 @@ groups=None)`` yields ``(train indices, test indices)``, ``get_n_splits()``
 -- so it goes wherever scikit-learn takes ``cv=`` (``cross_val_score``,
 ``GridSearchCV``, ``cross_validate``).  The indices are exactly the rows the
 cluster jobs write for the same seed and parameters, in the order they write
-them: ``KFold(10, seed=7)`` on m rows is ``samplegen kfold --k 10 --balanced
---seed 7`` on a matrix of m rows, ``ShuffleSplit`` is ``holdout --exact``,
+them: ``KFold(10, seed=7)`` on m rows is ``samplegen kfold --k 10 --seed 7``
+on a matrix of m rows (balanced folds), ``ShuffleSplit`` is ``holdout`` (exact sizes),
 ``TimeSeriesSplit`` is ``kfold --time-series``, ``Bootstrap`` is ``bootstrap
 --oob``; ``StratifiedKFold`` and ``StratifiedShuffleSplit`` are ``kfold`` and
 ``holdout`` with ``--stratify`` by the label column holding y.

@@ -40,8 +40,8 @@ def _generate(src, dest, udf, params, runner="embedded", seed=11, **options):
 
 
 CASES = [
-    ("holdout", {"ratio": 0.6, "repeats": 3, "fraction": 0.9}),   # a series, part of the rows
-    ("kfold", {"k": 5}),                                            # fold mode: composed sets
+    ("holdout", {"ratio": 0.6, "repeats": 3, "fraction": 0.9, "exact": False}),  # coins
+    ("kfold", {"k": 5, "balanced": False}),                          # fold mode, coins
     ("kfold", {"k": 3, "naive": True}),
     ("holdout", {"ratio": 0.6, "repeats": 2, "fraction": 0.9, "exact": True}),  # exact sizes
     ("kfold", {"k": 4, "balanced": True}),

@@ -45,9 +45,10 @@ SEEDS = (7, 8)
 ROWS, COLS, BLOCK = 2000, 8, 100
 
 RUNS = {
-    "holdout": ("holdout", {"ratio": 0.7, "repeats": 2}),
-    "kfold": ("kfold", {"k": 5}),
-    "kfold-naive": ("kfold", {"k": 5, "naive": True}),
+    # the paper's coins (the defaults are exact sizes and balanced folds)
+    "holdout": ("holdout", {"ratio": 0.7, "repeats": 2, "exact": False}),
+    "kfold": ("kfold", {"k": 5, "balanced": False}),
+    "kfold-naive": ("kfold", {"k": 5, "naive": True, "balanced": False}),
     "bootstrap": ("bootstrap", {"samples": 3}),
     "udf": ("samplegen.udfs.examples:bernoulli", {"p": 0.3}),
     "holdout-exact": ("holdout", {"ratio": 0.7, "repeats": 2, "fraction": 0.9, "exact": True}),
@@ -170,11 +171,11 @@ def test_job_samples_are_pinned(matrices, seed):
 
 def _api(seed, name):
     if name == "holdout":
-        s = api.holdout(ROWS, ratio=0.7, repeats=2, seed=seed)
+        s = api.holdout(ROWS, ratio=0.7, repeats=2, seed=seed, exact=False)
     elif name == "kfold":
-        s = api.kfold(ROWS, 5, seed=seed, block_size=BLOCK)
+        s = api.kfold(ROWS, 5, seed=seed, block_size=BLOCK, balanced=False)
     elif name == "kfold-naive":
-        s = api.kfold(ROWS, 5, seed=seed, naive=True)
+        s = api.kfold(ROWS, 5, seed=seed, naive=True, balanced=False)
     elif name == "bootstrap":
         s = api.bootstrap(ROWS, 3, seed=seed)
     elif name == "holdout-exact":

@@ -53,9 +53,10 @@ def server_tables(url):
 
 CASES = [
     ("holdout single", "dense", "holdout", {"ratio": 0.75}, {}),
-    ("holdout series", "wide", "holdout", {"ratio": 0.6, "repeats": 3, "fraction": 0.9}, {}),
+    ("holdout series, coins", "wide", "holdout",
+     {"ratio": 0.6, "repeats": 3, "fraction": 0.9, "exact": False}, {}),
     ("kfold fold mode", "wide", "kfold", {"k": 5}, {}),
-    ("kfold naive", "dense", "kfold", {"k": 4, "naive": True}, {}),
+    ("kfold naive, coins", "dense", "kfold", {"k": 4, "naive": True, "balanced": False}, {}),
     ("exact sizes", "wide", "holdout", {"ratio": 0.6, "repeats": 2, "exact": True}, {}),
     ("balanced folds, out-of-bag", "dense", "kfold", {"k": 3, "balanced": True}, {}),
     ("bootstrap out-of-bag", "sparse", "bootstrap", {"samples": 2, "oob": True}, {}),

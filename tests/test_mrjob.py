@@ -132,8 +132,8 @@ class TestLocal(RunnerSuite):
 
 @pytest.mark.slow
 @pytest.mark.parametrize("udf,params,src", [
-    ("holdout", {"ratio": 0.6, "repeats": 3, "fraction": 0.9}, "wide"),
-    ("kfold", {"k": 5}, "sparse"),
+    ("holdout", {"ratio": 0.6, "repeats": 3, "fraction": 0.9, "exact": False}, "wide"),
+    ("kfold", {"k": 5, "balanced": False}, "sparse"),
     ("kfold", {"k": 4, "balanced": True}, "wide"),
     ("holdout", {"ratio": 0.7, "exact": True, "fraction": 0.8}, "dense"),
     ("bootstrap", {"samples": 4}, "dense")])

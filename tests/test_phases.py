@@ -87,7 +87,7 @@ def test_output_is_independent_of_bins_and_task_order(udf, kind):
 
 
 def test_rows_follow_relative_position_then_row_id():
-    plan = make_plan(HoldOut(500, 1.0), 3, meta(500, 3, 50), "unused")
+    plan = make_plan(HoldOut(500, 1.0, exact=False), 3, meta(500, 3, 50), "unused")
     _, blocks = input_blocks(500, 3, 50)
     out = simulate(plan, blocks)[(0, 0)]
     ids = np.concatenate([b.row_ids for _, b in out])
@@ -142,7 +142,8 @@ def test_plans_of_loaded_builtins_carry_every_parameter():
     from samplegen.udfs import load_udf
     plan = make_plan(load_udf("holdout", 10, {"ratio": 0.5}), 1, meta(10, 2, 5), "/out")
     assert plan.udf == "holdout"
-    assert plan.params == {"ratio": 0.5, "repeats": 1, "fraction": 1.0, "exact": False}
+    # every default filled in: exact sizes (the default) travel as a parameter
+    assert plan.params == {"ratio": 0.5, "repeats": 1, "fraction": 1.0, "exact": True}
     plan = make_plan(load_udf("samplegen.udfs.examples:bernoulli", 10, {"p": 0.2}), 1,
                      meta(10, 2, 5), "/o")
     assert plan.udf == "samplegen.udfs.examples:bernoulli" and plan.params == {"p": 0.2}

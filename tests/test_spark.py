@@ -52,8 +52,8 @@ LAYOUTS = [(1, 1, 16 << 20, "ids", "512m"), (3, 2, 4096, "rows", "512m"),
 
 
 @pytest.mark.parametrize("udf,params,src", [
-    ("holdout", {"ratio": 0.6, "repeats": 3, "fraction": 0.9}, "wide"),
-    ("kfold", {"k": 5}, "sparse"),
+    ("holdout", {"ratio": 0.6, "repeats": 3, "fraction": 0.9, "exact": False}, "wide"),
+    ("kfold", {"k": 5, "balanced": False}, "sparse"),
     ("kfold", {"k": 3, "naive": True}, "dense"),
     ("holdout", {"ratio": 0.7, "repeats": 2, "exact": True}, "sparse"),
     ("kfold", {"k": 4, "balanced": True}, "wide"),

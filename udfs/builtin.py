@@ -38,17 +38,18 @@ def _memo(table, key, make):
 
 class HoldOut(SamplingUDF):
     """Hold-out pairs: ``repeats`` independent (train, test) splits.
-
-    For repeat w, a row is in ``train-w`` with probability
-    ``fraction * ratio`` and in ``test-w`` with probability
-    ``fraction * (1 - ratio)``; otherwise (``fraction < 1``) in neither.
     Sample ids: ``train-w`` = 2w, ``test-w`` = 2w + 1.
-    Randomness: stream (HOLDOUT, w), lane 0 decides, lane 1 orders.
 
-    With ``exact=True`` the sizes are exact instead: ``round(fraction * m)``
-    rows kept, ``round(ratio * kept)`` of them in ``train-w``, the rest in
-    ``test-w``, every such split equally likely (:mod:`udfs.exact`, labelling
-    w); lane 1 still orders.  A split that leaves a side empty is refused.
+    Exact sizes (the default): ``round(fraction * m)`` rows kept,
+    ``round(ratio * kept)`` of them in ``train-w``, the rest in ``test-w``,
+    every such split equally likely (:mod:`udfs.exact`, labelling w); lane 1
+    of stream (HOLDOUT, w) orders.  A split that leaves a side empty is
+    refused.
+
+    With ``exact=False``, the paper's coins: for repeat w a row is in
+    ``train-w`` with probability ``fraction * ratio`` and in ``test-w`` with
+    probability ``fraction * (1 - ratio)``; otherwise (``fraction < 1``) in
+    neither.  Randomness: stream (HOLDOUT, w), lane 0 decides, lane 1 orders.
 
     With ``stratify`` (the label's name; *strata* its classes) the sizes are
     exact and shared out over the classes in proportion: each class's
@@ -59,7 +60,7 @@ class HoldOut(SamplingUDF):
 
     name = "holdout"
 
-    def __init__(self, n_rows, ratio, repeats=1, fraction=1.0, exact=False, stratify=None,
+    def __init__(self, n_rows, ratio, repeats=1, fraction=1.0, exact=True, stratify=None,
                  strata=None):
         super().__init__(n_rows)
         self.ratio = check_fraction("ratio", ratio)
@@ -144,17 +145,19 @@ def fold_of(rng, start, stop, k):
 class KFold(SamplingUDF):
     """k-fold cross-validation.
 
-    Every row goes to fold ``floor(u * k)`` for a uniform u from stream
-    (FOLD, 0), lane 0; lane 1 is its relative position.  In fold mode (the
-    default) the UDF emits each row once, into ``test-f`` (sample id f), and
-    the engine composes each ``train-i`` from the other folds (dynamic sample
-    matrix composition).  With ``naive=True`` it emits the row into ``test-f``
-    (id 2f + 1) and into every ``train-j``, j != f (id 2j): the same rows per
-    round as fold mode, materialized k times.
+    Balanced folds (the default): the fold sizes differ by at most one (the
+    first ``m % k`` folds one row larger, as scikit-learn's), every such
+    partition equally likely (:mod:`udfs.exact`, labelling 0).  With
+    ``balanced=False``, the paper's folds: every row goes to fold ``floor(u
+    * k)`` for a uniform u from stream (FOLD, 0), lane 0.  Either way lane 1
+    of that stream is the row's relative position.
 
-    With ``balanced=True`` the fold sizes differ by at most one (the first
-    ``m % k`` folds one row larger, as scikit-learn's), every such partition
-    equally likely (:mod:`udfs.exact`, labelling 0); lane 1 still orders.
+    In fold mode (the default) the UDF emits each row once, into ``test-f``
+    (sample id f), and the engine composes each ``train-i`` from the other
+    folds (dynamic sample matrix composition).  With ``naive=True`` it emits
+    the row into ``test-f`` (id 2f + 1) and into every ``train-j``, j != f
+    (id 2j): the same rows per round as fold mode, materialized k times.
+
     With ``stratify`` (the label's name; *strata* its classes) the folds are
     balanced and every class within one row of ``n_c / k`` in each fold
     (:func:`udfs.strata.round_robin`); a class with fewer than k rows is
@@ -163,7 +166,7 @@ class KFold(SamplingUDF):
 
     name = "kfold"
 
-    def __init__(self, n_rows, k, naive=False, balanced=False, stratify=None, strata=None):
+    def __init__(self, n_rows, k, naive=False, balanced=True, stratify=None, strata=None):
         super().__init__(n_rows)
         self.k = check_int("k", k, lo=2)
         if self.k > self.n_rows:

@@ -169,5 +169,6 @@ def holdout_counts(rows, ratio, fraction=1.0):
         side = "training" if train == 0 else "test"
         raise ParameterError(f"an exact hold-out of {rows} rows at ratio {ratio}"
                              f"{f' and fraction {fraction}' if fraction < 1 else ''} leaves the "
-                             f"{side} set empty")
+                             f"{side} set empty (a coin per row allows it: --per-row, "
+                             "exact=False)")
     return [train, test] + ([rows - kept] if kept < rows else [])

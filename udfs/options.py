@@ -1,6 +1,13 @@
 """The built-in sampling methods' command-line options, one home for every
 command set that runs them (``samplegen holdout ...``, ``samplegen hive
-holdout ...``): the options on a parser, and the UDF parameters they make."""
+holdout ...``): the options on a parser, and the UDF parameters they make.
+
+Exact sizes (hold-out) and balanced folds (k-fold) are the default, as
+scikit-learn users expect; ``--per-row`` gives the paper's independent coin
+per row.  Rows known by a key column (Hive row tables) keep the coins by
+default: their exact sizes need the keys to be the row ids.
+"""
+
 
 def _stratify(what):
     return ("--stratify", dict(default=None, metavar="LABEL",
@@ -8,26 +15,37 @@ def _stratify(what):
                                     "implies exact sizes)"))
 
 
-#: per built-in method: (flags, add_argument keywords), in the order of --help
+def _exact_or_coins(dest, flag, exact_help, coins_help):
+    """``flag`` and ``--per-row``: one choice, *dest* None when neither is
+    given (the caller's default: :func:`method_params`)."""
+    return [(flag, dict(dest=dest, action="store_const", const=True, default=None,
+                        help=exact_help + " (the default)")),
+            ("--per-row", dict(dest=dest, action="store_const", const=False,
+                               help=coins_help + ", as in the paper"))]
+
+
+#: per built-in method: (flags, add_argument keywords), in the order of
+#: --help; a list of them is one choice (a mutually exclusive group)
 OPTIONS = {
     "holdout": [
         ("--ratio", dict(type=float, required=True, help="training share, in (0, 1]")),
         ("--repeats", dict(type=int, default=1, help="number of pairs W (default 1)")),
         ("--fraction", dict(type=float, default=1.0,
                             help="use only this share of the rows, in (0, 1] (default 1)")),
-        ("--exact", dict(action="store_true",
-                         help="exact sizes: round(ratio x rows) training rows, the rest test, "
-                              "every such split equally likely (default: an independent coin "
-                              "per row)")),
+        _exact_or_coins("exact", "--exact",
+                        "exact sizes: round(ratio x rows) training rows, the rest test, every "
+                        "such split equally likely",
+                        "an independent coin per row: sizes binomial"),
         _stratify("each side holds every class of column LABEL in proportion"),
     ],
     "kfold": [
         ("--k", dict(type=int, required=True, help="number of folds (2 <= k <= rows)")),
         ("--naive", dict(action="store_true",
                          help="materialize all k training sets instead of composing them")),
-        ("--balanced", dict(action="store_true",
-                            help="fold sizes that differ by at most one, every such partition "
-                                 "equally likely (default: an independent fold per row)")),
+        _exact_or_coins("balanced", "--balanced",
+                        "fold sizes that differ by at most one, every such partition equally "
+                        "likely",
+                        "an independent fold per row: sizes multinomial"),
         _stratify("every fold holds every class of column LABEL in proportion"),
     ],
     "bootstrap": [
@@ -39,16 +57,31 @@ OPTIONS = {
     ],
 }
 
+#: the parameters whose default is the caller's (exact unless rows are keyed)
+_CHOSEN = ("exact", "balanced")
+
 
 def add_method_options(parser, method, skip=()):
     """The options of built-in *method* on *parser*, but the flags *skip*."""
-    for flag, keywords in OPTIONS[method]:
-        if flag not in skip:
-            parser.add_argument(flag, **keywords)
+    for entry in OPTIONS[method]:
+        if isinstance(entry, list):
+            group = parser.add_mutually_exclusive_group()
+            for flag, keywords in entry:
+                group.add_argument(flag, **keywords)
+        elif entry[0] not in skip:
+            parser.add_argument(entry[0], **entry[1])
 
 
-def method_params(method, args):
+def method_params(method, args, keyed=False):
     """The UDF parameters of built-in *method* from parsed *args* (the
-    options :func:`add_method_options` put on their parser)."""
-    names = (flag[2:].replace("-", "_") for flag, _ in OPTIONS[method])
-    return {name: getattr(args, name) for name in names if hasattr(args, name)}
+    options :func:`add_method_options` put on their parser); exact sizes
+    and balanced folds unless asked otherwise, or for rows known by a key
+    column (*keyed*) unless asked for."""
+    params = {}
+    for entry in OPTIONS[method]:
+        for flag, keywords in (entry if isinstance(entry, list) else [entry]):
+            name = keywords.get("dest", flag[2:].replace("-", "_"))
+            if hasattr(args, name) and name not in params:
+                value = getattr(args, name)
+                params[name] = (not keyed) if value is None and name in _CHOSEN else value
+    return params
