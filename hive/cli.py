@@ -32,7 +32,7 @@ from samplegen.udfs.options import add_method_options, method_params
 from . import rowtables, tables
 
 #: options of the built-in methods that the Hive scripts do not take
-NOT_ON_HIVE = ("--stratify",)
+NOT_ON_HIVE = ("--stratify", "--groups")
 
 
 def _hive_url(p):

@@ -55,9 +55,11 @@ DEFAULT_FILES = os.path.join("~", ".cache", "samplegen", "hive")
 def script_for(plan):
     """``(script name, method variables)`` for a plan."""
     p = plan.params
-    if p.get("stratify") is not None:
-        raise ParameterError("stratified samples run on the embedded, MapReduce and Spark "
-                             "runners; the Hive scripts do not take --stratify")
+    for param in ("stratify", "groups"):
+        if p.get(param) is not None:
+            raise ParameterError(f"{'stratified' if param == 'stratify' else 'grouped'} samples "
+                                 f"run on the embedded, MapReduce and Spark runners; the Hive "
+                                 f"scripts do not take --{param}")
     if plan.udf == "holdout":
         return "holdout", {"ratio": float(p["ratio"]), "repeats": int(p["repeats"]),
                            "fraction": float(p["fraction"]), "exact": _flag(p, "exact")}

@@ -267,14 +267,24 @@ def _sample_order(sample, relpos, ids, n_samples):
 def _strata(n, stratify, y):
     """``(label name, Strata)`` of the API's *stratify* argument: True
     (the labels *y*), labels of their own (one per row), or None."""
-    if stratify is None or stratify is False:
+    return _side(n, "stratify", stratify, "y", y, True)
+
+
+def _grouping(n, by_groups, groups):
+    """``(name, Strata)`` of the API's *by_groups* argument: True (the
+    *groups*), groups of their own (one per row), or None."""
+    return _side(n, "by_groups", by_groups, "groups", groups, False)
+
+
+def _side(n, arg, value, carried_arg, carried, ranked):
+    if value is None or value is False:
         return None, None
-    if stratify is True:
-        if y is None:
-            raise ParameterError("stratify=True stratifies by y: pass y, or the labels as "
-                                 "stratify=")
-        return "y", Strata.of(_labels(y))
-    return "labels", Strata.of(_labels(_aligned(n, "stratify", stratify)))
+    if value is True:
+        if carried is None:
+            raise ParameterError(f"{arg}=True uses {carried_arg}: pass {carried_arg}, or the "
+                                 f"values as {arg}=")
+        return carried_arg, Strata.of(_labels(carried), ranked)
+    return arg, Strata.of(_labels(_aligned(n, arg, value)), ranked)
 
 
 def _labels(data):
@@ -300,27 +310,32 @@ def _samples(udf, inputs, seed, block_size=1000):
     return Samples(names, indices, data, y, groups, n)
 
 
-def holdout(X, ratio, seed, repeats=1, fraction=1.0, *, exact=True, stratify=None, y=None,
-            groups=None):
+def holdout(X, ratio, seed, repeats=1, fraction=1.0, *, exact=True, stratify=None,
+            by_groups=None, y=None, groups=None):
     """Hold-out pairs ``train-<w>`` / ``test-<w>`` (see :class:`udfs.HoldOut`;
-    *exact*: exact sizes; *stratify*: True to keep the classes of *y* in
-    proportion on both sides, or labels of its own, one per row)."""
+    *exact*: exact sizes (the default), False: the paper's coin per row;
+    *stratify*: True to keep the classes of *y* in proportion on both sides,
+    or labels of its own, one per row; *by_groups*: True to keep each group
+    of *groups* on one side, or groups of its own)."""
     inputs = _inputs(X, y, groups)
-    name, strata = _strata(inputs[0], stratify, inputs[2])
-    return _samples(HoldOut(inputs[0], ratio, repeats, fraction, exact, name, strata), inputs,
-                    seed)
+    strata = _strata(inputs[0], stratify, inputs[2])
+    grouping = _grouping(inputs[0], by_groups, inputs[3])
+    return _samples(HoldOut(inputs[0], ratio, repeats, fraction, exact, *strata, *grouping),
+                    inputs, seed)
 
 
-def kfold(X, k, seed, naive=False, block_size=1000, *, balanced=True, stratify=None, y=None,
-          groups=None):
+def kfold(X, k, seed, naive=False, block_size=1000, *, balanced=True, stratify=None,
+          by_groups=None, y=None, groups=None):
     """k folds ``test-<i>`` and training sets ``train-<i>`` (*balanced*: fold
-    sizes within one of each other; *stratify*: as :func:`holdout`'s, each
-    fold holds each class in proportion).  In fold mode the
+    sizes within one of each other, the default; *stratify*, *by_groups*:
+    as :func:`holdout`'s, each fold holds each class in proportion, or whole
+    groups).  In fold mode the
     training sets' row order follows dynamic composition with *block_size*
     (use the block size of the matrix the job reads to match it exactly)."""
     inputs = _inputs(X, y, groups)
-    name, strata = _strata(inputs[0], stratify, inputs[2])
-    return _samples(KFold(inputs[0], k, naive, balanced, name, strata), inputs, seed,
+    strata = _strata(inputs[0], stratify, inputs[2])
+    grouping = _grouping(inputs[0], by_groups, inputs[3])
+    return _samples(KFold(inputs[0], k, naive, balanced, *strata, *grouping), inputs, seed,
                     block_size)
 
 
@@ -329,8 +344,8 @@ def bootstrap(X, samples, seed, size=None, *, oob=False, stratify=None, y=None, 
     and, with *oob*, each one's out-of-bag rows ``oob-<i>`` (*stratify*: as
     :func:`holdout`'s, each bag holds each class in proportion)."""
     inputs = _inputs(X, y, groups)
-    name, strata = _strata(inputs[0], stratify, inputs[2])
-    return _samples(Bootstrap(inputs[0], samples, size, oob, name, strata), inputs, seed)
+    return _samples(Bootstrap(inputs[0], samples, size, oob, *_strata(inputs[0], stratify,
+                                                                      inputs[2])), inputs, seed)
 
 
 def sample(X, udf, seed, block_size=1000, *, y=None, groups=None, **params):

@@ -53,9 +53,9 @@ from .store import (
     write_group,
     write_meta,
 )
+from .strata import GROUPS_RUN, remove_strata, strata_for, strata_of_values, write_strata
 from .strata import RECORDED as STRATA_RECORDED
 from .strata import RUN as STRATA_RUN
-from .strata import remove_strata, strata_for, strata_of_values, write_strata
 
 RUN_FORMAT = "samplegen-run/1"
 
@@ -101,16 +101,21 @@ def generate(src, dest, udf_spec, params, seed, runner="embedded", overwrite=Fal
         raise InputError(f"{src} is a composed view; export it and import the result to "
                          "sample from it")
     started = time.time()
-    strata, strata_base = _strata(matrix, udf_spec, params, log)
-    udf = load_udf(udf_spec, matrix.rows, params, strata)
+    sides = {field: _side(matrix, udf_spec, params, param, ranked, log)
+             for field, param, ranked, _ in SIDES}
+    udf = load_udf(udf_spec, matrix.rows, params, *(sides[field][0] for field, *_ in SIDES))
     to_json(udf.params())  # a NaN parameter is refused before any work, not in the manifest
     check_run_limits(udf, matrix.meta, dest, runner)
     staged = StagedOutput(dest, overwrite, inputs=[src])
     with staged as staging:
         plan = make_plan(udf, seed, matrix.meta, staging, bin_budget)
-        if strata is not None:
-            plan.strata = strata_base or write_strata(fsmod.join(staging, STRATA_RUN), strata,
-                                                      params["stratify"])
+        written = []
+        for field, param, _, name in SIDES:
+            strata, base = sides[field]
+            if strata is not None and base is None:
+                base = write_strata(fsmod.join(staging, name), strata, params[param])
+                written.append(base)
+            setattr(plan, field, base)
         log(f"{udf.name}: {matrix.rows} x {matrix.cols} {matrix.kind} matrix, "
             f"{count_words(len(matrix.blocks()), 'block', 'blocks')} -> {dest} (runner {runner})",
             progress=True)
@@ -121,8 +126,8 @@ def generate(src, dest, udf_spec, params, seed, runner="embedded", overwrite=Fal
             summaries = engine(plan, inputs, runner, dict(options, scratch=staged.scratch,
                                                           on_progress=progress))
             progress.update(progress.total)
-        if strata is not None and strata_base is None:
-            remove_strata(plan.strata)
+        for base in written:
+            remove_strata(base)
         engine_info = {"runner": runner, **{k: v for k, v in options.items()
                                             if isinstance(v, (str, int, float, list))}}
         manifest = write_run(plan, matrix.meta, src, summaries, staging, engine_info, started)
@@ -136,20 +141,26 @@ def generate(src, dest, udf_spec, params, seed, runner="embedded", overwrite=Fal
     return manifest
 
 
-def _strata(matrix, udf_spec, params, log):
-    """``(strata, base)`` of a stratified run of a built-in UDF
-    (:func:`jobs.strata.strata_for`), or ``(None, None)``."""
-    label = params.get("stratify")
-    if label is None or ":" in udf_spec:
+#: (plan field, UDF parameter, ranked, file base in the staging directory) of
+#: the rows' classes (--stratify) and groups (--groups)
+SIDES = (("strata", "stratify", True, STRATA_RUN), ("grouping", "groups", False, GROUPS_RUN))
+
+
+def _side(matrix, udf_spec, params, param, ranked, log):
+    """``(strata, base)`` of a built-in UDF's *param* (``stratify``: the
+    classes of a label column; ``groups``: a group column), from
+    :func:`jobs.strata.strata_for`, or ``(None, None)`` without it."""
+    column = params.get(param)
+    if column is None or ":" in udf_spec:
         return None, None
-    if not isinstance(label, str):
-        raise ParameterError(f"stratify must name the label column, got {label!r}")
+    if not isinstance(column, str):
+        raise ParameterError(f"{param} must name a column, got {column!r}")
     blocks = -(-matrix.rows // matrix.block_size)
-    log(f"classes of label {label!r}", progress=True)
+    log(f"{'classes' if ranked else 'groups'} of column {column!r}", progress=True)
     make_progress = getattr(log, "progress", None)
-    with (make_progress(blocks, "label blocks", "label") if make_progress
+    with (make_progress(blocks, "column blocks", param) if make_progress
           else Progress(0, mode="off")) as progress:
-        return strata_for(matrix, label, progress)
+        return strata_for(matrix, column, progress, ranked)
 
 
 def write_run(plan, input_meta, src, summaries, root, engine_info, started=None):

@@ -81,12 +81,13 @@ def is_exact(udf, params):
 
 
 def check_unstratified(params, where):
-    """ParameterError when *params* ask to stratify rows known by a key
-    column (*where*): a class's rows are ranked by row id, which keyed rows
-    spread over partitions do not give."""
-    if params.get("stratify") is not None:
-        raise ParameterError(f"stratified samples need a matrix (samplegen import --label) or "
-                             f"the Python API; the keyed rows of {where} cannot be stratified")
+    """ParameterError when *params* ask to stratify or group rows known by a
+    key column (*where*): a class's rows are ranked by row id, and a group's
+    rows counted, which keyed rows spread over partitions do not give."""
+    for param, done in (("stratify", "stratified"), ("groups", "grouped")):
+        if params.get(param) is not None:
+            raise ParameterError(f"{done} samples need a matrix (samplegen import) or the "
+                                 f"Python API; the keyed rows of {where} cannot be {done}")
 
 
 def exact_rows(key, where, rows, row_ids, what="exact sizes"):

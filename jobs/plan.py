@@ -53,6 +53,7 @@ class Plan:
     default_bin_bits: int = 0
     bin_budget: int = DEFAULT_BIN_BUDGET   # bytes of shuffle records per bin (--bin-mib)
     strata: str = None            # base URI of the rows' classes (jobs.strata; stratified runs)
+    grouping: str = None          # base URI of the rows' groups (jobs.strata; grouped runs)
 
     def to_json(self):
         return dumps(asdict(self))
@@ -65,8 +66,9 @@ class Plan:
     def sampler(self):
         udf = getattr(self, "_udf_obj", None)
         if udf is None:
-            strata = open_strata(self.strata) if self.strata else None
-            udf = self._udf_obj = load_udf(self.udf, self.rows, self.params, strata)
+            strata, grouping = (open_strata(base) if base else None
+                                for base in (self.strata, self.grouping))
+            udf = self._udf_obj = load_udf(self.udf, self.rows, self.params, strata, grouping)
         return udf
 
     def rng(self):

@@ -7,10 +7,15 @@ over the label column's blocks -- and writes them as two files next to the
 run's output:
 
 * ``<base>.json``: ``{"format": "samplegen-strata/1", "label": name,
-  "classes": [values], "counts": [rows per class], "table": [[running
-  counts every TABLE_ROWS rows]]}``;
-* ``<base>.codes``: one little-endian uint16 class code per row, in row
-  order, of which a task reads only its rows' bytes.
+  "codes": "<u2", "classes": [values], "counts": [rows per class],
+  "table": [[running counts every TABLE_ROWS rows]]}``;
+* ``<base>.codes``: one little-endian class code per row (uint16, or uint32
+  for more than 65,536 groups: ``"codes"`` names the type), in row order, of
+  which a task reads only its rows' bytes.
+
+Groups (``--groups``) use the same files without the values and running
+counts (``"classes"`` and ``"table"`` null): a task needs only each row's
+group and the rows per group.
 
 ``samplegen import --label NAME`` records them in the matrix directory
 (``_label.json``, ``_label.codes``), so a run stratified by the recorded
@@ -19,7 +24,7 @@ label reads no block before it starts.
 import numpy as np
 
 from samplegen.udfs.errors import InputError, ParameterError
-from samplegen.udfs.strata import Strata
+from samplegen.udfs.strata import Strata, code_dtype
 
 from . import fs as fsmod
 from .store import read_json, to_json
@@ -27,9 +32,9 @@ from .store import read_json, to_json
 FORMAT = "samplegen-strata/1"
 #: base name of the label's classes recorded in a matrix directory
 RECORDED = "_label"
-#: base name of a run's classes, in its staging directory while it runs
+#: base names of a run's classes and groups, in its staging directory while it runs
 RUN = "_strata"
-_CODE = np.dtype("<u2")
+GROUPS_RUN = "_groups"
 
 
 def label_column(meta, label):
@@ -49,16 +54,17 @@ def label_column(meta, label):
     return index
 
 
-def strata_of_values(values, label):
+def strata_of_values(values, label, ranked=True):
     """:class:`Strata` of a label column's *values* (one per row), refusing
-    what cannot be classes."""
+    what cannot be classes; *ranked* False: groups (any number of them)."""
     values = np.asarray(values)
+    what = "label" if ranked else "group column"
     if values.dtype.kind == "f" and not np.isfinite(values).all():
         row = int(np.flatnonzero(~np.isfinite(values))[0])
-        raise InputError(f"label {label!r} is {values[row]} at row {row}: every row needs a "
-                         "class (a finite value)")
-    strata = Strata.of(values)
-    if len(strata.classes) > max(1, values.size // 2):
+        raise InputError(f"{what} {label!r} is {values[row]} at row {row}: every row needs a "
+                         f"{'class' if ranked else 'group'} (a finite value)")
+    strata = Strata.of(values, ranked)
+    if ranked and len(strata.classes) > max(1, values.size // 2):
         raise ParameterError(f"label {label!r} has {len(strata.classes)} distinct values in "
                              f"{values.size} rows: stratification needs class labels, not a "
                              "continuous column")
@@ -83,11 +89,14 @@ def write_strata(base, strata, label):
     """Write *strata* (of label *label*) as the files ``<base>.json`` and
     ``<base>.codes``; returns *base*."""
     fs = fsmod.get_fs(base)
-    codes = strata.codes(0, strata.n_rows).astype(_CODE)
+    dtype = code_dtype(strata.counts.size).newbyteorder("<")
+    codes = strata.codes(0, strata.n_rows).astype(dtype)
     fs.write_bytes(base + ".codes", codes.tobytes())
+    ranked = strata.ranked
     fs.write_bytes(base + ".json", to_json({
-        "format": FORMAT, "label": label, "classes": strata.classes,
-        "counts": strata.counts.tolist(), "table": strata.table.tolist()}))
+        "format": FORMAT, "label": label, "codes": dtype.str,
+        "classes": strata.classes if ranked else None, "counts": strata.counts.tolist(),
+        "table": strata.table.tolist() if ranked else None}))
     return base
 
 
@@ -99,14 +108,15 @@ def open_strata(base):
         raise InputError(f"{base}.json is not a {FORMAT} file")
     fs = fsmod.get_fs(base)
     codes_uri = base + ".codes"
+    dtype = np.dtype(doc.get("codes", "<u2"))
 
     def read(start, stop):
         if stop <= start:
-            return np.empty(0, _CODE)
-        data = fs.read_range(codes_uri, start * _CODE.itemsize, (stop - start) * _CODE.itemsize)
-        if len(data) != (stop - start) * _CODE.itemsize:
+            return np.empty(0, dtype)
+        data = fs.read_range(codes_uri, start * dtype.itemsize, (stop - start) * dtype.itemsize)
+        if len(data) != (stop - start) * dtype.itemsize:
             raise InputError(f"{codes_uri} is truncated")
-        return np.frombuffer(data, _CODE)
+        return np.frombuffer(data, dtype)
 
     return Strata(doc["classes"], doc["counts"], doc["table"], read)
 
@@ -121,15 +131,16 @@ def recorded(matrix, column):
     return base if matrix.fs.exists(base + ".json") else None
 
 
-def strata_for(matrix, label, progress=None):
+def strata_for(matrix, label, progress=None, ranked=True):
     """``(strata, base)``: the classes of *matrix*'s rows by *label* (a
     column name or number), recorded at import (*base* their files), or
-    read by a pre-pass over the column (*base* None: not written yet)."""
+    read by a pre-pass over the column (*base* None: not written yet).
+    *ranked* False: the column's groups, always by a pre-pass."""
     column = label_column(matrix.meta, label)
-    base = recorded(matrix, column)
+    base = recorded(matrix, column) if ranked else None
     if base is not None:
         return open_strata(base), base
-    return strata_of_values(read_label(matrix, column, progress), label), None
+    return strata_of_values(read_label(matrix, column, progress), label, ranked), None
 
 
 def remove_strata(base):

@@ -9,7 +9,9 @@ them: ``KFold(10, seed=7)`` on m rows is ``samplegen kfold --k 10 --seed 7``
 on a matrix of m rows (balanced folds), ``ShuffleSplit`` is ``holdout`` (exact sizes),
 ``TimeSeriesSplit`` is ``kfold --time-series``, ``Bootstrap`` is ``bootstrap
 --oob``; ``StratifiedKFold`` and ``StratifiedShuffleSplit`` are ``kfold`` and
-``holdout`` with ``--stratify`` by the label column holding y.
+``holdout`` with ``--stratify`` by the label column holding y, and
+``GroupKFold`` and ``GroupShuffleSplit`` with ``--groups`` by the column
+holding the groups.
 
 ``seed`` is the seed (0 <= seed < 2**64); ``random_state`` is accepted as its
 alias, an integer.  Without either, every ``split`` call draws a fresh seed,
@@ -30,8 +32,8 @@ from samplegen.jobs import api
 from samplegen.udfs.errors import ParameterError
 from samplegen.udfs.rng import check_seed, fresh_seed
 
-__all__ = ["Bootstrap", "KFold", "ShuffleSplit", "StratifiedKFold", "StratifiedShuffleSplit",
-           "TimeSeriesSplit", "train_test_split"]
+__all__ = ["Bootstrap", "GroupKFold", "GroupShuffleSplit", "KFold", "ShuffleSplit",
+           "StratifiedKFold", "StratifiedShuffleSplit", "TimeSeriesSplit", "train_test_split"]
 
 
 def _seed(seed, random_state):
@@ -99,14 +101,37 @@ class KFold(_Splitter):
             yield samples.indices(f"train-{i}"), samples.indices(f"test-{i}")
 
 
-def _labels_of(X, y, splitter):
-    """The labels *y* a stratified splitter needs, as many as X's rows."""
+def _labels_of(X, y, splitter, arg="y"):
+    """The labels *y* (or groups: *arg*) a splitter needs, as many as X's rows."""
     if y is None:
-        raise ParameterError(f"{splitter} splits by the classes of y: pass y to split()")
+        what = "the classes of y" if arg == "y" else "the groups"
+        raise ParameterError(f"{splitter} splits by {what}: pass {arg} to split()")
     n, m = _n_samples(X), _n_samples(y)
     if m != n:
-        raise ParameterError(f"y has {m} rows but X has {n}")
+        raise ParameterError(f"{arg} has {m} rows but X has {n}")
     return y
+
+
+class GroupKFold(_Splitter):
+    """k folds of whole groups: every row of a group in the same fold, the
+    groups taken in a random order and each given to the fold with the
+    fewest rows so far (scikit-learn's GroupKFold takes them by size, so
+    its folds do not change with the seed); no two folds differ by more
+    than the largest group.  Fewer groups than folds is refused."""
+
+    def __init__(self, n_splits=5, *, seed=None, random_state=None):
+        super().__init__(n_splits, seed, random_state)
+        if self.n_splits < 2:
+            raise ParameterError(f"n_splits must be >= 2, got {self.n_splits}")
+
+    def _params(self):
+        return {"n_splits": self.n_splits, "seed": self.seed}
+
+    def split(self, X, y=None, groups=None):
+        groups = _labels_of(X, groups, "GroupKFold", "groups")
+        samples = api.kfold(_n_samples(X), self.n_splits, self._split_seed(), by_groups=groups)
+        for i in range(self.n_splits):
+            yield samples.indices(f"train-{i}"), samples.indices(f"test-{i}")
 
 
 class StratifiedKFold(_Splitter):
@@ -203,6 +228,29 @@ class StratifiedShuffleSplit(ShuffleSplit):
         n = _n_samples(X)
         n_train, n_test = _sizes(n, self.test_size, self.train_size, 0.1)
         yield from _holdout(n, n_train, n_test, self.n_splits, self._split_seed(), y)
+
+
+class GroupShuffleSplit(ShuffleSplit):
+    """:class:`ShuffleSplit` of whole groups: *test_size* and *train_size*
+    count groups (a share or a number of them, test 20 % when neither is
+    given, as scikit-learn's GroupShuffleSplit); every split of that many
+    groups equally likely."""
+
+    def __init__(self, n_splits=5, *, test_size=None, train_size=None, seed=None,
+                 random_state=None):
+        super().__init__(n_splits, test_size=test_size, train_size=train_size, seed=seed,
+                         random_state=random_state)
+
+    def split(self, X, y=None, groups=None):
+        groups = _labels_of(X, groups, "GroupShuffleSplit", "groups")
+        n = _n_samples(X)
+        n_groups = np.unique(np.asarray(getattr(groups, "values", groups))).size
+        n_train, n_test = _sizes(n_groups, self.test_size, self.train_size, 0.2)
+        kept = n_train + n_test
+        samples = api.holdout(n, n_train / kept, self._split_seed(), repeats=self.n_splits,
+                              fraction=kept / n_groups, by_groups=groups)
+        for w in range(self.n_splits):
+            yield samples.indices(f"train-{w}"), samples.indices(f"test-{w}")
 
 
 class TimeSeriesSplit(_Splitter):

@@ -223,11 +223,12 @@ def test_hadoop_runner_matches_inline(hadoop, base, matrices, mrjob_conf, tmp_pa
         sample_digests(tmp_path / "inline")
 
 
-def test_stratified_runs_on_hadoop_read_the_classes_from_hdfs(hadoop, base, mrjob_conf,
-                                                             tmp_path):
-    """Classes recorded at import on HDFS (label y) and classes of a
-    pre-pass written next to the run on HDFS (column g): the tasks read
-    their rows' codes from HDFS; the same bytes as inline on a local copy."""
+def test_stratified_and_grouped_runs_on_hadoop_read_their_rows_codes_from_hdfs(
+        hadoop, base, mrjob_conf, tmp_path):
+    """Classes recorded at import on HDFS (label y), and classes and groups
+    of a pre-pass written next to the run on HDFS (columns g, y): the tasks
+    read their rows' codes from HDFS; the same bytes as inline on a local
+    copy."""
     rng = np.random.default_rng(4)
     rows = np.column_stack([rng.normal(size=(900, 3)), rng.integers(0, 3, 900),
                             rng.choice([0, 1], size=900, p=[0.8, 0.2])])
@@ -238,7 +239,8 @@ def test_stratified_runs_on_hadoop_read_the_classes_from_hdfs(hadoop, base, mrjo
         samplegen(hadoop, "import", csv, where, "--block-size", 100, "--label", "y")
     assert fs.get_fs(remote).exists(f"{remote}/_label.codes")
     for command, params in (("kfold", ["--k", 4, "--stratify", "y"]),
-                            ("bootstrap", ["--samples", 2, "--oob", "--stratify", "g"])):
+                            ("bootstrap", ["--samples", 2, "--oob", "--stratify", "g"]),
+                            ("holdout", ["--ratio", 0.5, "--groups", "y"])):
         out = f"{base}/strat-{command}"
         samplegen(hadoop, command, remote, out, *params, "--seed", 3, "--runner", "hadoop",
                   "--mrjob-conf", mrjob_conf)
@@ -246,7 +248,7 @@ def test_stratified_runs_on_hadoop_read_the_classes_from_hdfs(hadoop, base, mrjo
         samplegen(hadoop, command, local, inline, *params, "--seed", 3, "--runner", "inline")
         fetched = fetch(out, tmp_path / f"hadoop-{command}")
         assert sample_digests(fetched) == sample_digests(inline)
-        assert not [n for n in os.listdir(fetched) if n.startswith("_strata")]
+        assert not [n for n in os.listdir(fetched) if n.startswith(("_strata", "_groups"))]
 
 
 def test_user_udf_through_make_on_hadoop(hadoop, base, matrices, mrjob_conf, tmp_path):

@@ -5,10 +5,10 @@ import numpy as np
 
 from .base import Occurrences, SamplingUDF, concat_occurrences
 from .errors import ParameterError, check_bool, check_fraction, check_int
-from .exact import Labelling, balanced_sizes, holdout_counts
+from .exact import Labelling, LabelTree, balanced_sizes, holdout_counts
 from .multinomial import MultinomialTree
-from .rng import Purpose, stream, to_unit
-from .strata import proportional, round_robin
+from .rng import Purpose, stream, to_unit, word_order
+from .strata import greedy_folds, proportional, round_robin
 
 
 def check_strata(udf, stratify, strata):
@@ -26,6 +26,43 @@ def check_strata(udf, stratify, strata):
         raise ParameterError(f"label {stratify!r} has {strata.n_rows} rows, the data "
                              f"{udf.n_rows}")
     return stratify
+
+
+def check_groups(udf, groups, grouping):
+    """The group column's name *groups* (None: rows on their own) of a
+    built-in UDF, checked against *grouping* (:class:`udfs.strata.Strata`,
+    unranked: each row's group)."""
+    if groups is None:
+        return None
+    if not isinstance(groups, str) or not groups:
+        raise ParameterError(f"groups must name the group column, got {groups!r}")
+    if grouping is None:
+        raise ParameterError(f"groups={groups!r} needs the group of every row: give the groups "
+                             "or a group column")
+    if grouping.n_rows != udf.n_rows:
+        raise ParameterError(f"groups {groups!r} have {grouping.n_rows} rows, the data "
+                             f"{udf.n_rows}")
+    if getattr(udf, "stratify", None):
+        raise ParameterError("a split is either stratified or grouped: give --stratify or "
+                             "--groups, not both")
+    return groups
+
+
+def _rows_of(udf, rng, start, stop):
+    """The group codes of the rows ``[start, stop)`` of a grouped UDF."""
+    if rng.keyed_rows(start, stop) is not None:
+        raise ParameterError("grouped samples need rows in row-id ranges; rows known by a key "
+                             "column cannot be grouped")
+    return udf.grouping.codes(start, stop)
+
+
+def _group_words(rng, repeat, n_groups):
+    """One random word per group (lane 0 of stream (GROUP, repeat) at its code)."""
+    return rng.at(stream(Purpose.GROUP, repeat), np.arange(n_groups, dtype=np.int64))[:, 0]
+
+
+#: the part of the exact labellings of groups (udfs.exact): apart from any class's
+GROUP_PART = (1 << 42) - 1
 
 
 def _memo(table, key, make):
@@ -61,15 +98,18 @@ class HoldOut(SamplingUDF):
     name = "holdout"
 
     def __init__(self, n_rows, ratio, repeats=1, fraction=1.0, exact=True, stratify=None,
-                 strata=None):
+                 strata=None, groups=None, grouping=None):
         super().__init__(n_rows)
         self.ratio = check_fraction("ratio", ratio)
         self.repeats = check_int("repeats", repeats, lo=1, hi=1 << 20)
         self.fraction = check_fraction("fraction", fraction)
         self.stratify = check_strata(self, stratify, strata)
         self.strata = strata if self.stratify else None
+        self.groups = check_groups(self, groups, grouping)
+        self.grouping = grouping if self.groups else None
         self.exact = check_bool("exact", exact) or self.stratify is not None
-        self.counts = holdout_counts(self.n_rows, self.ratio, self.fraction) if self.exact else None
+        units = self.grouping.counts.size if self.groups else self.n_rows
+        self.counts = holdout_counts(units, self.ratio, self.fraction) if self.exact else None
         self.class_counts = None
         if self.stratify:
             train = proportional(self.counts[0], strata.counts)
@@ -81,6 +121,8 @@ class HoldOut(SamplingUDF):
         return [name for w in range(self.repeats) for name in (f"train-{w}", f"test-{w}")]
 
     def expected_rows(self, sample_id):
+        if self.exact and self.groups:      # counts of groups: their share of the rows
+            return self.n_rows * self.counts[sample_id % 2] / sum(self.counts)
         if self.exact:
             return float(self.counts[sample_id % 2])
         share = self.ratio if sample_id % 2 == 0 else 1.0 - self.ratio
@@ -91,6 +133,8 @@ class HoldOut(SamplingUDF):
                 "exact": self.exact, **_stratify_param(self)}
 
     def occurrences(self, start, stop, rng):
+        if self.groups:
+            return self._grouped(start, stop, rng)
         if self.exact:
             return self._exact(start, stop, rng)
         n, reps = stop - start, self.repeats
@@ -125,9 +169,35 @@ class HoldOut(SamplingUDF):
         return concat_occurrences(parts)
 
 
+    def group_sides(self, rng, w):
+        """Side of every group in repeat w: 0 train, 1 test, 2 neither."""
+        def make():
+            n_groups = self.grouping.counts.size
+            if self.exact:
+                return LabelTree(rng, n_groups, self.counts, w, part=GROUP_PART).labels(
+                    0, n_groups)
+            top = _group_words(rng, w, n_groups) >> np.uint64(11)
+            side = (top >= unit_threshold(self.fraction * self.ratio)).astype(np.int64)
+            side[top >= unit_threshold(self.fraction)] = 2
+            return side
+        return _memo(self._labellings, (rng.seed, "groups", w), make)
+
+    def _grouped(self, start, stop, rng):
+        codes = _rows_of(self, rng, start, stop)
+        parts = []
+        for w in range(self.repeats):
+            label = self.group_sides(rng, w)[codes]
+            keep = np.flatnonzero(label < 2)
+            relpos = rng.block(stream(Purpose.HOLDOUT, w), start, stop)[keep, 1]
+            parts.append(Occurrences(keep, 2 * w + label[keep], relpos))
+        return concat_occurrences(parts)
+
+
 def _stratify_param(udf):
-    """The ``stratify`` entry of a UDF's parameters (none when unstratified)."""
-    return {"stratify": udf.stratify} if udf.stratify else {}
+    """The ``stratify`` and ``groups`` entries of a UDF's parameters (none
+    when unstratified and ungrouped)."""
+    return {name: getattr(udf, name) for name in ("stratify", "groups")
+            if getattr(udf, name, None)}
 
 
 def unit_threshold(p):
@@ -166,7 +236,8 @@ class KFold(SamplingUDF):
 
     name = "kfold"
 
-    def __init__(self, n_rows, k, naive=False, balanced=True, stratify=None, strata=None):
+    def __init__(self, n_rows, k, naive=False, balanced=True, stratify=None, strata=None,
+                 groups=None, grouping=None):
         super().__init__(n_rows)
         self.k = check_int("k", k, lo=2)
         if self.k > self.n_rows:
@@ -174,9 +245,15 @@ class KFold(SamplingUDF):
         self.naive = check_bool("naive", naive)
         self.stratify = check_strata(self, stratify, strata)
         self.strata = strata if self.stratify else None
+        self.groups = check_groups(self, groups, grouping)
+        self.grouping = grouping if self.groups else None
         self.balanced = check_bool("balanced", balanced) or self.stratify is not None
         self.composes_folds = not self.naive
-        if self.stratify:
+        if self.groups:
+            if grouping.counts.size < self.k:
+                raise ParameterError(f"{self.k} folds of whole groups need at least {self.k} "
+                                     f"groups, got {grouping.counts.size}")
+        elif self.stratify:
             strata.check_at_least(self.k, f"a stratified {self.k}-fold split")
             self.counts = round_robin(strata.counts, self.k)
         elif self.balanced:
@@ -201,8 +278,24 @@ class KFold(SamplingUDF):
         return {"k": self.k, "naive": self.naive, "balanced": self.balanced,
                 **_stratify_param(self)}
 
+    def group_folds(self, rng):
+        """Fold of every group: balanced, the groups in a random order each
+        to the lightest fold (:func:`udfs.strata.greedy_folds`); else a
+        uniform fold per group."""
+        def make():
+            counts = self.grouping.counts
+            words = _group_words(rng, 0, counts.size)
+            if self.balanced:
+                return greedy_folds(counts, self.k, word_order(words))
+            return np.minimum((to_unit(words) * self.k).astype(np.int64), self.k - 1)
+        return _memo(self._labellings, (rng.seed, "groups"), make)
+
     def occurrences(self, start, stop, rng):
-        if self.balanced:
+        if self.groups:
+            codes = _rows_of(self, rng, start, stop)
+            fold = self.group_folds(rng)[codes]
+            relpos = rng.block(stream(Purpose.FOLD), start, stop)[:, 1].copy()
+        elif self.balanced:
             labelling = _memo(self._labellings, rng.seed, lambda: Labelling(
                 rng, self.n_rows, self.counts, 0, self.strata))
             fold = labelling.labels_for(rng, start, stop)

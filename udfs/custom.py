@@ -168,18 +168,22 @@ def parse_seed(text):
                                          f"got {text!r}") from None
 
 
-def load_udf(spec, n_rows, params=None, strata=None):
+def load_udf(spec, n_rows, params=None, strata=None, grouping=None):
     """Instantiate the sampling-UDF named by *spec* for a matrix of *n_rows*.
 
     *spec* is a built-in name (``holdout``, ``kfold``, ``bootstrap``) or
-    ``module:attribute``.  *strata* (:class:`udfs.strata.Strata`): the
-    classes of the rows, for a built-in UDF with a ``stratify`` parameter.
+    ``module:attribute``.  *strata* and *grouping*
+    (:class:`udfs.strata.Strata`): the classes and the groups of the rows,
+    for a built-in UDF with a ``stratify`` or a ``groups`` parameter.
     """
     params = dict(params or {})
-    if params.get("stratify") is not None and spec in BUILTIN:
-        params["strata"] = strata
+    sides = {"strata": ("stratify", strata), "grouping": ("groups", grouping)}
+    for keyword, (param, value) in sides.items():
+        if params.get(param) is not None and spec in BUILTIN:
+            params[keyword] = value
     udf = _load(spec, n_rows, params)
-    params.pop("strata", None)
+    for keyword in sides:
+        params.pop(keyword, None)
     check_sample_names((udf.sample_names() or []) + list(udf.composed_names()), spec)
     # How tasks on other machines rebuild it (built-ins: with every default filled in).
     udf.spec = (spec, udf.params() if spec in BUILTIN else params)

@@ -15,6 +15,12 @@ def _stratify(what):
                                     "implies exact sizes)"))
 
 
+def _groups(what):
+    return ("--groups", dict(default=None, metavar="GROUP",
+                             help=f"all rows of a group (the same value in column GROUP, a name "
+                                  f"or number) {what}"))
+
+
 def _exact_or_coins(dest, flag, exact_help, coins_help):
     """``flag`` and ``--per-row``: one choice, *dest* None when neither is
     given (the caller's default: :func:`method_params`)."""
@@ -37,6 +43,7 @@ OPTIONS = {
                         "such split equally likely",
                         "an independent coin per row: sizes binomial"),
         _stratify("each side holds every class of column LABEL in proportion"),
+        _groups("on the same side; exact sizes count groups"),
     ],
     "kfold": [
         ("--k", dict(type=int, required=True, help="number of folds (2 <= k <= rows)")),
@@ -47,6 +54,7 @@ OPTIONS = {
                         "likely",
                         "an independent fold per row: sizes multinomial"),
         _stratify("every fold holds every class of column LABEL in proportion"),
+        _groups("in the same fold; balanced: each group in turn to the smallest fold"),
     ],
     "bootstrap": [
         ("--samples", dict(type=int, required=True, help="number of samples N")),

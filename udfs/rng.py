@@ -114,6 +114,7 @@ class Purpose(enum.IntEnum):
     EXACT_NODE = 14      # draws; index = labelling, sub = part << 6 | depth, position = node
     EXACT_CHUNK = 15     # draws; index = labelling, sub = part, position = chunk node
     BOOTSTRAP_OOB = 16   # lanes; index = sample: lane 0 orders the out-of-bag rows
+    GROUP = 17           # lanes; index = repeat, position = group code: lane 0 its coin or order
     USER = 0x100         # free for user UDFs (choose your own index / sub)
 
 

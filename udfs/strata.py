@@ -14,41 +14,58 @@ How the rows of a class are shared out (pure arithmetic, the same on every
 machine): :func:`proportional` for sizes in proportion to the classes, and
 :func:`round_robin` for folds (scikit-learn's StratifiedKFold allocation).
 """
+import heapq
+
 import numpy as np
 
 from .errors import ParameterError
 
 #: rows between two entries of the running class counts
 TABLE_ROWS = 1 << 16
-#: the most classes a label may have (codes are 16-bit)
+#: the most classes a label may have (16-bit codes and a running count of
+#: each), and the most groups (32-bit codes, no running counts)
 MAX_CLASSES = 1 << 16
+MAX_GROUPS = (1 << 32) - 1
+
+
+def code_dtype(n_classes):
+    """The unsigned integer type of the codes of *n_classes* classes."""
+    return np.dtype(np.uint16 if n_classes <= MAX_CLASSES else np.uint32)
 
 
 class Strata:
-    """The classes of rows ``0..n_rows-1``.
+    """The classes of rows ``0..n_rows-1``: a label's classes (ranked: a
+    row's rank in its class is known), or groups (unranked: only which
+    group, and how many rows each has).
 
-    *classes*: the label values, one per class code (sorted); *counts*: rows
-    per class; *table*: ``table[j]`` the rows of each class among rows
-    ``[0, j * TABLE_ROWS)`` (``n_rows // TABLE_ROWS + 1`` entries); *read*:
-    ``read(start, stop)`` gives the class codes of rows ``[start, stop)``.
+    *classes*: the values, one per class code (sorted; None when only the
+    codes are kept); *counts*: rows per class; *table*: ``table[j]`` the
+    rows of each class among rows ``[0, j * TABLE_ROWS)`` (``n_rows //
+    TABLE_ROWS + 1`` entries), None for unranked groups; *read*: ``read(start,
+    stop)`` gives the class codes of rows ``[start, stop)``.
     """
 
     def __init__(self, classes, counts, table, read):
-        self.classes = list(classes)
         self.counts = np.asarray(counts, np.int64)
-        self.table = np.asarray(table, np.int64).reshape(-1, len(self.classes))
+        self.classes = list(classes) if classes is not None else None
         self.n_rows = int(self.counts.sum())
         self._read = read
-        if not 0 < len(self.classes) <= MAX_CLASSES:
-            raise ParameterError(f"a label must have 1 to {MAX_CLASSES} classes, got "
-                                 f"{len(self.classes)}")
-        if self.table.shape[0] != self.n_rows // TABLE_ROWS + 1:
-            raise ParameterError("the running class counts do not match the rows")
+        limit = MAX_CLASSES if table is not None else MAX_GROUPS
+        if not 0 < self.counts.size <= limit:
+            raise ParameterError(f"a {'label' if table is not None else 'grouping'} must have "
+                                 f"1 to {limit} {'classes' if table is not None else 'groups'}, "
+                                 f"got {self.counts.size}")
+        self.table = None
+        if table is not None:
+            self.table = np.asarray(table, np.int64).reshape(-1, self.counts.size)
+            if self.table.shape[0] != self.n_rows // TABLE_ROWS + 1:
+                raise ParameterError("the running class counts do not match the rows")
 
     @classmethod
-    def of(cls, values):
+    def of(cls, values, ranked=True):
         """The strata of in-memory labels *values* (one per row, any
-        sortable values: numbers, strings)."""
+        sortable values: numbers, strings); *ranked*: with running counts
+        (a label's classes), or not (groups)."""
         values = np.asarray(values)
         if values.ndim != 1 or values.size == 0:
             raise ParameterError(f"labels must be one value per row, got shape {values.shape}")
@@ -59,25 +76,38 @@ class Strata:
         except TypeError:
             raise ParameterError("labels must be comparable values of one kind (numbers or "
                                  "strings)") from None
-        if classes.size > MAX_CLASSES:
+        if ranked and classes.size > MAX_CLASSES:
             raise ParameterError(f"a label must have at most {MAX_CLASSES} classes, got "
                                  f"{classes.size}")
-        codes = codes.reshape(-1).astype(np.uint16)
-        return cls(classes.tolist(), *running_counts(codes, classes.size),
-                   lambda a, b: codes[a:b])
+        codes = codes.reshape(-1).astype(code_dtype(classes.size))
+        if ranked:
+            counts, table = running_counts(codes, classes.size)
+        else:
+            counts, table = np.bincount(codes, minlength=classes.size), None
+        return cls(classes.tolist(), counts, table, lambda a, b: codes[a:b])
+
+    @property
+    def ranked(self):
+        return self.table is not None
+
+    def name_of(self, code):
+        """How a message names class *code*."""
+        return repr(self.classes[code]) if self.classes is not None else f"#{code}"
 
     def codes(self, start, stop):
         """The class code (int64) of every row of ``[start, stop)``."""
         return np.asarray(self._read(int(start), int(stop)), np.int64)
 
     def before(self, start):
-        """Rows of each class among rows ``[0, start)``."""
+        """Rows of each class among rows ``[0, start)`` (ranked only)."""
+        if self.table is None:
+            raise ParameterError("groups have no ranks: only a label's classes do")
         j = start // TABLE_ROWS
         lo = j * TABLE_ROWS
         head = self.table[j]
         if start == lo:
             return head.copy()
-        return head + np.bincount(self.codes(lo, start), minlength=len(self.classes))
+        return head + np.bincount(self.codes(lo, start), minlength=self.counts.size)
 
     def ranges(self, start, stop):
         """The rows of ``[start, stop)`` class by class: ``(c, offsets, rank)``
@@ -86,7 +116,7 @@ class Strata:
         codes = self.codes(start, stop)
         before = self.before(start)
         order = np.argsort(codes.astype(np.uint16), kind="stable")   # a radix sort
-        bounds = np.concatenate([[0], np.cumsum(np.bincount(codes, minlength=len(self.classes)))])
+        bounds = np.concatenate([[0], np.cumsum(np.bincount(codes, minlength=self.counts.size))])
         for c in np.flatnonzero(np.diff(bounds)):
             yield int(c), order[bounds[c]:bounds[c + 1]], int(before[c])
 
@@ -95,7 +125,7 @@ class Strata:
         *rows* rows (*what*: what needs them)."""
         c = int(np.argmin(self.counts))
         if self.counts[c] < rows:
-            raise ParameterError(f"class {self.classes[c]!r} has {int(self.counts[c])} "
+            raise ParameterError(f"class {self.name_of(c)} has {int(self.counts[c])} "
                                  f"row{'s' if self.counts[c] != 1 else ''}; {what} needs at "
                                  f"least {rows} per class")
 
@@ -139,3 +169,18 @@ def round_robin(counts, k):
     # rows j of [start, start + n) with j % k == f
     first = (folds[None, :] - starts[:, None]) % k
     return np.maximum(0, (counts[:, None] - first + k - 1) // k)
+
+
+def greedy_folds(counts, k, order):
+    """Fold (0..k-1) of each group of *counts* rows, taking the groups in
+    *order* and giving each to the fold with the fewest rows so far (the
+    lowest on a tie), as scikit-learn's GroupKFold does with groups by
+    size: no two folds differ by more than the largest group."""
+    sizes = [(0, f) for f in range(k)]
+    folds = np.empty(len(counts), np.int64)
+    counts = np.asarray(counts, np.int64).tolist()
+    for g in np.asarray(order).tolist():
+        size, f = heapq.heappop(sizes)
+        folds[g] = f
+        heapq.heappush(sizes, (size + counts[g], f))
+    return folds
