@@ -65,7 +65,8 @@ def script_for(plan):
                            "fraction": float(p["fraction"]), "exact": _flag(p, "exact")}
     if plan.udf == "kfold":
         return ("kfold_naive" if p.get("naive") else "kfold"), {
-            "k": int(p["k"]), "balanced": _flag(p, "balanced")}
+            "k": int(p["k"]), "balanced": _flag(p, "balanced"),
+            "repeats": int(p.get("repeats", 1))}
     if plan.udf == "bootstrap":
         return "bootstrap", {"samples": int(p["samples"]), "size": int(p["size"]),
                              "oob": _flag(p, "oob")}

@@ -16,6 +16,7 @@ integer; the row count for user UDFs and the bootstrap, whose keys must be
 the row ids ``0..N-1`` on Hive), the UDF's parameters.
 """
 from samplegen.jobs import keys
+from samplegen.jobs.phases import partners
 from samplegen.jobs.plan import format_params
 from samplegen.udfs import arrivals
 from samplegen.udfs.custom import load_udf
@@ -106,9 +107,12 @@ def _views(result, udf_obj, columns):
     listed = ", ".join(f"`{c}`" for c, _ in columns)
     views = [(view_name(result, n), f"sample = {sql.quoted(sql.word(n, 'sample name'))}")
              for n in names]
-    if udf_obj.composes_folds:  # fold mode: train-i is every row not in fold i
-        views += [(view_name(result, f"train-{i}"),
-                   f"sample <> {sql.quoted(f'test-{i}')}") for i in range(len(names))]
+    if udf_obj.composes_folds:  # fold mode: train-i is the other folds of i's repeat
+        for i in range(len(names)):
+            others = partners(len(names), i, udf_obj.fold_group())
+            where = (f"sample <> {sql.quoted(names[i])}" if len(others) == len(names) - 1 else
+                     f"sample IN ({', '.join(sql.quoted(names[j]) for j in others)})")
+            views.append((view_name(result, f"train-{i}"), where))
     return [(name, f"CREATE VIEW {name} AS SELECT {listed} FROM {result} WHERE {where}")
             for name, where in views]
 
@@ -134,7 +138,7 @@ def sample_row_table(url, table, result, udf, params, seed, key, overwrite=False
                                  "table uses itself; rename it")
         if types[key].lower().startswith("map<"):
             raise ParameterError(f"key column {key!r} is a map, which has no stable text")
-        keys.check_unstratified(params, f"table {table}")
+        params = keys.keyed_params(udf, params, f"table {table}")
         integral = keys.is_integral(types[key])
         n, row_ids = _key_stats(client, table, key, integral)
         if keys.is_exact(udf, params):

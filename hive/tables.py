@@ -221,8 +221,8 @@ def sample_table(url, table, result, output, udf, params, seed, overwrite=False,
             if composed:  # the views' block counts, known before the run
                 rows_of = sample_rows(plan)
                 entries = [{"name": n} for n in plan.names] + [
-                    {"name": n, "composed_of": driver.composed_of(plan.names, rows_of,
-                                                                 plan.block_size, round_)}
+                    {"name": n, "composed_of": driver.composed_of(
+                        plan.names, rows_of, plan.block_size, round_, group=plan.fold_group)}
                     for round_, n in enumerate(composed)]
             ddl = (drop_statements(client, result) if overwrite else []) + result_ddl(
                 result, output, entries)

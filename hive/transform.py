@@ -434,7 +434,7 @@ def run_reblock(plan, records_mode, lines, out):
         _emit(out, _SUMMARY, sample, v, json.dumps(summary).encode())
         for block in tail:
             payload = block.encode(crc=False)
-            for round_ in partners(n_rounds, sample):
+            for round_ in partners(n_rounds, sample, plan.fold_group):
                 _emit(out, round_, sample, v, payload)
 
 

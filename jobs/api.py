@@ -245,7 +245,7 @@ def sample_indices(udf, seed, block_size=1000):
     composed = udf.composed_names()
     folds = [(ids[bounds[i]:bounds[i + 1]], relpos[bounds[i]:bounds[i + 1]])
              for i in range(len(names))]
-    out.update(zip(composed, composed_ids(block_size, folds, len(composed))))
+    out.update(zip(composed, composed_ids(block_size, folds, len(composed), udf.fold_group())))
     return list(names) + list(composed), out
 
 
@@ -325,18 +325,18 @@ def holdout(X, ratio, seed, repeats=1, fraction=1.0, *, exact=True, stratify=Non
 
 
 def kfold(X, k, seed, naive=False, block_size=1000, *, balanced=True, stratify=None,
-          by_groups=None, y=None, groups=None):
+          by_groups=None, repeats=1, y=None, groups=None):
     """k folds ``test-<i>`` and training sets ``train-<i>`` (*balanced*: fold
     sizes within one of each other, the default; *stratify*, *by_groups*:
     as :func:`holdout`'s, each fold holds each class in proportion, or whole
-    groups).  In fold mode the
+    groups; *repeats*: R sets of k folds, rounds ``r * k + i``).  In fold mode the
     training sets' row order follows dynamic composition with *block_size*
     (use the block size of the matrix the job reads to match it exactly)."""
     inputs = _inputs(X, y, groups)
     strata = _strata(inputs[0], stratify, inputs[2])
     grouping = _grouping(inputs[0], by_groups, inputs[3])
-    return _samples(KFold(inputs[0], k, naive, balanced, *strata, *grouping), inputs, seed,
-                    block_size)
+    return _samples(KFold(inputs[0], k, naive, balanced, *strata, *grouping, repeats=repeats),
+                    inputs, seed, block_size)
 
 
 def bootstrap(X, samples, seed, size=None, *, oob=False, stratify=None, y=None, groups=None):

@@ -317,7 +317,8 @@ def commit_samples(plan, input_meta, summaries, staging):
         write_meta(fs, fsmod.join(staging, name), meta)
         samples.append(_sample_entry(name, meta, nbytes))
     for round_, name in enumerate(plan.composed):
-        parts, entries, h0 = composed_of(names, rows_of, B, round_, rows_of[name]), [], 0
+        parts = composed_of(names, rows_of, B, round_, rows_of[name], plan.fold_group)
+        entries, h0 = [], 0
         for part in parts[:-1]:
             full = part["blocks"]
             entries += [(h0 + h, v, r, c, crc) for h, v, r, c, crc
@@ -334,13 +335,13 @@ def commit_samples(plan, input_meta, summaries, staging):
     return samples
 
 
-def composed_of(names, rows_of, block_size, round_, extra_rows=None):
+def composed_of(names, rows_of, block_size, round_, extra_rows=None, group=0):
     """The ``composed_of`` list of training set *round_* in fold mode: the
     full blocks of the other folds (*names*: the folds; *rows_of*: rows per
     fold), then the extra matrix (``"."``) of *extra_rows* rows -- by default
     the other folds' partial bottom blocks, which is what it holds."""
     parts = []
-    for fold_name in (names[fold] for fold in partners(len(names), round_)):
+    for fold_name in (names[fold] for fold in partners(len(names), round_, group)):
         full = rows_of[fold_name] // block_size
         parts.append({"path": "../" + fold_name, "blocks": full, "rows": full * block_size})
     if extra_rows is None:

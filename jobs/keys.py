@@ -80,14 +80,22 @@ def is_exact(udf, params):
     return udf in ("holdout", "kfold") and bool(params.get("exact") or params.get("balanced"))
 
 
-def check_unstratified(params, where):
-    """ParameterError when *params* ask to stratify or group rows known by a
-    key column (*where*): a class's rows are ranked by row id, and a group's
-    rows counted, which keyed rows spread over partitions do not give."""
+def keyed_params(udf, params, where):
+    """The parameters of built-in *udf* for rows known by a key column
+    (*where*): a coin per key unless exact sizes or balanced folds are
+    asked for (they need keys that are the row ids); ParameterError when
+    they ask to stratify or group (a class's rows are ranked by row id, and
+    a group's rows counted, which keyed rows spread over partitions do not
+    give)."""
+    params = dict(params or {})
     for param, done in (("stratify", "stratified"), ("groups", "grouped")):
         if params.get(param) is not None:
             raise ParameterError(f"{done} samples need a matrix (samplegen import) or the "
                                  f"Python API; the keyed rows of {where} cannot be {done}")
+    chosen = {"holdout": "exact", "kfold": "balanced"}.get(udf)
+    if chosen and params.get(chosen) is None:
+        params[chosen] = False
+    return params
 
 
 def exact_rows(key, where, rows, row_ids, what="exact sizes"):

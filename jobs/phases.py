@@ -117,7 +117,7 @@ def check_coverage(plan, reports, summaries):
     for round_, name in enumerate(plan.composed):
         for v in range(plan.n_vblocks()):
             sent[(name, v)] = sum(written[(plan.names[f], v)] % B
-                                  for f in partners(len(plan.names), round_))
+                                  for f in partners(len(plan.names), round_, plan.fold_group))
     for key in set(sent) | set(written):
         if sent[key] != written[key]:
             raise EngineError(f"sample {key[0]} (column of blocks {key[1]}) has {written[key]} "
@@ -263,13 +263,18 @@ def keep_tail(blocks, block_size, tail):
 # :func:`write_sample`), merged in ``(relative position, row id)`` order and
 # re-blocked.  Engines route each partial block to the rounds of
 # :func:`partners` and hand a round's blocks to :func:`write_extra`.
-def partners(n, i):
-    """Every index of ``range(n)`` but *i*, in order: fold f goes into
-    training set r exactly when f != r, so ``partners(len(plan.composed),
-    fold)`` are the rounds that take the fold's partial bottom block and
-    ``partners(len(plan.names), round_)`` the folds the round's training
-    set is composed of."""
-    return [j for j in range(n) if j != i]
+def partners(n, i, group=0):
+    """Every index but *i* of *i*'s set of folds -- ``range(n)`` cut into
+    sets of *group* consecutive indices (0: one set; repeated k-fold: k) --
+    in order: fold f goes into training set r exactly when f != r and both
+    are in one set, so ``partners(len(plan.composed), fold,
+    plan.fold_group)`` are the rounds that take the fold's partial bottom
+    block and ``partners(len(plan.names), round_, plan.fold_group)`` the
+    folds the round's training set is composed of."""
+    if not group:
+        return [j for j in range(n) if j != i]
+    first = i - i % group
+    return [j for j in range(first, min(n, first + group)) if j != i]
 
 
 def compose_extra(block_size, tails):
@@ -290,11 +295,12 @@ def write_extra(plan, round_, v, tails):
                        compose_extra(plan.block_size, tails))
 
 
-def composed_ids(block_size, folds, rounds):
+def composed_ids(block_size, folds, rounds, group=0):
     """Row ids of each of *rounds* composed training sets in the order its
     composed view reads them, from *folds*: ``(row ids, relative
-    positions)`` of every fold in sample order.  What the engines write,
-    computed in memory by the same rules (the Python API)."""
+    positions)`` of every fold in sample order; *group*: folds per set
+    (:func:`partners`).  What the engines write, computed in memory by the
+    same rules (the Python API)."""
     heads, tails = [], []
     for ids, pos in folds:
         full = ids.size - ids.size % block_size
@@ -302,7 +308,7 @@ def composed_ids(block_size, folds, rounds):
         tails.append(id_block(ids[full:], pos[full:]))
     out = []
     for round_ in range(rounds):
-        others = partners(len(folds), round_)
+        others = partners(len(folds), round_, group)
         extra = compose_extra(block_size, [tails[f] for f in others])
         out.append(np.concatenate([np.empty(0, np.int64)] + [heads[f] for f in others] +
                                   [block.row_ids for _, block in extra]))

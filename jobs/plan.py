@@ -54,6 +54,7 @@ class Plan:
     bin_budget: int = DEFAULT_BIN_BUDGET   # bytes of shuffle records per bin (--bin-mib)
     strata: str = None            # base URI of the rows' classes (jobs.strata; stratified runs)
     grouping: str = None          # base URI of the rows' groups (jobs.strata; grouped runs)
+    fold_group: int = 0           # folds per set for composition (phases.partners; 0: all)
 
     def to_json(self):
         return dumps(asdict(self))
@@ -108,7 +109,8 @@ def make_plan(udf, seed, meta, output, budget=DEFAULT_BIN_BUDGET):
     plan = Plan(udf=spec, params=params, seed=PositionRNG(seed).seed, rows=meta["rows"],
                 cols=meta["cols"], block_size=meta["block_size"], kind=meta["kind"],
                 output=output, names=udf.sample_names(),
-                composed=list(udf.composed_names()), bin_budget=int(budget))
+                composed=list(udf.composed_names()), bin_budget=int(budget),
+                fold_group=int(udf.fold_group()))
     plan._udf_obj = udf
     set_bins(plan, row_bytes)
     return plan

@@ -32,8 +32,9 @@ from samplegen.jobs import api
 from samplegen.udfs.errors import ParameterError
 from samplegen.udfs.rng import check_seed, fresh_seed
 
-__all__ = ["Bootstrap", "GroupKFold", "GroupShuffleSplit", "KFold", "ShuffleSplit",
-           "StratifiedKFold", "StratifiedShuffleSplit", "TimeSeriesSplit", "train_test_split"]
+__all__ = ["Bootstrap", "GroupKFold", "GroupShuffleSplit", "KFold", "RepeatedKFold",
+           "RepeatedStratifiedKFold", "ShuffleSplit", "StratifiedKFold",
+           "StratifiedShuffleSplit", "TimeSeriesSplit", "train_test_split"]
 
 
 def _seed(seed, random_state):
@@ -99,6 +100,41 @@ class KFold(_Splitter):
         samples = api.kfold(n, self.n_splits, self._split_seed(), balanced=self.balanced)
         for i in range(self.n_splits):
             yield samples.indices(f"train-{i}"), samples.indices(f"test-{i}")
+
+
+class RepeatedKFold(_Splitter):
+    """``n_repeats`` independent :class:`KFold` splits, ``n_splits *
+    n_repeats`` pairs in scikit-learn's order (``kfold --repeats``)."""
+
+    def __init__(self, *, n_splits=5, n_repeats=10, seed=None, random_state=None):
+        super().__init__(n_splits, seed, random_state)
+        if self.n_splits < 2:
+            raise ParameterError(f"n_splits must be >= 2, got {self.n_splits}")
+        if not isinstance(n_repeats, numbers.Integral) or n_repeats < 1:
+            raise ParameterError(f"n_repeats must be an integer >= 1, got {n_repeats!r}")
+        self.n_repeats = int(n_repeats)
+
+    def _params(self):
+        return {"n_splits": self.n_splits, "n_repeats": self.n_repeats, "seed": self.seed}
+
+    def get_n_splits(self, X=None, y=None, groups=None):
+        return self.n_splits * self.n_repeats
+
+    def _stratify(self, X, y):
+        return None
+
+    def split(self, X, y=None, groups=None):
+        samples = api.kfold(_n_samples(X), self.n_splits, self._split_seed(),
+                            stratify=self._stratify(X, y), repeats=self.n_repeats)
+        for j in range(self.get_n_splits()):
+            yield samples.indices(f"train-{j}"), samples.indices(f"test-{j}")
+
+
+class RepeatedStratifiedKFold(RepeatedKFold):
+    """``n_repeats`` independent :class:`StratifiedKFold` splits."""
+
+    def _stratify(self, X, y):
+        return _labels_of(X, y, "RepeatedStratifiedKFold")
 
 
 def _labels_of(X, y, splitter, arg="y"):

@@ -58,7 +58,7 @@ CASES = [
     ("kfold fold mode", "wide", "kfold", {"k": 5}, {}),
     ("kfold naive, coins", "dense", "kfold", {"k": 4, "naive": True, "balanced": False}, {}),
     ("exact sizes", "wide", "holdout", {"ratio": 0.6, "repeats": 2, "exact": True}, {}),
-    ("balanced folds, out-of-bag", "dense", "kfold", {"k": 3, "balanced": True}, {}),
+    ("repeated folds", "dense", "kfold", {"k": 3, "repeats": 2}, {}),
     ("bootstrap out-of-bag", "sparse", "bootstrap", {"samples": 2, "oob": True}, {}),
     ("bootstrap sparse", "sparse", "bootstrap", {"samples": 3, "size": 1000}, {}),
     ("user UDF", "dense", "samplegen.udfs.examples:bernoulli", {"p": 0.3}, {}),
@@ -477,11 +477,11 @@ def test_raw_script_with_hivevars_through_beeline(tmp_path, tmp_path_factory, in
     conf = engine.settings({"hive_url": hive_server["url"]})
     zip_name = engine.ship_zip(conf["files"], "kfold")
     dest = str(tmp_path / "raw")
-    params = {"k": 4, "naive": True}
+    params = {"k": 4, "naive": True, "balanced": False}
     hivevars = {"table": table, "output": dest, "input": src, "files": conf["files"],
                 "zip": zip_name, "python": "python3", "rows": 700, "cols": 20,
                 "block_size": 64, "kind": "dense", "seed": SEED, "k": 4, "balanced": "false",
-                "bin_bits": 0, "records": "chunks"}
+                "repeats": 1, "bin_bits": 0, "records": "chunks"}
     code, out, err = beeline(hive_server["port"],
                              os.path.join(sql.SCRIPT_DIR, "kfold_naive.hql"), hivevars)
     assert code == 0, err[-2000:]

@@ -100,7 +100,7 @@ def test_kfold_by_a_string_key_and_the_training_views(row_table, capsys):
     assert code == 0, err
     names = [f"row-{i}" for i in range(N)]
     positions = np.array([keys.hashed_position(n) for n in names], np.int64)
-    occ = KFold(1 << 62, 3).occurrences_at(positions, PositionRNG(SEED))
+    occ = KFold(1 << 62, 3, balanced=False).occurrences_at(positions, PositionRNG(SEED))
     got = _by_sample(url, result)
     for f in range(3):
         want = sorted(names[i] for i in occ.offset[occ.sample == f])

@@ -203,6 +203,11 @@ def test_partners_pair_every_fold_with_every_other_round():
     pairs = {(f, r) for f in range(k) for r in partners(k, f)}
     assert pairs == {(f, r) for r in range(k) for f in partners(k, r)}
     assert all(f != r for f, r in pairs) and len(pairs) == k * (k - 1)
+    # repeated k-fold: sets of k consecutive folds
+    assert partners(6, 4, 3) == [3, 5] and partners(6, 0, 3) == [1, 2]
+    pairs = {(f, r) for f in range(12) for r in partners(12, f, 4)}
+    assert pairs == {(f, r) for r in range(12) for f in partners(12, r, 4)}
+    assert all(f // 4 == r // 4 and f != r for f, r in pairs) and len(pairs) == 3 * 4 * 3
 
 
 def _folds(k, rows, seed=0):

@@ -499,13 +499,17 @@ def _by_row(rows, occ):
 
 KEYED_UDFS = [
     lambda n: HoldOut(n, ratio=0.6, repeats=3, fraction=0.7),
+    lambda n: HoldOut(n, ratio=0.6, repeats=3, fraction=0.7, exact=False),
     lambda n: KFold(n, k=5),
+    lambda n: KFold(n, k=5, balanced=False, repeats=2),
     lambda n: KFold(n, k=5, naive=True),
     lambda n: load_udf("samplegen.udfs.examples:bernoulli", n, {"p": 0.3}),
 ]
 
 
-@pytest.mark.parametrize("make", KEYED_UDFS, ids=["holdout", "kfold", "kfold-naive", "bernoulli"])
+@pytest.mark.parametrize("make", KEYED_UDFS, ids=["holdout", "holdout-coins", "kfold",
+                                                  "kfold-coins-repeated", "kfold-naive",
+                                                  "bernoulli"])
 def test_udfs_decide_keyed_rows_as_the_range_decides_those_row_ids(make):
     n_rows, seed = 20000, 31
     udf, rng = make(n_rows), PositionRNG(seed)

@@ -102,6 +102,12 @@ class SamplingUDF(abc.ABC):
         mode); they follow :meth:`sample_names` and are checked with them."""
         return []
 
+    def fold_group(self):
+        """How many consecutive samples form one set of folds for
+        :meth:`composed_names` (training set j is composed of the other
+        samples of j's set); 0: all of them."""
+        return 0
+
     def expected_rows(self, sample_id):
         """Expected number of rows of a sample (sizes shuffle bins only)."""
         return float(self.n_rows)

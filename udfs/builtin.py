@@ -205,43 +205,41 @@ def unit_threshold(p):
     return np.uint64(min(math.ceil(p * 2.0 ** 53), 1 << 53))
 
 
-def fold_of(rng, start, stop, k):
-    """Fold (0..k-1) and relative position of rows ``[start, stop)``."""
-    lanes = rng.block(stream(Purpose.FOLD), start, stop)
-    fold = np.minimum((to_unit(lanes[:, 0]) * k).astype(np.int64), k - 1)
-    return fold, lanes[:, 1].copy()
-
-
 class KFold(SamplingUDF):
-    """k-fold cross-validation.
+    """k-fold cross-validation, ``repeats`` times (repeated k-fold).
 
     Balanced folds (the default): the fold sizes differ by at most one (the
     first ``m % k`` folds one row larger, as scikit-learn's), every such
-    partition equally likely (:mod:`udfs.exact`, labelling 0).  With
-    ``balanced=False``, the paper's folds: every row goes to fold ``floor(u
-    * k)`` for a uniform u from stream (FOLD, 0), lane 0.  Either way lane 1
-    of that stream is the row's relative position.
+    partition equally likely (:mod:`udfs.exact`, labelling r for repeat r).
+    With ``balanced=False``, the paper's folds: every row goes to fold
+    ``floor(u * k)`` for a uniform u from stream (FOLD, r), lane 0.  Either
+    way lane 1 of that stream is the row's relative position.
 
-    In fold mode (the default) the UDF emits each row once, into ``test-f``
-    (sample id f), and the engine composes each ``train-i`` from the other
-    folds (dynamic sample matrix composition).  With ``naive=True`` it emits
-    the row into ``test-f`` (id 2f + 1) and into every ``train-j``, j != f
-    (id 2j): the same rows per round as fold mode, materialized k times.
+    Rounds are numbered ``j = r * k + f`` (fold f of repeat r), in the order
+    scikit-learn's RepeatedKFold yields them.  In fold mode (the default)
+    the UDF emits each row once per repeat, into ``test-j`` (sample id j),
+    and the engine composes each ``train-j`` from the other folds of its
+    repeat (dynamic sample matrix composition; :meth:`fold_group` is k).
+    With ``naive=True`` it emits the row into ``test-j`` (id 2j + 1) and into
+    every other round's ``train-j'`` of the repeat (id 2j'): the same rows
+    per round as fold mode, materialized k times.
 
     With ``stratify`` (the label's name; *strata* its classes) the folds are
     balanced and every class within one row of ``n_c / k`` in each fold
     (:func:`udfs.strata.round_robin`); a class with fewer than k rows is
-    refused.
+    refused.  With ``groups`` (*grouping* the rows' groups) every group's
+    rows share a fold (:meth:`group_folds`).
     """
 
     name = "kfold"
 
     def __init__(self, n_rows, k, naive=False, balanced=True, stratify=None, strata=None,
-                 groups=None, grouping=None):
+                 groups=None, grouping=None, repeats=1):
         super().__init__(n_rows)
         self.k = check_int("k", k, lo=2)
         if self.k > self.n_rows:
             raise ParameterError(f"k must be <= the number of rows ({self.n_rows}), got {self.k}")
+        self.repeats = check_int("repeats", repeats, lo=1, hi=1 << 16)
         self.naive = check_bool("naive", naive)
         self.stratify = check_strata(self, stratify, strata)
         self.strata = strata if self.stratify else None
@@ -261,13 +259,19 @@ class KFold(SamplingUDF):
         self._labellings = {}
 
     def sample_names(self):
+        rounds = range(self.k * self.repeats)
         if self.naive:
-            return [name for i in range(self.k) for name in (f"train-{i}", f"test-{i}")]
-        return [f"test-{i}" for i in range(self.k)]
+            return [name for j in rounds for name in (f"train-{j}", f"test-{j}")]
+        return [f"test-{j}" for j in rounds]
 
     def composed_names(self):
         """Training sets composed from the folds (fold mode only)."""
-        return [f"train-{i}" for i in range(self.k)] if self.composes_folds else []
+        return [f"train-{j}" for j in range(self.k * self.repeats)] if self.composes_folds else []
+
+    def fold_group(self):
+        """Folds per repeat: a composed training set takes the other folds
+        of its own repeat only."""
+        return self.k
 
     def expected_rows(self, sample_id):
         if self.naive and sample_id % 2 == 0:
@@ -276,40 +280,53 @@ class KFold(SamplingUDF):
 
     def params(self):
         return {"k": self.k, "naive": self.naive, "balanced": self.balanced,
+                **({"repeats": self.repeats} if self.repeats > 1 else {}),
                 **_stratify_param(self)}
 
-    def group_folds(self, rng):
-        """Fold of every group: balanced, the groups in a random order each
-        to the lightest fold (:func:`udfs.strata.greedy_folds`); else a
-        uniform fold per group."""
+    def group_folds(self, rng, r=0):
+        """Fold of every group in repeat r: balanced, the groups in a random
+        order each to the lightest fold (:func:`udfs.strata.greedy_folds`);
+        else a uniform fold per group."""
         def make():
             counts = self.grouping.counts
-            words = _group_words(rng, 0, counts.size)
+            words = _group_words(rng, r, counts.size)
             if self.balanced:
                 return greedy_folds(counts, self.k, word_order(words))
             return np.minimum((to_unit(words) * self.k).astype(np.int64), self.k - 1)
-        return _memo(self._labellings, (rng.seed, "groups"), make)
+        return _memo(self._labellings, (rng.seed, "groups", r), make)
+
+    def folds(self, start, stop, rng, r):
+        """Fold (0..k-1) and relative position of rows ``[start, stop)`` in
+        repeat r."""
+        lanes = None
+        if self.groups:
+            fold = self.group_folds(rng, r)[_rows_of(self, rng, start, stop)]
+        elif self.balanced:
+            labelling = _memo(self._labellings, (rng.seed, r), lambda: Labelling(
+                rng, self.n_rows, self.counts, r, self.strata))
+            fold = labelling.labels_for(rng, start, stop)
+        else:
+            lanes = rng.block(stream(Purpose.FOLD, r), start, stop)
+            fold = np.minimum((to_unit(lanes[:, 0]) * self.k).astype(np.int64), self.k - 1)
+        if lanes is None:
+            lanes = rng.block(stream(Purpose.FOLD, r), start, stop)
+        return fold, lanes[:, 1].copy()
 
     def occurrences(self, start, stop, rng):
-        if self.groups:
-            codes = _rows_of(self, rng, start, stop)
-            fold = self.group_folds(rng)[codes]
-            relpos = rng.block(stream(Purpose.FOLD), start, stop)[:, 1].copy()
-        elif self.balanced:
-            labelling = _memo(self._labellings, rng.seed, lambda: Labelling(
-                rng, self.n_rows, self.counts, 0, self.strata))
-            fold = labelling.labels_for(rng, start, stop)
-            relpos = rng.block(stream(Purpose.FOLD), start, stop)[:, 1].copy()
-        else:
-            fold, relpos = fold_of(rng, start, stop, self.k)
-        n = stop - start
-        if not self.naive:
-            return Occurrences(np.arange(n, dtype=np.int64), fold, relpos)
-        k = self.k
-        offset = np.repeat(np.arange(n, dtype=np.int64), k)
-        round_ = np.tile(np.arange(k, dtype=np.int64), n)
-        sample = np.where(round_ == np.repeat(fold, k), 2 * round_ + 1, 2 * round_)
-        return Occurrences(offset, sample, np.repeat(relpos, k))
+        n, k = stop - start, self.k
+        parts = []
+        for r in range(self.repeats):
+            fold, relpos = self.folds(start, stop, rng, r)
+            first = r * k
+            if not self.naive:
+                parts.append(Occurrences(np.arange(n, dtype=np.int64), first + fold, relpos))
+                continue
+            offset = np.repeat(np.arange(n, dtype=np.int64), k)
+            round_ = np.tile(np.arange(k, dtype=np.int64), n)
+            sample = np.where(round_ == np.repeat(fold, k), 2 * (first + round_) + 1,
+                              2 * (first + round_))
+            parts.append(Occurrences(offset, sample, np.repeat(relpos, k)))
+        return parts[0] if len(parts) == 1 else concat_occurrences(parts)
 
 
 class Bootstrap(SamplingUDF):

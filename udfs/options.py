@@ -47,6 +47,9 @@ OPTIONS = {
     ],
     "kfold": [
         ("--k", dict(type=int, required=True, help="number of folds (2 <= k <= rows)")),
+        ("--repeats", dict(type=int, default=1,
+                           help="repeated k-fold: R independent sets of k folds, rounds "
+                                "numbered r * k + i (default 1)")),
         ("--naive", dict(action="store_true",
                          help="materialize all k training sets instead of composing them")),
         _exact_or_coins("balanced", "--balanced",

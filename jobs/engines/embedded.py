@@ -360,7 +360,8 @@ class _Job:
         plan, futures = self.plan, []
         for v, by_fold in sorted(tails.items()):
             for round_ in range(len(plan.composed)):
-                blocks = [by_fold[f] for f in partners(len(plan.names), round_) if f in by_fold]
+                blocks = [by_fold[f] for f in partners(len(plan.names), round_, plan.fold_group)
+                          if f in by_fold]
                 if blocks:
                     futures.append(tasks.submit(self._compose_task, round_, v, blocks))
         return [tasks.result(future) for future in futures]

@@ -176,7 +176,7 @@ class MRSample(BlockRecordJob):
             return
         head, payload = value.split(b"\t", 1)
         fold, v = parse_group_key(head)
-        for round_ in partners(len(self.plan.composed), fold):
+        for round_ in partners(len(self.plan.composed), fold, self.plan.fold_group):
             yield group_key(round_, v), sort_key(0, fold) + b"\t" + payload
 
     def compose_reducer(self, key, values):
@@ -273,7 +273,8 @@ def compose_in_driver(plan, tails):
     summaries = []
     for v, by_fold in sorted(tails.items()):
         for round_ in range(len(plan.composed)):
-            blocks = [by_fold[f] for f in partners(len(plan.names), round_) if f in by_fold]
+            blocks = [by_fold[f] for f in partners(len(plan.names), round_, plan.fold_group)
+                      if f in by_fold]
             if blocks:
                 summaries.append(write_extra(plan, round_, v, blocks))
     return summaries

@@ -150,8 +150,7 @@ def tagged_frame(df, udf, seed, key, params=None, n_rows=KEY_SPACE - 1):
     from pyspark.sql.types import ArrayType, IntegerType, StructField, StructType
 
     seed = check_seed(seed)
-    params = dict(params or {})
-    keys.check_unstratified(params, "a DataFrame")
+    params = keys.keyed_params(udf, params, "a DataFrame")
     udf_obj = load_udf(udf, n_rows, params)
     position = _key_position(df, key)
     ship(df, udf)
@@ -209,6 +208,7 @@ def _frame_and_names(df, udf, seed, key, params):
     row count (one count job), holdout and kfold the key space, or with
     exact sizes the row count (one aggregate over the key column, which must
     hold the row ids)."""
+    params = keys.keyed_params(udf, params, "a DataFrame")
     if udf == "bootstrap":
         return _bootstrap_frame(df, seed, key, params)
     if keys.is_exact(udf, params):

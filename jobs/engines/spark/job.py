@@ -177,7 +177,8 @@ def _run(sc, plan, inputs, settings, stats):
         step1 = step1.persist(StorageLevel.MEMORY_AND_DISK)
         try:
             rounds = len(plan.composed)
-            tails = step1.filter(_is_tail).flatMap(functools.partial(_route_tail, rounds))
+            tails = step1.filter(_is_tail).flatMap(functools.partial(_route_tail, rounds,
+                                                                     plan.fold_group))
             step2 = (shuffle(tails, min(reducers, rounds * nv),
                              functools.partial(group_index, nv), buffer)
                      .mapPartitions(functools.partial(_reduce_partition, _compose, plan_json,
@@ -300,10 +301,11 @@ def _reblock(budget, source, plan, sample, v, records):
         yield TAIL, (sample, v), block
 
 
-def _route_tail(rounds, record):
-    """Composition: a fold's partial bottom block goes to every other round."""
+def _route_tail(rounds, group, record):
+    """Composition: a fold's partial bottom block goes to every other round
+    of its set of folds."""
     _, (fold, v), block = record
-    return [((round_, v, 0, fold), block) for round_ in partners(rounds, fold)]
+    return [((round_, v, 0, fold), block) for round_ in partners(rounds, fold, group)]
 
 
 def _compose(plan, round_, v, records):
