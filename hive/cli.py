@@ -27,7 +27,12 @@ import sys
 
 from samplegen.udfs.custom import parse_param, parse_seed
 from samplegen.udfs.errors import ParameterError
-from samplegen.udfs.options import add_method_options, method_params
+from samplegen.udfs.options import (
+    add_method_options,
+    add_time_series_options,
+    kfold_method,
+    method_params,
+)
 
 from . import rowtables, tables
 
@@ -73,6 +78,7 @@ def add_commands(sub):
 
     p = _sampling(sub, "kfold", "k folds (and composed training sets) into a result table")
     add_method_options(p, "kfold", skip=NOT_ON_HIVE)
+    add_time_series_options(p)
 
     p = _sampling(sub, "bootstrap", "bootstrap samples into a result table")
     add_method_options(p, "bootstrap", skip=NOT_ON_HIVE)
@@ -99,8 +105,10 @@ def add_commands(sub):
 
 
 def _method(args):
-    if args.command in ("holdout", "kfold", "bootstrap"):
-        # keyed rows keep a coin per key unless asked: exact sizes need row-id keys
+    # keyed rows keep a coin per key unless asked: exact sizes need row-id keys
+    if args.command == "kfold":
+        return kfold_method(args, keyed=bool(args.key))
+    if args.command in ("holdout", "bootstrap"):
         return args.command, method_params(args.command, args, keyed=bool(args.key))
     return args.udf, dict(parse_param(p) for p in args.param)
 

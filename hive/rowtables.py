@@ -142,7 +142,7 @@ def sample_row_table(url, table, result, udf, params, seed, key, overwrite=False
         integral = keys.is_integral(types[key])
         n, row_ids = _key_stats(client, table, key, integral)
         if keys.is_exact(udf, params):
-            n_rows = keys.exact_rows(key, f"table {table}", n, row_ids)
+            n_rows = keys.exact_rows(key, f"table {table}", n, row_ids, keys.row_id_use(udf))
         else:
             n_rows = KEY_SPACE_ROWS if udf in ("holdout", "kfold") else n
         udf_obj = load_udf(udf, n_rows, params)

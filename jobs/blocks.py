@@ -451,6 +451,30 @@ def parse_encoded(line, verify=True):
         raise InputError(f"{exc} in block ({h}, {v})") from None
 
 
+def column_of_line(line, j):
+    """``(h, v, values)``: column *j* of a block line, as float64.  A dense
+    block's rows are base64 text each on its own (a row's bytes padded to a
+    multiple of 3), so only the 12 to 16 characters holding the column's 8
+    bytes are decoded in each row; a sparse block is decoded whole."""
+    h, v, tab2 = line_key(line)
+    payload = memoryview(line)[tab2 + 1:]
+    layout = payload_layout(bytes(payload[:HEADER_CHARS]))
+    if layout.kind != DENSE:
+        return h, v, parse_line(line)[2].to_dense()[:, j]
+    if not 0 <= j < layout.cols:
+        raise ValueError(f"column {j} is outside the block's {layout.cols} columns")
+    width = row_chars(layout.cols)
+    first, last = 8 * j // 3 * 4, -(-(8 * j + 8) // 3) * 4
+    text = np.frombuffer(payload[layout.text:layout.text + layout.rows * width], np.uint8)
+    if text.size != layout.rows * width:
+        raise InputError(f"corrupt or truncated block ({h}, {v})")
+    chars = np.ascontiguousarray(text.reshape(layout.rows, width)[:, first:last])
+    raw = np.frombuffer(_unb64(chars.tobytes()), np.uint8).reshape(layout.rows, -1)
+    skip = 8 * j - first // 4 * 3
+    return h, v, np.ascontiguousarray(raw[:, skip:skip + 8]).view(_F64).reshape(-1).astype(
+        np.float64)
+
+
 def parse_line(line):
     """``(h, v, Block)`` of a block line, values decoded."""
     h, v, block = parse_encoded(line)

@@ -12,7 +12,12 @@ import sys
 
 from samplegen.udfs.custom import parse_param, parse_seed
 from samplegen.udfs.errors import ParameterError, count_words
-from samplegen.udfs.options import add_method_options, method_params
+from samplegen.udfs.options import (
+    add_method_options,
+    add_time_series_options,
+    kfold_method,
+    method_params,
+)
 
 from . import driver
 from .formats import export as export_file
@@ -89,16 +94,7 @@ def add_commands(sub):
     p = sub.add_parser("kfold", help="k-fold cross-validation: train-<i> / test-<i>")
     _add_run_options(p)
     add_method_options(p, "kfold")
-    p.add_argument("--time-series", action="store_true",
-                   help="expanding-window folds over the row order (rows as time, as "
-                        "scikit-learn's TimeSeriesSplit): round i tests on the i-th of k "
-                        "slices at the end and trains on the rows before it")
-    p.add_argument("--gap", type=int, default=0,
-                   help="--time-series: rows left out between training and test (default 0)")
-    p.add_argument("--test-size", type=int, default=0,
-                   help="--time-series: rows per test slice (default: rows // (k + 1))")
-    p.add_argument("--max-train-size", type=int, default=0,
-                   help="--time-series: train on at most this many latest rows (default: all)")
+    add_time_series_options(p)
     p.add_argument("--materialize", action="store_true",
                    help="compose the training sets, then write each as a standalone matrix "
                         "(what --naive writes, without its k-fold shuffle)")
@@ -201,20 +197,9 @@ def dispatch(args, log):
                            args.seed, args.overwrite, log)
     elif cmd == "holdout":
         _run(args, "holdout", method_params("holdout", args), log)
-    elif cmd == "kfold" and args.time_series:
-        for flag in ("naive", "balanced", "materialize", "stratify"):
-            if getattr(args, flag) not in (None, False):
-                raise ParameterError(f"--{flag} does not apply to --time-series folds (each "
-                                     "training set is written as it is)")
-        if args.balanced is False:
-            raise ParameterError("--per-row does not apply to --time-series folds (they are "
-                                 "slices of the row order)")
-        _run(args, "timeseries", {"k": args.k, "gap": args.gap, "test_size": args.test_size,
-                                  "max_train_size": args.max_train_size}, log)
     elif cmd == "kfold":
-        if args.gap or args.test_size or args.max_train_size:
-            raise ParameterError("--gap, --test-size and --max-train-size need --time-series")
-        _run(args, "kfold", method_params("kfold", args), log, materialize=args.materialize)
+        udf, params = kfold_method(args)
+        _run(args, udf, params, log, materialize=args.materialize)
     elif cmd == "bootstrap":
         _run(args, "bootstrap", method_params("bootstrap", args), log)
     elif cmd == "sample":

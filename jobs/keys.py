@@ -75,9 +75,16 @@ def row_count(key, where, counts):
 
 
 def is_exact(udf, params):
-    """Whether *udf* with *params* asks for exact sizes (hold-out ``exact``,
-    k-fold ``balanced``): a labelling over the row ids, not per-key coins."""
-    return udf in ("holdout", "kfold") and bool(params.get("exact") or params.get("balanced"))
+    """Whether *udf* with *params* decides rows by their row ids: exact sizes
+    (hold-out ``exact``, k-fold ``balanced``: a labelling over the row ids,
+    not per-key coins) or time-series folds (row ids as time)."""
+    return udf == "timeseries" or (udf in ("holdout", "kfold") and
+                                   bool(params.get("exact") or params.get("balanced")))
+
+
+def row_id_use(udf):
+    """What needs the row ids as keys, for :func:`exact_rows`' message."""
+    return "time-series folds" if udf == "timeseries" else "exact sizes"
 
 
 def keyed_params(udf, params, where):

@@ -8,14 +8,17 @@ run's output:
 
 * ``<base>.json``: ``{"format": "samplegen-strata/1", "label": name,
   "codes": "<u2", "classes": [values], "counts": [rows per class],
-  "table": [[running counts every TABLE_ROWS rows]]}``;
+  "table_rows": 1024}``;
 * ``<base>.codes``: one little-endian class code per row (uint16, or uint32
   for more than 65,536 groups: ``"codes"`` names the type), in row order, of
-  which a task reads only its rows' bytes.
+  which a task reads only its rows' bytes;
+* ``<base>.table``: the running counts, little-endian int64: entry j (one
+  count per class) the rows of each class before row ``j * table_rows``, of
+  which a task reads one entry per range.
 
 Groups (``--groups``) use the same files without the values and running
-counts (``"classes"`` and ``"table"`` null): a task needs only each row's
-group and the rows per group.
+counts (``"classes"`` and ``"table_rows"`` null, no ``.table``): a task needs
+only each row's group and the rows per group.
 
 ``samplegen import --label NAME`` records them in the matrix directory
 (``_label.json``, ``_label.codes``), so a run stratified by the recorded
@@ -24,9 +27,10 @@ label reads no block before it starts.
 import numpy as np
 
 from samplegen.udfs.errors import InputError, ParameterError
-from samplegen.udfs.strata import Strata, code_dtype
+from samplegen.udfs.strata import TABLE_ROWS, Strata, code_dtype
 
 from . import fs as fsmod
+from .blocks import column_of_line
 from .store import read_json, to_json
 
 FORMAT = "samplegen-strata/1"
@@ -77,9 +81,14 @@ def read_label(matrix, column, progress=None):
     B = matrix.block_size
     v, j = divmod(column, B)
     out = np.empty(matrix.rows)
+    index = matrix.index()
     for h in range(-(-matrix.rows // B)):
-        block = matrix.read_block(h, v)
-        out[h * B:h * B + block.rows] = block.to_dense()[:, j]
+        part, offset, length = index[(h, v)]
+        h2, v2, values = column_of_line(matrix.fs.read_range(part, offset, length), j)
+        rows = min(B, matrix.rows - h * B)
+        if (h2, v2) != (h, v) or values.size != rows:
+            raise InputError(f"corrupt block ({h}, {v}) in {part}")
+        out[h * B:h * B + rows] = values
         if progress is not None:
             progress.update(1)
     return out
@@ -93,10 +102,12 @@ def write_strata(base, strata, label):
     codes = strata.codes(0, strata.n_rows).astype(dtype)
     fs.write_bytes(base + ".codes", codes.tobytes())
     ranked = strata.ranked
+    if ranked:
+        fs.write_bytes(base + ".table", strata.table().astype("<i8").tobytes())
     fs.write_bytes(base + ".json", to_json({
         "format": FORMAT, "label": label, "codes": dtype.str,
         "classes": strata.classes if ranked else None, "counts": strata.counts.tolist(),
-        "table": strata.table.tolist() if ranked else None}))
+        "table_rows": TABLE_ROWS if ranked else None}))
     return base
 
 
@@ -118,7 +129,18 @@ def open_strata(base):
             raise InputError(f"{codes_uri} is truncated")
         return np.frombuffer(data, dtype)
 
-    return Strata(doc["classes"], doc["counts"], doc["table"], read)
+    n_classes = len(doc["counts"])
+
+    def entry(j):
+        data = fs.read_range(base + ".table", j * n_classes * 8, n_classes * 8)
+        if len(data) != n_classes * 8:
+            raise InputError(f"{base}.table is truncated")
+        return np.frombuffer(data, "<i8")
+
+    if doc.get("table_rows") not in (None, TABLE_ROWS):
+        raise InputError(f"{base}.json counts every {doc['table_rows']} rows; this version of "
+                         f"samplegen reads running counts every {TABLE_ROWS}")
+    return Strata(doc["classes"], doc["counts"], entry if doc.get("table_rows") else None, read)
 
 
 def recorded(matrix, column):
@@ -146,6 +168,6 @@ def strata_for(matrix, label, progress=None, ranked=True):
 def remove_strata(base):
     """Remove the files :func:`write_strata` wrote at *base*."""
     fs = fsmod.get_fs(base)
-    for suffix in (".json", ".codes"):
+    for suffix in (".json", ".codes", ".table"):
         if fs.exists(base + suffix):
             fs.rmtree(base + suffix)

@@ -25,6 +25,7 @@ as scikit-learn does with ``random_state=None``.
 """
 import math
 import numbers
+import warnings
 
 import numpy as np
 
@@ -60,7 +61,13 @@ def _n_samples(X):
 
 
 class _Splitter:
-    """What every splitter shares: the seed, ``get_n_splits``, ``repr``."""
+    """What every splitter shares: the seed, ``get_n_splits``, ``repr``, and
+    scikit-learn's metadata routing: a splitter that splits by groups
+    (``uses_groups``) asks for them, the others ignore them with a warning,
+    as scikit-learn's own splitters do."""
+
+    #: whether ``split`` uses its *groups*
+    uses_groups = False
 
     def __init__(self, n_splits, seed, random_state):
         if not isinstance(n_splits, numbers.Integral) or isinstance(n_splits, bool):
@@ -75,6 +82,21 @@ class _Splitter:
 
     def _split_seed(self):
         return fresh_seed() if self.seed is None else self.seed
+
+    def _ignored(self, groups):
+        if groups is not None and not self.uses_groups:
+            warnings.warn(f"The groups parameter is ignored by {type(self).__name__}",
+                          UserWarning, stacklevel=3)
+
+    def get_metadata_routing(self):
+        """scikit-learn's metadata request of ``split``: *groups* for the
+        group splitters, nothing for the others (needs scikit-learn)."""
+        from sklearn.utils.metadata_routing import MetadataRequest
+        request = MetadataRequest(owner=self)
+        if self.uses_groups:
+            request.split.add_request(param="groups", alias=getattr(self, "_groups_alias",
+                                                                     True))
+        return request
 
     def __repr__(self):
         params = ", ".join(f"{k}={v!r}" for k, v in self._params().items())
@@ -96,6 +118,7 @@ class KFold(_Splitter):
         return {"n_splits": self.n_splits, "seed": self.seed, "balanced": self.balanced}
 
     def split(self, X, y=None, groups=None):
+        self._ignored(groups)
         n = _n_samples(X)
         samples = api.kfold(n, self.n_splits, self._split_seed(), balanced=self.balanced)
         for i in range(self.n_splits):
@@ -124,6 +147,7 @@ class RepeatedKFold(_Splitter):
         return None
 
     def split(self, X, y=None, groups=None):
+        self._ignored(groups)
         samples = api.kfold(_n_samples(X), self.n_splits, self._split_seed(),
                             stratify=self._stratify(X, y), repeats=self.n_repeats)
         for j in range(self.get_n_splits()):
@@ -132,6 +156,9 @@ class RepeatedKFold(_Splitter):
 
 class RepeatedStratifiedKFold(RepeatedKFold):
     """``n_repeats`` independent :class:`StratifiedKFold` splits."""
+
+    def split(self, X, y, groups=None):
+        return super().split(X, y, groups)
 
     def _stratify(self, X, y):
         return _labels_of(X, y, "RepeatedStratifiedKFold")
@@ -148,7 +175,19 @@ def _labels_of(X, y, splitter, arg="y"):
     return y
 
 
-class GroupKFold(_Splitter):
+class _GroupSplitter(_Splitter):
+    """A splitter by groups: asks scikit-learn's metadata routing for them."""
+
+    uses_groups = True
+
+    def set_split_request(self, *, groups=True):
+        """scikit-learn's request of ``split``'s *groups* (True, False, None
+        or an alias), for its metadata routing."""
+        self._groups_alias = groups
+        return self
+
+
+class GroupKFold(_GroupSplitter):
     """k folds of whole groups: every row of a group in the same fold, the
     groups taken in a random order and each given to the fold with the
     fewest rows so far (scikit-learn's GroupKFold takes them by size, so
@@ -184,7 +223,8 @@ class StratifiedKFold(_Splitter):
     def _params(self):
         return {"n_splits": self.n_splits, "seed": self.seed}
 
-    def split(self, X, y=None, groups=None):
+    def split(self, X, y, groups=None):
+        self._ignored(groups)
         y = _labels_of(X, y, "StratifiedKFold")
         samples = api.kfold(_n_samples(X), self.n_splits, self._split_seed(), stratify=y)
         for i in range(self.n_splits):
@@ -249,6 +289,7 @@ class ShuffleSplit(_Splitter):
                 "train_size": self.train_size, "seed": self.seed}
 
     def split(self, X, y=None, groups=None):
+        self._ignored(groups)
         n = _n_samples(X)
         n_train, n_test = _sizes(n, self.test_size, self.train_size, 0.1)
         yield from _holdout(n, n_train, n_test, self.n_splits, self._split_seed())
@@ -259,14 +300,15 @@ class StratifiedShuffleSplit(ShuffleSplit):
     proportion: each class's training rows within one of ``n_train * n_c /
     m``, its test rows the same share of the rest."""
 
-    def split(self, X, y=None, groups=None):
+    def split(self, X, y, groups=None):
+        self._ignored(groups)
         y = _labels_of(X, y, "StratifiedShuffleSplit")
         n = _n_samples(X)
         n_train, n_test = _sizes(n, self.test_size, self.train_size, 0.1)
         yield from _holdout(n, n_train, n_test, self.n_splits, self._split_seed(), y)
 
 
-class GroupShuffleSplit(ShuffleSplit):
+class GroupShuffleSplit(_GroupSplitter, ShuffleSplit):
     """:class:`ShuffleSplit` of whole groups: *test_size* and *train_size*
     count groups (a share or a number of them, test 20 % when neither is
     given, as scikit-learn's GroupShuffleSplit); every split of that many
@@ -295,6 +337,9 @@ class TimeSeriesSplit(_Splitter):
     end of the row order, each trained on the rows before it, less *gap*,
     at most *max_train_size* of them.  No randomness, so no seed."""
 
+    #: deterministic: the same splits on every call (scikit-learn's test)
+    shuffle = False
+
     def __init__(self, n_splits=5, *, max_train_size=None, test_size=None, gap=0):
         super().__init__(n_splits, None, None)
         if self.n_splits < 2:
@@ -306,6 +351,7 @@ class TimeSeriesSplit(_Splitter):
                 "test_size": self.test_size, "gap": self.gap}
 
     def split(self, X, y=None, groups=None):
+        self._ignored(groups)
         samples = api.sample(_n_samples(X), "timeseries", 0, k=self.n_splits, gap=self.gap,
                              test_size=self.test_size or 0,
                              max_train_size=self.max_train_size or 0)
@@ -328,6 +374,7 @@ class Bootstrap(_Splitter):
         return {"n_splits": self.n_splits, "size": self.size, "seed": self.seed}
 
     def split(self, X, y=None, groups=None):
+        self._ignored(groups)
         samples = api.bootstrap(_n_samples(X), self.n_splits, self._split_seed(), self.size,
                                 oob=True)
         for i in range(self.n_splits):

@@ -2,7 +2,7 @@
 import numpy as np
 import pytest
 
-from samplegen.jobs.blocks import DENSE, SPARSE, Block, parse_line
+from samplegen.jobs.blocks import DENSE, SPARSE, Block, column_of_line, parse_line
 from samplegen.udfs.errors import InputError
 
 SPECIAL = np.array([[np.nan, np.inf, -np.inf, 0.0, -0.0, 1e-310, 1.5]])
@@ -94,3 +94,21 @@ def test_encoded_rows_are_fixed_runs_of_text():
         assert np.array_equal(got.to_dense(), block.to_dense()[idx])
         merged = EncodedBlock.concat([enc.row_slice(0, 10), enc.row_slice(10, 40)]).decode()
         assert np.array_equal(merged.to_dense(), block.to_dense())
+
+
+@pytest.mark.parametrize("cols", [1, 2, 3, 7, 100])
+@pytest.mark.parametrize("kind", [DENSE, SPARSE])
+def test_one_column_of_a_line_is_that_column_of_the_decoded_block(kind, cols):
+    rng = np.random.default_rng(cols)
+    data = rng.normal(size=(37, cols))
+    data[rng.random(data.shape) < 0.5] = 0.0
+    data[3, 0] = np.nan
+    for row_ids in (None, rng.permutation(1000)[:37]):
+        block = Block.from_dense(data, kind, row_ids=row_ids)
+        line = "4\t2\t".encode() + block.encode()
+        for j in range(cols):
+            h, v, values = column_of_line(line, j)
+            assert (h, v) == (4, 2)
+            np.testing.assert_array_equal(values, data[:, j])
+    with pytest.raises(InputError):
+        column_of_line("4\t2\t".encode() + Block.from_dense(data, DENSE).encode()[:-40], 0)

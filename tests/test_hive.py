@@ -331,6 +331,15 @@ def test_block_table_to_result_table(tmp_path, tmp_path_factory, inputs, hive_se
                 assert np.array_equal(got.to_dense(), composed.read_block(h, v).to_dense())
                 assert np.array_equal(got.row_ids, composed.read_block(h, v).row_ids)
 
+    # time-series folds: the generic script with the timeseries UDF
+    code, _, err = run_cli(capsys, "hive", "kfold", table, "res_ts", "--output",
+                           tmp_path / "ts", "--k", 3, "--time-series", "--gap", 2, "--seed",
+                           SEED, "--hive-url", url)
+    assert code == 0, err
+    ref = reference(tmp_path_factory, inputs["wide"], "timeseries",
+                    {"k": 3, "gap": 2, "test_size": 0, "max_train_size": 0})
+    assert sample_digests(str(tmp_path / "ts")) == sample_digests(ref)
+
     # the printed script, run by beeline alone: the same run directory (metadata
     # included) as the Python run, and the same result table and views
     (tmp_path / "printed.sql").write_text(text)

@@ -59,7 +59,7 @@ def test_holdout_by_row_id_is_the_block_jobs_and_keeps_every_column(row_table, c
     assert code == 0, err
     source = {row[0]: tuple(row) for row in _rows(
         url, f"SELECT id, name, tags, score, note FROM {table}")}
-    ref = api.holdout(N, 0.7, SEED, repeats=2)
+    ref = api.holdout(N, 0.7, SEED, repeats=2, exact=False)   # keyed rows: coins by default
     got = _by_sample(url, result)
     assert sorted(got) == sorted(ref.names)
     for name in ref.names:
@@ -69,6 +69,33 @@ def test_holdout_by_row_id_is_the_block_jobs_and_keeps_every_column(row_table, c
     assert any(r[4] is None for r in got["train-0"])        # NULLs stay NULL
     view = _rows(url, f"SELECT id FROM {result}_test_1")
     assert sorted(r[0] for r in view) == sorted(ref.indices("test-1").tolist())
+
+
+def test_time_series_and_repeated_folds_by_row_id(row_table, capsys):
+    """kfold --time-series (row ids as time) and --repeats (each training
+    view the other folds of its own repeat) on a row table keyed by row id;
+    time-series folds by any other key are refused."""
+    url, table = row_table["url"], row_table["name"]
+    result = "ts_" + uuid.uuid4().hex[:6]
+    code, _, err = run_cli(capsys, "hive", "kfold", table, result, "--key", "id", "--k", 3,
+                           "--time-series", "--seed", SEED, "--hive-url", url)
+    assert code == 0, err
+    ref = api.sample(N, "timeseries", SEED, k=3)
+    got = _by_sample(url, result)
+    for name in ref.names:
+        assert sorted(r[0] for r in got[name]) == ref.indices(name).tolist(), name
+    result = "rk_" + uuid.uuid4().hex[:6]
+    code, _, err = run_cli(capsys, "hive", "kfold", table, result, "--key", "id", "--k", 3,
+                           "--repeats", 2, "--balanced", "--seed", SEED, "--hive-url", url)
+    assert code == 0, err
+    ref = api.kfold(N, 3, SEED, repeats=2)
+    for j in range(6):
+        train = _rows(url, f"SELECT id FROM {result}_train_{j}")
+        assert sorted(r[0] for r in train) == sorted(ref.indices(f"train-{j}").tolist())
+    code, out, err = run_cli(capsys, "hive", "kfold", table, "no_" + uuid.uuid4().hex[:6],
+                             "--key", "name", "--k", 3, "--time-series", "--seed", SEED,
+                             "--hive-url", url)
+    assert code == 2 and "time-series folds need key column 'name'" in err, err
 
 
 def test_exact_sizes_by_row_id_and_refused_for_other_keys(row_table, capsys):

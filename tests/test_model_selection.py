@@ -182,3 +182,74 @@ def test_bootstrap_trains_on_bags_and_tests_out_of_bag(data, tmp_path):
         assert set(train.tolist()) | set(test.tolist()) == set(range(569))
         assert np.array_equal(train, run.indices(f"sample-{i}"))
         assert np.array_equal(test, run.indices(f"oob-{i}"))
+
+
+# ---------------------------------------------------------------------------
+# scikit-learn's common splitter contract (its test_split.py, where it applies)
+# ---------------------------------------------------------------------------
+def _splitters(seed):
+    import samplegen.model_selection as ms
+    return [ms.KFold(3, seed=seed), ms.StratifiedKFold(3, seed=seed),
+            ms.GroupKFold(3, seed=seed), ms.RepeatedKFold(n_splits=3, n_repeats=2, seed=seed),
+            ms.RepeatedStratifiedKFold(n_splits=3, n_repeats=2, seed=seed),
+            ms.ShuffleSplit(4, test_size=0.3, seed=seed),
+            ms.StratifiedShuffleSplit(4, test_size=0.3, seed=seed),
+            ms.GroupShuffleSplit(4, test_size=0.3, seed=seed), ms.Bootstrap(3, seed=seed)]
+
+
+def _inputs(n=60):
+    rng = np.random.default_rng(1)
+    return rng.integers(0, 3, (n, 2)), rng.integers(0, 3, n), rng.integers(0, 10, n)
+
+
+@pytest.mark.parametrize("cv", _splitters(7) + [TimeSeriesSplit(3)], ids=repr)
+def test_common_splitter_contract(cv):
+    from sklearn.model_selection._split import _yields_constant_splits
+    X, y, groups = _inputs()
+    pairs = list(cv.split(X, y, groups) if cv.uses_groups else cv.split(X, y))
+    assert len(pairs) == cv.get_n_splits(X, y, groups)
+    for train, test in pairs:
+        assert train.dtype.kind == "i" and test.dtype.kind == "i"
+        assert train.size and test.size and train.max() < 60 and test.max() < 60
+        if type(cv).__name__ != "Bootstrap":      # a bag repeats rows; its test is the rest
+            assert np.intersect1d(train, test).size == 0
+    again = list(cv.split(X, y, groups) if cv.uses_groups else cv.split(X, y))
+    assert all(np.array_equal(a[0], b[0]) and np.array_equal(a[1], b[1])
+               for a, b in zip(pairs, again))
+    assert _yields_constant_splits(cv)              # a fixed seed: the same splits
+    assert repr(cv).startswith(type(cv).__name__ + "(")
+    # a column vector y, as scikit-learn's splitters take it
+    assert len(list(cv.split(X, y.reshape(-1, 1), groups if cv.uses_groups else None))) \
+        == len(pairs)
+
+
+@pytest.mark.parametrize("cv", _splitters(None), ids=repr)
+def test_without_a_seed_splits_are_not_constant(cv):
+    from sklearn.model_selection._split import _yields_constant_splits
+    assert not _yields_constant_splits(cv)
+
+
+@pytest.mark.parametrize("cv", _splitters(7), ids=repr)
+def test_metadata_routing_and_ignored_groups(cv):
+    X, y, groups = _inputs()
+    request = cv.get_metadata_routing()
+    if cv.uses_groups:
+        assert request.split.requests == {"groups": True} and hasattr(cv, "set_split_request")
+        with sklearn.config_context(enable_metadata_routing=True):
+            scores = skms.cross_validate(LogisticRegression(), X, y, cv=cv,
+                                         params={"groups": groups})
+        assert len(scores["test_score"]) == cv.get_n_splits()
+    else:
+        assert not request.split.requests and not hasattr(cv, "set_split_request")
+        with pytest.warns(UserWarning, match=f"groups parameter is ignored by "
+                                             f"{type(cv).__name__}"):
+            list(cv.split(X, y, groups))
+
+
+@pytest.mark.parametrize("name", ["StratifiedKFold", "StratifiedShuffleSplit",
+                                  "RepeatedStratifiedKFold"])
+def test_stratified_splitters_need_y(name):
+    import samplegen.model_selection as ms
+    cv = getattr(ms, name)(seed=1) if name.startswith("Repeated") else getattr(ms, name)(seed=1)
+    with pytest.raises(TypeError, match="missing 1 required positional argument: 'y'"):
+        cv.split(np.zeros((10, 2)))

@@ -229,7 +229,7 @@ def test_stratified_splitters_work_inside_scikit_learn():
     X_train, X_test, y_train, y_test = train_test_split(X, y, test_size=0.2, stratify=y, seed=7)
     assert len(y_test) == 120 and np.all(np.abs(np.bincount(y_test) - np.bincount(y) / 5) < 1)
     with pytest.raises(ParameterError, match="pass y"):
-        list(StratifiedKFold(3).split(X))
+        list(StratifiedKFold(3).split(X, None))
 
 
 # ---------------------------------------------------------------------------

@@ -300,7 +300,8 @@ class KFold(SamplingUDF):
         repeat r."""
         lanes = None
         if self.groups:
-            fold = self.group_folds(rng, r)[_rows_of(self, rng, start, stop)]
+            codes = _rows_of(self, rng, start, stop)     # refuses keyed rows first
+            fold = self.group_folds(rng, r)[codes]
         elif self.balanced:
             labelling = _memo(self._labellings, (rng.seed, r), lambda: Labelling(
                 rng, self.n_rows, self.counts, r, self.strata))

@@ -8,6 +8,8 @@ per row.  Rows known by a key column (Hive row tables) keep the coins by
 default: their exact sizes need the keys to be the row ids.
 """
 
+from .errors import ParameterError
+
 
 def _stratify(what):
     return ("--stratify", dict(default=None, metavar="LABEL",
@@ -68,6 +70,21 @@ OPTIONS = {
     ],
 }
 
+#: ``kfold --time-series``: expanding-window folds (the ``timeseries`` UDF)
+TIME_SERIES = [
+    ("--time-series", dict(action="store_true",
+                           help="expanding-window folds over the row order (rows as time, as "
+                                "scikit-learn's TimeSeriesSplit): round i tests on the i-th of "
+                                "k slices at the end and trains on the rows before it")),
+    ("--gap", dict(type=int, default=0,
+                   help="--time-series: rows left out between training and test (default 0)")),
+    ("--test-size", dict(type=int, default=0,
+                         help="--time-series: rows per test slice (default: rows // (k + 1))")),
+    ("--max-train-size", dict(type=int, default=0,
+                              help="--time-series: train on at most this many latest rows "
+                                   "(default: all)")),
+]
+
 #: the parameters whose default is the caller's (exact unless rows are keyed)
 _CHOSEN = ("exact", "balanced")
 
@@ -81,6 +98,34 @@ def add_method_options(parser, method, skip=()):
                 group.add_argument(flag, **keywords)
         elif entry[0] not in skip:
             parser.add_argument(entry[0], **entry[1])
+
+
+def add_time_series_options(parser):
+    """``kfold``'s ``--time-series`` and its options on *parser*."""
+    for flag, keywords in TIME_SERIES:
+        parser.add_argument(flag, **keywords)
+
+
+def kfold_method(args, keyed=False):
+    """``(UDF name, parameters)`` of a parsed ``kfold`` command: the
+    ``timeseries`` UDF with ``--time-series`` (refusing the options that do
+    not apply to it), else ``kfold`` (:func:`method_params`)."""
+    if not args.time_series:
+        if args.gap or args.test_size or args.max_train_size:
+            raise ParameterError("--gap, --test-size and --max-train-size need --time-series")
+        return "kfold", method_params("kfold", args, keyed)
+    for name in ("naive", "balanced", "materialize", "stratify", "groups"):
+        if getattr(args, name, None) not in (None, False):
+            raise ParameterError(f"--{name} does not apply to --time-series folds (each "
+                                 "training set is written as it is)")
+    if args.balanced is False:
+        raise ParameterError("--per-row does not apply to --time-series folds (they are "
+                             "slices of the row order)")
+    if args.repeats != 1:
+        raise ParameterError("--repeats does not apply to --time-series folds (they have no "
+                             "randomness to repeat)")
+    return "timeseries", {"k": args.k, "gap": args.gap, "test_size": args.test_size,
+                          "max_train_size": args.max_train_size}
 
 
 def method_params(method, args, keyed=False):

@@ -21,7 +21,7 @@ import numpy as np
 from .errors import ParameterError
 
 #: rows between two entries of the running class counts
-TABLE_ROWS = 1 << 16
+TABLE_ROWS = 1024
 #: the most classes a label may have (16-bit codes and a running count of
 #: each), and the most groups (32-bit codes, no running counts)
 MAX_CLASSES = 1 << 16
@@ -39,9 +39,10 @@ class Strata:
     group, and how many rows each has).
 
     *classes*: the values, one per class code (sorted; None when only the
-    codes are kept); *counts*: rows per class; *table*: ``table[j]`` the
-    rows of each class among rows ``[0, j * TABLE_ROWS)`` (``n_rows //
-    TABLE_ROWS + 1`` entries), None for unranked groups; *read*: ``read(start,
+    codes are kept); *counts*: rows per class; *table*: the running counts,
+    ``table[j]`` the rows of each class among rows ``[0, j * TABLE_ROWS)``
+    (``n_rows // TABLE_ROWS + 1`` entries) -- an array, or a function of j
+    giving that entry -- or None for unranked groups; *read*: ``read(start,
     stop)`` gives the class codes of rows ``[start, stop)``.
     """
 
@@ -50,16 +51,19 @@ class Strata:
         self.classes = list(classes) if classes is not None else None
         self.n_rows = int(self.counts.sum())
         self._read = read
-        limit = MAX_CLASSES if table is not None else MAX_GROUPS
+        self._last = (None, None)
+        self.ranked = table is not None
+        limit = MAX_CLASSES if self.ranked else MAX_GROUPS
         if not 0 < self.counts.size <= limit:
-            raise ParameterError(f"a {'label' if table is not None else 'grouping'} must have "
-                                 f"1 to {limit} {'classes' if table is not None else 'groups'}, "
+            raise ParameterError(f"a {'label' if self.ranked else 'grouping'} must have "
+                                 f"1 to {limit} {'classes' if self.ranked else 'groups'}, "
                                  f"got {self.counts.size}")
-        self.table = None
-        if table is not None:
-            self.table = np.asarray(table, np.int64).reshape(-1, self.counts.size)
-            if self.table.shape[0] != self.n_rows // TABLE_ROWS + 1:
+        self._entry, self._table = table, None
+        if self.ranked and not callable(table):
+            table = np.asarray(table, np.int64).reshape(-1, self.counts.size)
+            if table.shape[0] != self.n_rows // TABLE_ROWS + 1:
                 raise ParameterError("the running class counts do not match the rows")
+            self._entry, self._table = table.__getitem__, table
 
     @classmethod
     def of(cls, values, ranked=True):
@@ -86,10 +90,6 @@ class Strata:
             counts, table = np.bincount(codes, minlength=classes.size), None
         return cls(classes.tolist(), counts, table, lambda a, b: codes[a:b])
 
-    @property
-    def ranked(self):
-        return self.table is not None
-
     def name_of(self, code):
         """How a message names class *code*."""
         return repr(self.classes[code]) if self.classes is not None else f"#{code}"
@@ -100,25 +100,39 @@ class Strata:
 
     def before(self, start):
         """Rows of each class among rows ``[0, start)`` (ranked only)."""
-        if self.table is None:
+        if not self.ranked:
             raise ParameterError("groups have no ranks: only a label's classes do")
         j = start // TABLE_ROWS
         lo = j * TABLE_ROWS
-        head = self.table[j]
+        head = np.array(self._entry(j), np.int64)
         if start == lo:
-            return head.copy()
+            return head
         return head + np.bincount(self.codes(lo, start), minlength=self.counts.size)
 
+    def table(self):
+        """The whole running counts (``n_rows // TABLE_ROWS + 1`` entries)."""
+        if self._table is not None:
+            return self._table
+        return np.array([self._entry(j) for j in range(self.n_rows // TABLE_ROWS + 1)],
+                        np.int64).reshape(-1, self.counts.size)
+
     def ranges(self, start, stop):
-        """The rows of ``[start, stop)`` class by class: ``(c, offsets, rank)``
-        for each class c present, *offsets* its rows (from *start*, in
-        order) and *rank* the rank of the first of them in its class."""
+        """The rows of ``[start, stop)`` class by class, a list of ``(c,
+        offsets, rank)`` for each class c present: *offsets* its rows (from
+        *start*, in order) and *rank* the rank of the first of them in its
+        class.  The last range's answer is kept: a UDF drawing several
+        samples asks for the same range once per sample."""
+        last = self._last
+        if last[0] == (start, stop):
+            return last[1]
         codes = self.codes(start, stop)
         before = self.before(start)
         order = np.argsort(codes.astype(np.uint16), kind="stable")   # a radix sort
         bounds = np.concatenate([[0], np.cumsum(np.bincount(codes, minlength=self.counts.size))])
-        for c in np.flatnonzero(np.diff(bounds)):
-            yield int(c), order[bounds[c]:bounds[c + 1]], int(before[c])
+        found = [(int(c), order[bounds[c]:bounds[c + 1]], int(before[c]))
+                 for c in np.flatnonzero(np.diff(bounds))]
+        self._last = ((start, stop), found)     # one assignment: safe to share
+        return found
 
     def check_at_least(self, rows, what):
         """ParameterError naming the smallest class when it has fewer than
@@ -132,14 +146,14 @@ class Strata:
 
 def running_counts(codes, n_classes):
     """``(counts, table)`` of :class:`Strata` for class *codes* of all rows."""
-    codes = np.asarray(codes)
+    codes = np.asarray(codes, np.int64)
     n = codes.size
-    marks = np.arange(0, n + 1, TABLE_ROWS)
-    table = np.zeros((marks.size, n_classes), np.int64)
-    for j in range(1, marks.size):
-        table[j] = table[j - 1] + np.bincount(codes[marks[j - 1]:marks[j]], minlength=n_classes)
-    counts = table[-1] + np.bincount(codes[marks[-1]:], minlength=n_classes)
-    return counts, table
+    chunk = np.arange(n, dtype=np.int64) // TABLE_ROWS
+    per_chunk = np.bincount(chunk * n_classes + codes,
+                            minlength=(n // TABLE_ROWS + 1) * n_classes).reshape(-1, n_classes)
+    table = np.zeros_like(per_chunk)
+    np.cumsum(per_chunk[:-1], axis=0, out=table[1:])
+    return per_chunk.sum(axis=0), table
 
 
 def proportional(total, counts):

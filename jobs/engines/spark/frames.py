@@ -212,7 +212,7 @@ def _frame_and_names(df, udf, seed, key, params):
     if udf == "bootstrap":
         return _bootstrap_frame(df, seed, key, params)
     if keys.is_exact(udf, params):
-        n_rows = keys.exact_rows(key, "the DataFrame", *_key_stats(df, key))
+        n_rows = keys.exact_rows(key, "the DataFrame", *_key_stats(df, key), keys.row_id_use(udf))
     elif udf in ("holdout", "kfold"):
         n_rows = KEY_SPACE - 1
     else:
