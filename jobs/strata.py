@@ -137,9 +137,10 @@ def open_strata(base):
             raise InputError(f"{base}.table is truncated")
         return np.frombuffer(data, "<i8")
 
-    if doc.get("table_rows") not in (None, TABLE_ROWS):
-        raise InputError(f"{base}.json counts every {doc['table_rows']} rows; this version of "
-                         f"samplegen reads running counts every {TABLE_ROWS}")
+    ranked = doc.get("classes") is not None
+    if ranked and doc.get("table_rows") != TABLE_ROWS:
+        raise InputError(f"{base}.json is not the class file this version of samplegen writes "
+                         f"(running counts every {TABLE_ROWS} rows); import the matrix again")
     return Strata(doc["classes"], doc["counts"], entry if doc.get("table_rows") else None, read)
 
 
