@@ -455,12 +455,15 @@ def column_of_line(line, j):
     """``(h, v, values)``: column *j* of a block line, as float64.  A dense
     block's rows are base64 text each on its own (a row's bytes padded to a
     multiple of 3), so only the 12 to 16 characters holding the column's 8
-    bytes are decoded in each row; a sparse block is decoded whole."""
-    h, v, tab2 = line_key(line)
-    payload = memoryview(line)[tab2 + 1:]
+    bytes are decoded in each row (*line* may be any buffer: a memory-mapped
+    part file is then read only where those characters are); a sparse block
+    is decoded whole."""
+    line = memoryview(line).cast("B")
+    h, v, tab2 = line_key(bytes(line[:64]))
+    payload = line[tab2 + 1:]
     layout = payload_layout(bytes(payload[:HEADER_CHARS]))
     if layout.kind != DENSE:
-        return h, v, parse_line(line)[2].to_dense()[:, j]
+        return h, v, parse_line(bytes(line))[2].to_dense()[:, j]
     if not 0 <= j < layout.cols:
         raise ValueError(f"column {j} is outside the block's {layout.cols} columns")
     width = row_chars(layout.cols)

@@ -81,10 +81,16 @@ def read_label(matrix, column, progress=None):
     B = matrix.block_size
     v, j = divmod(column, B)
     out = np.empty(matrix.rows)
-    index = matrix.index()
+    index, mapped = matrix.index(), {}
     for h in range(-(-matrix.rows // B)):
         part, offset, length = index[(h, v)]
-        h2, v2, values = column_of_line(matrix.fs.read_range(part, offset, length), j)
+        if fsmod.is_local(part):     # memory-mapped: only the label's pages are read
+            if part not in mapped:
+                mapped[part] = np.memmap(fsmod.local_path(part), np.uint8, "r")
+            line = mapped[part][offset:offset + length]
+        else:
+            line = matrix.fs.read_range(part, offset, length)
+        h2, v2, values = column_of_line(line, j)
         rows = min(B, matrix.rows - h * B)
         if (h2, v2) != (h, v) or values.size != rows:
             raise InputError(f"corrupt block ({h}, {v}) in {part}")

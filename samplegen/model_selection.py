@@ -30,6 +30,7 @@ import warnings
 import numpy as np
 
 from samplegen.jobs import api
+from samplegen.udfs.builtin import TimeSeries
 from samplegen.udfs.errors import ParameterError
 from samplegen.udfs.rng import check_seed, fresh_seed
 
@@ -352,11 +353,12 @@ class TimeSeriesSplit(_Splitter):
 
     def split(self, X, y=None, groups=None):
         self._ignored(groups)
-        samples = api.sample(_n_samples(X), "timeseries", 0, k=self.n_splits, gap=self.gap,
-                             test_size=self.test_size or 0,
-                             max_train_size=self.max_train_size or 0)
-        for i in range(self.n_splits):
-            yield samples.indices(f"train-{i}"), samples.indices(f"test-{i}")
+        udf = TimeSeries(_n_samples(X), self.n_splits, gap=self.gap,
+                         test_size=self.test_size or 0, max_train_size=self.max_train_size or 0)
+        # the rows keep their order (the UDF's relative position is the row id),
+        # so each sample is its range of row ids: no draw, no sort
+        for train, test in udf.rounds():
+            yield np.arange(*train), np.arange(*test)
 
 
 class Bootstrap(_Splitter):

@@ -471,6 +471,13 @@ class TimeSeries(SamplingUDF):
     def sample_names(self):
         return [name for i in range(self.k) for name in (f"train-{i}", f"test-{i}")]
 
+    def rounds(self):
+        """``[((train start, stop), (test start, stop)), ...]``: each round's
+        row ranges (its samples are these rows, in row order)."""
+        return [((int(self.train_lo[i]), int(self.train_hi[i])),
+                 (int(self.test_lo[i]), int(self.test_lo[i] + self.test_size)))
+                for i in range(self.k)]
+
     def expected_rows(self, sample_id):
         i = sample_id // 2
         return float(self.test_size if sample_id % 2 else self.train_hi[i] - self.train_lo[i])
@@ -485,9 +492,8 @@ class TimeSeries(SamplingUDF):
         if rows is None:
             rows = np.arange(start, stop, dtype=np.int64)
         parts = []
-        for i in range(self.k):
-            for sid, lo, hi in ((2 * i, self.train_lo[i], self.train_hi[i]),
-                                (2 * i + 1, self.test_lo[i], self.test_lo[i] + self.test_size)):
+        for i, (train, test) in enumerate(self.rounds()):
+            for sid, (lo, hi) in ((2 * i, train), (2 * i + 1, test)):
                 inside = np.flatnonzero((rows >= lo) & (rows < hi))
                 parts.append(Occurrences(inside, np.full(inside.size, sid, np.int64),
                                          rows[inside].astype(np.uint64)))

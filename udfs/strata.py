@@ -76,7 +76,7 @@ class Strata:
         if values.dtype.kind == "f" and np.isnan(values).any():
             raise ParameterError("labels must not be NaN: give every row a class")
         try:
-            classes, codes = np.unique(values, return_inverse=True)
+            classes, codes = _classes(values)
         except TypeError:
             raise ParameterError("labels must be comparable values of one kind (numbers or "
                                  "strings)") from None
@@ -142,6 +142,18 @@ class Strata:
             raise ParameterError(f"class {self.name_of(c)} has {int(self.counts[c])} "
                                  f"row{'s' if self.counts[c] != 1 else ''}; {what} needs at "
                                  f"least {rows} per class")
+
+
+def _classes(values):
+    """``(sorted distinct values, code of each value)``, as ``np.unique``
+    with ``return_inverse``; a label's few classes are usually all among its
+    first rows, which then spares the sort of every value."""
+    head = np.unique(values[:1 << 16])
+    if values.size > 1 << 16 and head.size <= 1 << 12:
+        codes = np.searchsorted(head, values)
+        if np.array_equal(head[np.minimum(codes, head.size - 1)], values):
+            return head, codes
+    return np.unique(values, return_inverse=True)
 
 
 def running_counts(codes, n_classes):
