@@ -19,6 +19,10 @@
 --
 --   samples, size   number of samples, rows per sample
 --   oob          true: each bag's out-of-bag rows too, as oob-<i>
+--   strata       the rows' classes for a stratified run: the base path of the
+--                class files samplegen writes next to the run (<base>.json,
+--                .codes, .table: samplegen.jobs.strata), as the tasks see it;
+--                none: not stratified
 --   bin_bits     shuffle bins per (sample, column of blocks): 0 = one bin (the
 --                reducer merges a whole group in memory); n = 2**n bins;
 --                one value, or one per sample separated by commas
@@ -47,20 +51,20 @@ ADD FILE ${hivevar:files}/${hivevar:zip};
 -- (the lines between the finish markers: the samplegen driver's own query
 -- leaves them out and writes the metadata itself).
 SELECT TRANSFORM (route, sample, v_index, payload)
-  USING '${hivevar:python} ${hivevar:zip} finish --output ${hivevar:output} --input ${hivevar:input} --udf bootstrap --params=samples=${hivevar:samples},size=${hivevar:size},oob=${hivevar:oob} --seed ${hivevar:seed} --rows ${hivevar:rows} --cols ${hivevar:cols} --block-size ${hivevar:block_size} --kind ${hivevar:kind} --bin-bits ${hivevar:bin_bits} --records ${hivevar:records}'
+  USING '${hivevar:python} ${hivevar:zip} finish --output ${hivevar:output} --input ${hivevar:input} --udf bootstrap --params=samples=${hivevar:samples},size=${hivevar:size},oob=${hivevar:oob} --seed ${hivevar:seed} --rows ${hivevar:rows} --cols ${hivevar:cols} --block-size ${hivevar:block_size} --kind ${hivevar:kind} --bin-bits ${hivevar:bin_bits} --records ${hivevar:records} --strata ${hivevar:strata}'
   AS (route INT, sample INT, v_index INT, payload STRING)
 FROM (
   SELECT route, sample, v_index, payload, 0 AS task FROM (
 -- finish]
     -- streaming-re-block: one buffer block at a time, written to <output>
     SELECT TRANSFORM (sample, v_index, relative_pos, row_id, row_partition)
-      USING '${hivevar:python} ${hivevar:zip} reblock --output ${hivevar:output} --udf bootstrap --params=samples=${hivevar:samples},size=${hivevar:size},oob=${hivevar:oob} --seed ${hivevar:seed} --rows ${hivevar:rows} --cols ${hivevar:cols} --block-size ${hivevar:block_size} --kind ${hivevar:kind} --bin-bits ${hivevar:bin_bits} --records ${hivevar:records}'
+      USING '${hivevar:python} ${hivevar:zip} reblock --output ${hivevar:output} --udf bootstrap --params=samples=${hivevar:samples},size=${hivevar:size},oob=${hivevar:oob} --seed ${hivevar:seed} --rows ${hivevar:rows} --cols ${hivevar:cols} --block-size ${hivevar:block_size} --kind ${hivevar:kind} --bin-bits ${hivevar:bin_bits} --records ${hivevar:records} --strata ${hivevar:strata}'
       AS (route INT, sample INT, v_index INT, payload STRING)
     FROM (
       SELECT * FROM (
         -- local-sampling: the sampling UDTF over the blocks of the table
         SELECT TRANSFORM (h_index, v_index, block)
-          USING '${hivevar:python} ${hivevar:zip} sample --udf bootstrap --params=samples=${hivevar:samples},size=${hivevar:size},oob=${hivevar:oob} --seed ${hivevar:seed} --rows ${hivevar:rows} --cols ${hivevar:cols} --block-size ${hivevar:block_size} --kind ${hivevar:kind} --bin-bits ${hivevar:bin_bits} --records ${hivevar:records}'
+          USING '${hivevar:python} ${hivevar:zip} sample --udf bootstrap --params=samples=${hivevar:samples},size=${hivevar:size},oob=${hivevar:oob} --seed ${hivevar:seed} --rows ${hivevar:rows} --cols ${hivevar:cols} --block-size ${hivevar:block_size} --kind ${hivevar:kind} --bin-bits ${hivevar:bin_bits} --records ${hivevar:records} --strata ${hivevar:strata}'
           AS (sample INT, v_index INT, relative_pos STRING, row_id BIGINT, row_partition STRING)
         FROM ${hivevar:table}
       ) occurrences

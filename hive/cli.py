@@ -36,9 +36,6 @@ from samplegen.udfs.options import (
 
 from . import rowtables, tables
 
-#: options of the built-in methods that the Hive scripts do not take
-NOT_ON_HIVE = ("--stratify", "--groups")
-
 
 def _hive_url(p):
     p.add_argument("--hive-url", default=os.environ.get("SAMPLEGEN_HIVE_URL"),
@@ -74,14 +71,14 @@ def add_commands(sub):
     _hive_url(p)
 
     p = _sampling(sub, "holdout", "hold-out pairs into a result table")
-    add_method_options(p, "holdout", skip=NOT_ON_HIVE)
+    add_method_options(p, "holdout")
 
     p = _sampling(sub, "kfold", "k folds (and composed training sets) into a result table")
-    add_method_options(p, "kfold", skip=NOT_ON_HIVE)
+    add_method_options(p, "kfold")
     add_time_series_options(p)
 
     p = _sampling(sub, "bootstrap", "bootstrap samples into a result table")
-    add_method_options(p, "bootstrap", skip=NOT_ON_HIVE)
+    add_method_options(p, "bootstrap")
 
     p = _sampling(sub, "sample", "your own sampling-UDF into a result table")
     p.add_argument("--udf", required=True, help="MODULE:FUNCTION (or holdout/kfold/bootstrap)")

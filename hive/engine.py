@@ -47,7 +47,7 @@ KINDS = {
     "records": "word", "kind": "word", "rows": "int", "cols": "int", "block_size": "int",
     "seed": "int", "repeats": "int", "k": "int", "samples": "int", "size": "int",
     "ratio": "number", "fraction": "number", "assignments": "identifier",
-    "exact": "word", "balanced": "word", "oob": "word",
+    "exact": "word", "balanced": "word", "oob": "word", "strata": "word", "grouping": "word",
 }
 DEFAULT_FILES = os.path.join("~", ".cache", "samplegen", "hive")
 
@@ -55,21 +55,20 @@ DEFAULT_FILES = os.path.join("~", ".cache", "samplegen", "hive")
 def script_for(plan):
     """``(script name, method variables)`` for a plan."""
     p = plan.params
-    for param in ("stratify", "groups"):
-        if p.get(param) is not None:
-            raise ParameterError(f"{'stratified' if param == 'stratify' else 'grouped'} samples "
-                                 f"run on the embedded, MapReduce and Spark runners; the Hive "
-                                 f"scripts do not take --{param}")
+    # the rows' classes and groups: the class files the driver wrote next to the run
+    sides = {field: server_path(getattr(plan, field)) if getattr(plan, field) else "none"
+             for field in ("strata", "grouping")}
     if plan.udf == "holdout":
         return "holdout", {"ratio": float(p["ratio"]), "repeats": int(p["repeats"]),
-                           "fraction": float(p["fraction"]), "exact": _flag(p, "exact")}
+                           "fraction": float(p["fraction"]), "exact": _flag(p, "exact"),
+                           **sides}
     if plan.udf == "kfold":
         return ("kfold_naive" if p.get("naive") else "kfold"), {
             "k": int(p["k"]), "balanced": _flag(p, "balanced"),
-            "repeats": int(p.get("repeats", 1))}
+            "repeats": int(p.get("repeats", 1)), **sides}
     if plan.udf == "bootstrap":
         return "bootstrap", {"samples": int(p["samples"]), "size": int(p["size"]),
-                             "oob": _flag(p, "oob")}
+                             "oob": _flag(p, "oob"), "strata": sides["strata"]}
     if plan.composed:
         raise ParameterError(f"UDF {plan.udf!r} composes training sets; on Hive only the "
                              "built-in kfold does (kfold.hql)")

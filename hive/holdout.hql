@@ -19,6 +19,12 @@
 --
 --   ratio, repeats, fraction   (samplegen holdout --help)
 --   exact        true: exact sizes (holdout --exact); false: a coin per row
+--   strata       the rows' classes for a stratified run: the base path of the
+--                class files samplegen writes next to the run (<base>.json,
+--                .codes, .table: samplegen.jobs.strata), as the tasks see it;
+--                none: not stratified
+--   grouping     the rows' groups for a grouped run (class files as for
+--                strata, without running counts); none: not grouped
 --   bin_bits     shuffle bins per (sample, column of blocks): 0 = one bin (the
 --                reducer merges a whole group in memory); n = 2**n bins;
 --                one value, or one per sample separated by commas
@@ -47,20 +53,20 @@ ADD FILE ${hivevar:files}/${hivevar:zip};
 -- (the lines between the finish markers: the samplegen driver's own query
 -- leaves them out and writes the metadata itself).
 SELECT TRANSFORM (route, sample, v_index, payload)
-  USING '${hivevar:python} ${hivevar:zip} finish --output ${hivevar:output} --input ${hivevar:input} --udf holdout --params=ratio=${hivevar:ratio},repeats=${hivevar:repeats},fraction=${hivevar:fraction},exact=${hivevar:exact} --seed ${hivevar:seed} --rows ${hivevar:rows} --cols ${hivevar:cols} --block-size ${hivevar:block_size} --kind ${hivevar:kind} --bin-bits ${hivevar:bin_bits} --records ${hivevar:records}'
+  USING '${hivevar:python} ${hivevar:zip} finish --output ${hivevar:output} --input ${hivevar:input} --udf holdout --params=ratio=${hivevar:ratio},repeats=${hivevar:repeats},fraction=${hivevar:fraction},exact=${hivevar:exact} --seed ${hivevar:seed} --rows ${hivevar:rows} --cols ${hivevar:cols} --block-size ${hivevar:block_size} --kind ${hivevar:kind} --bin-bits ${hivevar:bin_bits} --records ${hivevar:records} --strata ${hivevar:strata} --grouping ${hivevar:grouping}'
   AS (route INT, sample INT, v_index INT, payload STRING)
 FROM (
   SELECT route, sample, v_index, payload, 0 AS task FROM (
 -- finish]
     -- streaming-re-block: one buffer block at a time, written to <output>
     SELECT TRANSFORM (sample, v_index, relative_pos, row_id, row_partition)
-      USING '${hivevar:python} ${hivevar:zip} reblock --output ${hivevar:output} --udf holdout --params=ratio=${hivevar:ratio},repeats=${hivevar:repeats},fraction=${hivevar:fraction},exact=${hivevar:exact} --seed ${hivevar:seed} --rows ${hivevar:rows} --cols ${hivevar:cols} --block-size ${hivevar:block_size} --kind ${hivevar:kind} --bin-bits ${hivevar:bin_bits} --records ${hivevar:records}'
+      USING '${hivevar:python} ${hivevar:zip} reblock --output ${hivevar:output} --udf holdout --params=ratio=${hivevar:ratio},repeats=${hivevar:repeats},fraction=${hivevar:fraction},exact=${hivevar:exact} --seed ${hivevar:seed} --rows ${hivevar:rows} --cols ${hivevar:cols} --block-size ${hivevar:block_size} --kind ${hivevar:kind} --bin-bits ${hivevar:bin_bits} --records ${hivevar:records} --strata ${hivevar:strata} --grouping ${hivevar:grouping}'
       AS (route INT, sample INT, v_index INT, payload STRING)
     FROM (
       SELECT * FROM (
         -- local-sampling: the sampling UDTF over the blocks of the table
         SELECT TRANSFORM (h_index, v_index, block)
-          USING '${hivevar:python} ${hivevar:zip} sample --udf holdout --params=ratio=${hivevar:ratio},repeats=${hivevar:repeats},fraction=${hivevar:fraction},exact=${hivevar:exact} --seed ${hivevar:seed} --rows ${hivevar:rows} --cols ${hivevar:cols} --block-size ${hivevar:block_size} --kind ${hivevar:kind} --bin-bits ${hivevar:bin_bits} --records ${hivevar:records}'
+          USING '${hivevar:python} ${hivevar:zip} sample --udf holdout --params=ratio=${hivevar:ratio},repeats=${hivevar:repeats},fraction=${hivevar:fraction},exact=${hivevar:exact} --seed ${hivevar:seed} --rows ${hivevar:rows} --cols ${hivevar:cols} --block-size ${hivevar:block_size} --kind ${hivevar:kind} --bin-bits ${hivevar:bin_bits} --records ${hivevar:records} --strata ${hivevar:strata} --grouping ${hivevar:grouping}'
           AS (sample INT, v_index INT, relative_pos STRING, row_id BIGINT, row_partition STRING)
         FROM ${hivevar:table}
       ) occurrences

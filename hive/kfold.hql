@@ -23,6 +23,12 @@
 --                numbered r * k + i
 --   balanced     true: fold sizes within one (kfold --balanced); false: a fold
 --                per row
+--   strata       the rows' classes for a stratified run: the base path of the
+--                class files samplegen writes next to the run (<base>.json,
+--                .codes, .table: samplegen.jobs.strata), as the tasks see it;
+--                none: not stratified
+--   grouping     the rows' groups for a grouped run (class files as for
+--                strata, without running counts); none: not grouped
 --   bin_bits     shuffle bins per (sample, column of blocks): 0 = one bin (the
 --                reducer merges a whole group in memory); n = 2**n bins;
 --                one value, or one per sample separated by commas
@@ -51,7 +57,7 @@ ADD FILE ${hivevar:files}/${hivevar:zip};
 -- (the lines between the finish markers: the samplegen driver's own query
 -- leaves them out and writes the metadata itself).
 SELECT TRANSFORM (route, sample, v_index, payload)
-  USING '${hivevar:python} ${hivevar:zip} finish --output ${hivevar:output} --input ${hivevar:input} --udf kfold --params=k=${hivevar:k},naive=false,balanced=${hivevar:balanced},repeats=${hivevar:repeats} --seed ${hivevar:seed} --rows ${hivevar:rows} --cols ${hivevar:cols} --block-size ${hivevar:block_size} --kind ${hivevar:kind} --bin-bits ${hivevar:bin_bits} --records ${hivevar:records}'
+  USING '${hivevar:python} ${hivevar:zip} finish --output ${hivevar:output} --input ${hivevar:input} --udf kfold --params=k=${hivevar:k},naive=false,balanced=${hivevar:balanced},repeats=${hivevar:repeats} --seed ${hivevar:seed} --rows ${hivevar:rows} --cols ${hivevar:cols} --block-size ${hivevar:block_size} --kind ${hivevar:kind} --bin-bits ${hivevar:bin_bits} --records ${hivevar:records} --strata ${hivevar:strata} --grouping ${hivevar:grouping}'
   AS (route INT, sample INT, v_index INT, payload STRING)
 FROM (
   SELECT route, sample, v_index, payload, 0 AS task FROM (
@@ -61,19 +67,19 @@ FROM (
     -- row id) order and re-blocked into the extra matrix of train-r; summaries
     -- (route = -1) pass through.
     SELECT TRANSFORM (route, sample, v_index, payload)
-      USING '${hivevar:python} ${hivevar:zip} compose --output ${hivevar:output} --udf kfold --params=k=${hivevar:k},naive=false,balanced=${hivevar:balanced},repeats=${hivevar:repeats} --seed ${hivevar:seed} --rows ${hivevar:rows} --cols ${hivevar:cols} --block-size ${hivevar:block_size} --kind ${hivevar:kind} --bin-bits ${hivevar:bin_bits} --records ${hivevar:records}'
+      USING '${hivevar:python} ${hivevar:zip} compose --output ${hivevar:output} --udf kfold --params=k=${hivevar:k},naive=false,balanced=${hivevar:balanced},repeats=${hivevar:repeats} --seed ${hivevar:seed} --rows ${hivevar:rows} --cols ${hivevar:cols} --block-size ${hivevar:block_size} --kind ${hivevar:kind} --bin-bits ${hivevar:bin_bits} --records ${hivevar:records} --strata ${hivevar:strata} --grouping ${hivevar:grouping}'
       AS (route INT, sample INT, v_index INT, payload STRING)
     FROM (
       SELECT * FROM (
         -- streaming-re-block: the folds, written to <output>/test-<f>
         SELECT TRANSFORM (sample, v_index, relative_pos, row_id, row_partition)
-          USING '${hivevar:python} ${hivevar:zip} reblock --output ${hivevar:output} --udf kfold --params=k=${hivevar:k},naive=false,balanced=${hivevar:balanced},repeats=${hivevar:repeats} --seed ${hivevar:seed} --rows ${hivevar:rows} --cols ${hivevar:cols} --block-size ${hivevar:block_size} --kind ${hivevar:kind} --bin-bits ${hivevar:bin_bits} --records ${hivevar:records}'
+          USING '${hivevar:python} ${hivevar:zip} reblock --output ${hivevar:output} --udf kfold --params=k=${hivevar:k},naive=false,balanced=${hivevar:balanced},repeats=${hivevar:repeats} --seed ${hivevar:seed} --rows ${hivevar:rows} --cols ${hivevar:cols} --block-size ${hivevar:block_size} --kind ${hivevar:kind} --bin-bits ${hivevar:bin_bits} --records ${hivevar:records} --strata ${hivevar:strata} --grouping ${hivevar:grouping}'
           AS (route INT, sample INT, v_index INT, payload STRING)
         FROM (
           SELECT * FROM (
             -- local-sampling: the sampling UDTF over the blocks of the table
             SELECT TRANSFORM (h_index, v_index, block)
-              USING '${hivevar:python} ${hivevar:zip} sample --udf kfold --params=k=${hivevar:k},naive=false,balanced=${hivevar:balanced},repeats=${hivevar:repeats} --seed ${hivevar:seed} --rows ${hivevar:rows} --cols ${hivevar:cols} --block-size ${hivevar:block_size} --kind ${hivevar:kind} --bin-bits ${hivevar:bin_bits} --records ${hivevar:records}'
+              USING '${hivevar:python} ${hivevar:zip} sample --udf kfold --params=k=${hivevar:k},naive=false,balanced=${hivevar:balanced},repeats=${hivevar:repeats} --seed ${hivevar:seed} --rows ${hivevar:rows} --cols ${hivevar:cols} --block-size ${hivevar:block_size} --kind ${hivevar:kind} --bin-bits ${hivevar:bin_bits} --records ${hivevar:records} --strata ${hivevar:strata} --grouping ${hivevar:grouping}'
               AS (sample INT, v_index INT, relative_pos STRING, row_id BIGINT, row_partition STRING)
             FROM ${hivevar:table}
           ) occurrences

@@ -206,7 +206,11 @@ def sample_table(url, table, result, output, udf, params, seed, overwrite=False,
     with Client(conf["url"]) as client:
         location = client_path(client.table_location(table))
         matrix = Matrix.open(location)
-        udf_obj = load_udf(udf, matrix.rows, params)
+        if print_only and (params.get("stratify") or params.get("groups")):
+            raise ParameterError("a stratified or grouped run reads the rows' classes first "
+                                 "and writes them next to the run; run it without --print")
+        sides = driver.row_sides(matrix, udf, params, log)
+        udf_obj = load_udf(udf, matrix.rows, params, sides["strata"][0], sides["grouping"][0])
         composed = list(getattr(udf_obj, "composed_names", lambda: [])())
         names = list(udf_obj.sample_names() or []) + composed
         for name in names:
@@ -233,7 +237,7 @@ def sample_table(url, table, result, output, udf, params, seed, overwrite=False,
                     + (" and one view per composed training set" if composed else "")
                     + ":\n" + ";\n".join(ddl) + ";\n")
         manifest = driver.generate(location, output, udf, params, seed, runner="hive",
-                                   overwrite=overwrite, options=options, log=log)
+                                   overwrite=overwrite, options=options, log=log, sides=sides)
         for statement in drop_statements(client, result) + result_ddl(result, output,
                                                                       manifest["samples"]):
             client.execute(statement, fetch=False)

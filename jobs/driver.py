@@ -86,10 +86,13 @@ def open_input(src):
 
 
 def generate(src, dest, udf_spec, params, seed, runner="embedded", overwrite=False,
-             options=None, bin_budget=DEFAULT_BIN_BUDGET, log=None, materialize=False):
+             options=None, bin_budget=DEFAULT_BIN_BUDGET, log=None, materialize=False,
+             sides=None):
     """Generate the samples of a sampling-UDF; returns the run manifest.
     With *materialize*, composed training sets are written as standalone
-    matrices (:func:`materialize_composed`) before the run is committed."""
+    matrices (:func:`materialize_composed`) before the run is committed.
+    *sides*: the rows' classes and groups when the caller has them already
+    (:func:`row_sides`), else they are read here."""
     log = log or (lambda message, progress=False: None)
     options = dict(options or {})
     check_seed(seed)
@@ -101,8 +104,7 @@ def generate(src, dest, udf_spec, params, seed, runner="embedded", overwrite=Fal
         raise InputError(f"{src} is a composed view; export it and import the result to "
                          "sample from it")
     started = time.time()
-    sides = {field: _side(matrix, udf_spec, params, param, ranked, log)
-             for field, param, ranked, _ in SIDES}
+    sides = sides or row_sides(matrix, udf_spec, params, log)
     udf = load_udf(udf_spec, matrix.rows, params, *(sides[field][0] for field, *_ in SIDES))
     to_json(udf.params())  # a NaN parameter is refused before any work, not in the manifest
     check_run_limits(udf, matrix.meta, dest, runner)
@@ -144,6 +146,16 @@ def generate(src, dest, udf_spec, params, seed, runner="embedded", overwrite=Fal
 #: (plan field, UDF parameter, ranked, file base in the staging directory) of
 #: the rows' classes (--stratify) and groups (--groups)
 SIDES = (("strata", "stratify", True, STRATA_RUN), ("grouping", "groups", False, GROUPS_RUN))
+
+
+def row_sides(matrix, udf_spec, params, log=None):
+    """``{plan field: (strata, base)}``: the classes (``stratify``) and the
+    groups (``groups``) a built-in UDF's *params* ask for, of *matrix*'s
+    rows (:func:`jobs.strata.strata_for`); ``(None, None)`` for those not
+    asked for."""
+    log = log or (lambda message, progress=False: None)
+    return {field: _side(matrix, udf_spec, params, param, ranked, log)
+            for field, param, ranked, _ in SIDES}
 
 
 def _side(matrix, udf_spec, params, param, ranked, log):

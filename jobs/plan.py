@@ -164,15 +164,29 @@ def add_options(parser):
     parser.add_argument("--kind", choices=("dense", "sparse"), required=True)
     parser.add_argument("--bin-bits", default="0",
                         help="shuffle-bin bits: one value for every sample, or one per sample")
+    parser.add_argument("--strata", default="none",
+                        help="base path of the rows' class files (jobs.strata), or none")
+    parser.add_argument("--grouping", default="none",
+                        help="base path of the rows' group files (jobs.strata), or none")
 
 
 def from_options(args, output=""):
     """The :class:`Plan` that the options of :func:`add_options` describe,
     writing into *output*."""
-    udf = load_udf(args.udf, args.rows, parse_params(args.params))
+    params = parse_params(args.params)
+    sides = {}
+    for name, param in (("strata", "stratify"), ("grouping", "groups")):
+        base = getattr(args, name, "none")
+        if base != "none":      # the label's name travels in its class files
+            sides[name] = (base, open_strata(base))
+            params.setdefault(param, sides[name][1].label)
+    udf = load_udf(args.udf, args.rows, params, *(sides.get(n, (None, None))[1]
+                                                 for n in ("strata", "grouping")))
     meta = {"rows": args.rows, "cols": args.cols, "block_size": args.block_size,
             "kind": args.kind}
     plan = make_plan(udf, args.seed, meta, output)
+    for name, (base, _) in sides.items():
+        setattr(plan, name, base)
     try:
         bits = [int(b) for b in args.bin_bits.split(",")]
     except ValueError:

@@ -147,7 +147,10 @@ def open_strata(base):
     if ranked and doc.get("table_rows") != TABLE_ROWS:
         raise InputError(f"{base}.json is not the class file this version of samplegen writes "
                          f"(running counts every {TABLE_ROWS} rows); import the matrix again")
-    return Strata(doc["classes"], doc["counts"], entry if doc.get("table_rows") else None, read)
+    strata = Strata(doc["classes"], doc["counts"], entry if doc.get("table_rows") else None,
+                    read)
+    strata.label = doc.get("label")     # the column's name, as the run was asked
+    return strata
 
 
 def recorded(matrix, column):

@@ -213,9 +213,7 @@ def test_the_command_line_groups_and_refuses_what_it_cannot(tmp_path, capsys, gr
     for argv, message in [
             (["--groups", "12"], "column 12 is outside the matrix's 9 columns"),
             (["--groups", "0", "--k", "5000"], "k must be <= the number of rows"),
-            (["--groups", "5", "--stratify", "5"], "either stratified or grouped"),
-            (["--groups", "5", "--runner", "hive", "--hive-url", "hive://127.0.0.1:9/default"],
-             "Hive scripts do not take --groups")]:
+            (["--groups", "5", "--stratify", "5"], "either stratified or grouped")]:
         dest = tmp_path / "bad"
         code, out, err = run_cli(capsys, "kfold", grouped[1], dest, "--k", 3, "--seed", 1,
                                  *argv)

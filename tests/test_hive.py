@@ -91,6 +91,53 @@ def test_same_bytes_as_inline(tmp_path, tmp_path_factory, inputs, hive_server, l
     assert not [t for t in server_tables(hive_server["url"]) if t.startswith("samplegen_in_")]
 
 
+@pytest.fixture(scope="module")
+def labelled(tmp_path_factory):
+    """A matrix whose column y holds classes (recorded at import) and column
+    g groups, both in the second column block."""
+    base = tmp_path_factory.mktemp("hive-labelled")
+    rng = np.random.default_rng(12)
+    X = rng.normal(size=(640, 70))
+    X[:, 66] = rng.integers(0, 3, 640)
+    X[:, 68] = rng.integers(0, 40, 640)
+    names = [f"c{j}" for j in range(70)]
+    names[66], names[68] = "y", "g"
+    np.savetxt(base / "x.csv", X, delimiter=",", header=",".join(names), comments="")
+    driver.import_file(str(base / "x.csv"), str(base / "m"), 64, label="y")
+    return str(base / "m")
+
+
+def test_stratified_and_grouped_samples(tmp_path, tmp_path_factory, labelled, hive_server,
+                                        capsys):
+    """--stratify (classes recorded at import) and --groups (a pre-pass):
+    the scripts read each row's class or group from the files the driver
+    wrote next to the run, and write the inline runner's bytes."""
+    url = hive_server["url"]
+    for i, (udf, params) in enumerate([("kfold", {"k": 3, "stratify": "y"}),
+                                       ("holdout", {"ratio": 0.7, "groups": "g"}),
+                                       ("bootstrap", {"samples": 2, "oob": True,
+                                                      "stratify": "y"})]):
+        ref = reference(tmp_path_factory, labelled, udf, params)
+        dest = str(tmp_path / f"hive{i}")
+        driver.generate(labelled, dest, udf, params, SEED, runner="hive",
+                        options={"hive_url": url})
+        assert sample_digests(dest) == sample_digests(ref), (udf, params)
+        assert not [n for n in os.listdir(dest) if n.startswith(("_strata", "_groups"))]
+    table = "lab_" + uuid.uuid4().hex[:8]
+    code, _, err = run_cli(capsys, "hive", "table", table, labelled, "--hive-url", url)
+    assert code == 0, err
+    code, _, err = run_cli(capsys, "hive", "kfold", table, "res_s", "--output",
+                           tmp_path / "cli", "--k", 3, "--stratify", "y", "--seed", SEED,
+                           "--hive-url", url)
+    assert code == 0, err
+    ref = reference(tmp_path_factory, labelled, "kfold", {"k": 3, "stratify": "y"})
+    assert sample_digests(str(tmp_path / "cli")) == sample_digests(ref)
+    code, out, err = run_cli(capsys, "hive", "kfold", table, "res_p", "--output",
+                             tmp_path / "printed", "--k", 3, "--groups", "g", "--seed", SEED,
+                             "--hive-url", url, "--print")
+    assert code == 2 and out == "" and "without --print" in err, err
+
+
 def _user_module(tmp_path, monkeypatch, prefix, source):
     """Write a uniquely named module into tmp_path/mods, importable here
     (and nowhere else); returns its name."""

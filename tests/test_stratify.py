@@ -319,9 +319,7 @@ def test_the_command_line_stratifies_and_refuses_what_it_cannot(tmp_path, capsys
             (["--stratify", "nope"], "no column 'nope'; its columns are c0"),
             (["--stratify", "3"], "label '3' has 1203 distinct values"),
             (["--stratify", "y", "--k", "600"],
-             "class 20.0 has 2.. rows; a stratified 600-fold split needs at least 600 per class"),
-            (["--stratify", "y", "--runner", "hive", "--hive-url", "hive://127.0.0.1:9/default"],
-             "Hive scripts do not take --stratify")]:
+             "class 20.0 has 2.. rows; a stratified 600-fold split needs at least 600 per class")]:
         dest = tmp_path / "bad"
         args = ["kfold", labelled["named"], dest, "--k", 3, "--seed", 1, *argv]
         code, out, err = run_cli(capsys, *args)
