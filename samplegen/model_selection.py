@@ -104,36 +104,56 @@ class _Splitter:
         return f"{type(self).__name__}({params})"
 
 
-class KFold(_Splitter):
+class _Folds(_Splitter):
+    """k folds drawn by ``api.kfold`` (``kfold`` of the jobs); each pair is
+    (every other row of the repeat, fold i).  Subclasses say what else the
+    folds are drawn by (:meth:`_by`)."""
+
+    def __init__(self, n_splits=5, *, seed=None, random_state=None):
+        super().__init__(n_splits, seed, random_state)
+        if self.n_splits < 2:
+            raise ParameterError(f"n_splits must be >= 2, got {self.n_splits}")
+
+    def _params(self):
+        return {"n_splits": self.n_splits, "seed": self.seed}
+
+    def _by(self, X, y, groups):
+        """The keywords of ``api.kfold`` besides the count and the seed."""
+        return {}
+
+    def _folds(self, X, y, groups):
+        keywords = self._by(X, y, groups)
+        samples = api.kfold(_n_samples(X), self.n_splits, self._split_seed(), **keywords)
+        for j in range(self.get_n_splits()):
+            yield samples.indices(f"train-{j}"), samples.indices(f"test-{j}")
+
+
+class KFold(_Folds):
     """k folds of sizes within one of each other (the first ``m % k`` one row
     larger); each pair is (every other row, fold i).  ``balanced=False``
     gives the paper's folds instead: an independent fold per row."""
 
     def __init__(self, n_splits=5, *, seed=None, random_state=None, balanced=True):
-        super().__init__(n_splits, seed, random_state)
-        if self.n_splits < 2:
-            raise ParameterError(f"n_splits must be >= 2, got {self.n_splits}")
+        super().__init__(n_splits, seed=seed, random_state=random_state)
         self.balanced = bool(balanced)
 
     def _params(self):
-        return {"n_splits": self.n_splits, "seed": self.seed, "balanced": self.balanced}
+        return {**super()._params(), "balanced": self.balanced}
+
+    def _by(self, X, y, groups):
+        return {"balanced": self.balanced}
 
     def split(self, X, y=None, groups=None):
         self._ignored(groups)
-        n = _n_samples(X)
-        samples = api.kfold(n, self.n_splits, self._split_seed(), balanced=self.balanced)
-        for i in range(self.n_splits):
-            yield samples.indices(f"train-{i}"), samples.indices(f"test-{i}")
+        yield from self._folds(X, y, groups)
 
 
-class RepeatedKFold(_Splitter):
+class RepeatedKFold(_Folds):
     """``n_repeats`` independent :class:`KFold` splits, ``n_splits *
     n_repeats`` pairs in scikit-learn's order (``kfold --repeats``)."""
 
     def __init__(self, *, n_splits=5, n_repeats=10, seed=None, random_state=None):
-        super().__init__(n_splits, seed, random_state)
-        if self.n_splits < 2:
-            raise ParameterError(f"n_splits must be >= 2, got {self.n_splits}")
+        super().__init__(n_splits, seed=seed, random_state=random_state)
         if not isinstance(n_repeats, numbers.Integral) or n_repeats < 1:
             raise ParameterError(f"n_repeats must be an integer >= 1, got {n_repeats!r}")
         self.n_repeats = int(n_repeats)
@@ -144,25 +164,24 @@ class RepeatedKFold(_Splitter):
     def get_n_splits(self, X=None, y=None, groups=None):
         return self.n_splits * self.n_repeats
 
-    def _stratify(self, X, y):
-        return None
+    def _by(self, X, y, groups):
+        return {"repeats": self.n_repeats}
 
     def split(self, X, y=None, groups=None):
         self._ignored(groups)
-        samples = api.kfold(_n_samples(X), self.n_splits, self._split_seed(),
-                            stratify=self._stratify(X, y), repeats=self.n_repeats)
-        for j in range(self.get_n_splits()):
-            yield samples.indices(f"train-{j}"), samples.indices(f"test-{j}")
+        yield from self._folds(X, y, groups)
 
 
 class RepeatedStratifiedKFold(RepeatedKFold):
     """``n_repeats`` independent :class:`StratifiedKFold` splits."""
 
-    def split(self, X, y, groups=None):
-        return super().split(X, y, groups)
+    def _by(self, X, y, groups):
+        return {"repeats": self.n_repeats,
+                "stratify": _labels_of(X, y, "RepeatedStratifiedKFold")}
 
-    def _stratify(self, X, y):
-        return _labels_of(X, y, "RepeatedStratifiedKFold")
+    def split(self, X, y, groups=None):
+        self._ignored(groups)
+        yield from self._folds(X, y, groups)
 
 
 def _labels_of(X, y, splitter, arg="y"):
@@ -188,48 +207,32 @@ class _GroupSplitter(_Splitter):
         return self
 
 
-class GroupKFold(_GroupSplitter):
+class GroupKFold(_GroupSplitter, _Folds):
     """k folds of whole groups: every row of a group in the same fold, the
     groups taken in a random order and each given to the fold with the
     fewest rows so far (scikit-learn's GroupKFold takes them by size, so
     its folds do not change with the seed); no two folds differ by more
     than the largest group.  Fewer groups than folds is refused."""
 
-    def __init__(self, n_splits=5, *, seed=None, random_state=None):
-        super().__init__(n_splits, seed, random_state)
-        if self.n_splits < 2:
-            raise ParameterError(f"n_splits must be >= 2, got {self.n_splits}")
-
-    def _params(self):
-        return {"n_splits": self.n_splits, "seed": self.seed}
+    def _by(self, X, y, groups):
+        return {"by_groups": _labels_of(X, groups, "GroupKFold", "groups")}
 
     def split(self, X, y=None, groups=None):
-        groups = _labels_of(X, groups, "GroupKFold", "groups")
-        samples = api.kfold(_n_samples(X), self.n_splits, self._split_seed(), by_groups=groups)
-        for i in range(self.n_splits):
-            yield samples.indices(f"train-{i}"), samples.indices(f"test-{i}")
+        yield from self._folds(X, y, groups)
 
 
-class StratifiedKFold(_Splitter):
+class StratifiedKFold(_Folds):
     """k folds that hold every class of y in proportion: each class within
     one row of ``n_c / k`` in every fold, the folds' sizes within one of
     each other (scikit-learn's allocation); a class with fewer than k rows
     is refused."""
 
-    def __init__(self, n_splits=5, *, seed=None, random_state=None):
-        super().__init__(n_splits, seed, random_state)
-        if self.n_splits < 2:
-            raise ParameterError(f"n_splits must be >= 2, got {self.n_splits}")
-
-    def _params(self):
-        return {"n_splits": self.n_splits, "seed": self.seed}
+    def _by(self, X, y, groups):
+        return {"stratify": _labels_of(X, y, "StratifiedKFold")}
 
     def split(self, X, y, groups=None):
         self._ignored(groups)
-        y = _labels_of(X, y, "StratifiedKFold")
-        samples = api.kfold(_n_samples(X), self.n_splits, self._split_seed(), stratify=y)
-        for i in range(self.n_splits):
-            yield samples.indices(f"train-{i}"), samples.indices(f"test-{i}")
+        yield from self._folds(X, y, groups)
 
 
 def _sizes(n, test_size, train_size, default_test):

@@ -11,41 +11,26 @@ from .rng import Purpose, stream, to_unit, word_order
 from .strata import greedy_folds, proportional, round_robin
 
 
-def check_strata(udf, stratify, strata):
-    """The label name *stratify* (None: no stratification) of a built-in
-    UDF, checked against the *strata* (:class:`udfs.strata.Strata`) it was
-    given with: the classes of the UDF's rows."""
-    if stratify is None:
+def check_side(udf, param, name, strata):
+    """The column name *name* of a built-in UDF's *param* (``stratify``: the
+    label; ``groups``: the group column; None: not asked for), checked
+    against the *strata* (:class:`udfs.strata.Strata`) it was given with:
+    the classes or groups of the UDF's rows."""
+    if name is None:
         return None
-    if not isinstance(stratify, str) or not stratify:
-        raise ParameterError(f"stratify must name the label, got {stratify!r}")
+    what = "class" if param == "stratify" else "group"
+    if not isinstance(name, str) or not name:
+        raise ParameterError(f"{param} must name a column, got {name!r}")
     if strata is None:
-        raise ParameterError(f"stratify={stratify!r} needs the class of every row: give the "
-                             "labels (y) or a label column")
+        raise ParameterError(f"{param}={name!r} needs the {what} of every row: give the "
+                             f"{'labels (y)' if what == 'class' else 'groups'} or a column")
     if strata.n_rows != udf.n_rows:
-        raise ParameterError(f"label {stratify!r} has {strata.n_rows} rows, the data "
+        raise ParameterError(f"{param} {name!r} has {strata.n_rows} rows, the data "
                              f"{udf.n_rows}")
-    return stratify
-
-
-def check_groups(udf, groups, grouping):
-    """The group column's name *groups* (None: rows on their own) of a
-    built-in UDF, checked against *grouping* (:class:`udfs.strata.Strata`,
-    unranked: each row's group)."""
-    if groups is None:
-        return None
-    if not isinstance(groups, str) or not groups:
-        raise ParameterError(f"groups must name the group column, got {groups!r}")
-    if grouping is None:
-        raise ParameterError(f"groups={groups!r} needs the group of every row: give the groups "
-                             "or a group column")
-    if grouping.n_rows != udf.n_rows:
-        raise ParameterError(f"groups {groups!r} have {grouping.n_rows} rows, the data "
-                             f"{udf.n_rows}")
-    if getattr(udf, "stratify", None):
+    if param == "groups" and getattr(udf, "stratify", None):
         raise ParameterError("a split is either stratified or grouped: give --stratify or "
                              "--groups, not both")
-    return groups
+    return name
 
 
 def _rows_of(udf, rng, start, stop):
@@ -103,9 +88,9 @@ class HoldOut(SamplingUDF):
         self.ratio = check_fraction("ratio", ratio)
         self.repeats = check_int("repeats", repeats, lo=1, hi=1 << 20)
         self.fraction = check_fraction("fraction", fraction)
-        self.stratify = check_strata(self, stratify, strata)
+        self.stratify = check_side(self, "stratify", stratify, strata)
         self.strata = strata if self.stratify else None
-        self.groups = check_groups(self, groups, grouping)
+        self.groups = check_side(self, "groups", groups, grouping)
         self.grouping = grouping if self.groups else None
         self.exact = check_bool("exact", exact) or self.stratify is not None
         units = self.grouping.counts.size if self.groups else self.n_rows
@@ -241,9 +226,9 @@ class KFold(SamplingUDF):
             raise ParameterError(f"k must be <= the number of rows ({self.n_rows}), got {self.k}")
         self.repeats = check_int("repeats", repeats, lo=1, hi=1 << 16)
         self.naive = check_bool("naive", naive)
-        self.stratify = check_strata(self, stratify, strata)
+        self.stratify = check_side(self, "stratify", stratify, strata)
         self.strata = strata if self.stratify else None
-        self.groups = check_groups(self, groups, grouping)
+        self.groups = check_side(self, "groups", groups, grouping)
         self.grouping = grouping if self.groups else None
         self.balanced = check_bool("balanced", balanced) or self.stratify is not None
         self.composes_folds = not self.naive
@@ -353,7 +338,7 @@ class Bootstrap(SamplingUDF):
         self.samples = check_int("samples", samples, lo=1, hi=1 << 20)
         self.size = self.n_rows if size is None else check_int("size", size, lo=1, hi=1 << 62)
         self.oob = check_bool("oob", oob)
-        self.stratify = check_strata(self, stratify, strata)
+        self.stratify = check_side(self, "stratify", stratify, strata)
         self.strata = strata if self.stratify else None
         self.class_sizes = proportional(self.size, strata.counts) if self.stratify else None
         self._trees = {}
