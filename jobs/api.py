@@ -288,13 +288,13 @@ def _side(n, arg, value, carried_arg, carried, ranked):
 
 
 def _labels(data):
-    """Labels as a 1-D numpy array (pandas: its values)."""
+    """Labels or groups as a 1-D numpy array (pandas: its values)."""
     values = np.asarray(getattr(data, "values", data))
     if values.ndim == 2 and values.shape[1] == 1:
         values = values[:, 0]
     if values.ndim != 1:
-        raise ParameterError(f"labels to stratify by must be one value per row, got shape "
-                             f"{values.shape}")
+        raise ParameterError(f"labels or groups to split by must be one value per row, got "
+                             f"shape {values.shape}")
     return values
 
 

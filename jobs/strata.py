@@ -3,7 +3,7 @@
 A stratified run needs every row's class in every task, whatever column
 block the task holds (:mod:`samplegen.udfs.strata`).  The driver gets them
 once -- recorded at import for the matrix's label column, or by a pre-pass
-over the label column's blocks -- and writes them as two files next to the
+over the label column's blocks -- and writes them as three files next to the
 run's output:
 
 * ``<base>.json``: ``{"format": "samplegen-strata/1", "label": name,
@@ -21,8 +21,8 @@ counts (``"classes"`` and ``"table_rows"`` null, no ``.table``): a task needs
 only each row's group and the rows per group.
 
 ``samplegen import --label NAME`` records them in the matrix directory
-(``_label.json``, ``_label.codes``), so a run stratified by the recorded
-label reads no block before it starts.
+(``_label.json``, ``_label.codes``, ``_label.table``), so a run stratified
+by the recorded label reads no block before it starts.
 """
 import numpy as np
 
@@ -101,8 +101,8 @@ def read_label(matrix, column, progress=None):
 
 
 def write_strata(base, strata, label):
-    """Write *strata* (of label *label*) as the files ``<base>.json`` and
-    ``<base>.codes``; returns *base*."""
+    """Write *strata* (of the column *label*) as the files ``<base>.json``,
+    ``<base>.codes`` and (ranked) ``<base>.table``; returns *base*."""
     fs = fsmod.get_fs(base)
     dtype = code_dtype(strata.counts.size).newbyteorder("<")
     codes = strata.codes(0, strata.n_rows).astype(dtype)
@@ -147,10 +147,8 @@ def open_strata(base):
     if ranked and doc.get("table_rows") != TABLE_ROWS:
         raise InputError(f"{base}.json is not the class file this version of samplegen writes "
                          f"(running counts every {TABLE_ROWS} rows); import the matrix again")
-    strata = Strata(doc["classes"], doc["counts"], entry if doc.get("table_rows") else None,
-                    read)
-    strata.label = doc.get("label")     # the column's name, as the run was asked
-    return strata
+    return Strata(doc["classes"], doc["counts"], entry if doc.get("table_rows") else None,
+                  read, label=doc.get("label"))
 
 
 def recorded(matrix, column):

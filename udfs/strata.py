@@ -43,10 +43,12 @@ class Strata:
     ``table[j]`` the rows of each class among rows ``[0, j * TABLE_ROWS)``
     (``n_rows // TABLE_ROWS + 1`` entries) -- an array, or a function of j
     giving that entry -- or None for unranked groups; *read*: ``read(start,
-    stop)`` gives the class codes of rows ``[start, stop)``.
+    stop)`` gives the class codes of rows ``[start, stop)``; *label*: the
+    column's name, when they are a matrix column's.
     """
 
-    def __init__(self, classes, counts, table, read):
+    def __init__(self, classes, counts, table, read, label=None):
+        self.label = label
         self.counts = np.asarray(counts, np.int64)
         self.classes = list(classes) if classes is not None else None
         self.n_rows = int(self.counts.sum())
