@@ -221,3 +221,56 @@ def test_out_of_bag_size_is_binomial_occupancy():
     var = n * q1 * (1 - q1) + n * (n - 1) * (q2 - q1 * q1)
     z = (sizes.mean() - n * q1) / math.sqrt(var / bags)
     assert 2 * (1 - 0.5 * (1 + math.erf(abs(z) / math.sqrt(2)))) > ALPHA, z
+
+
+# ---------------------------------------------------------------------------
+# keyed rows: cutoffs on the coins' words (udfs.ranks)
+# ---------------------------------------------------------------------------
+def _keyed(udf, positions, seed):
+    from samplegen.udfs.ranks import find_cutoffs
+    rng = PositionRNG(seed)
+    streams, ranks = udf.rank_targets()
+    cutoffs = find_cutoffs(rng, positions, streams, ranks)
+    return cutoffs, type(udf)(**{**_args(udf), "cutoffs": cutoffs}).occurrences_at(positions, rng)
+
+
+def _args(udf):
+    params = dict(udf.params())
+    params["n_rows"] = udf.n_rows
+    return params
+
+
+def test_cutoffs_are_the_words_at_the_ranks_and_give_exact_sizes():
+    from samplegen.udfs.rng import Purpose, stream
+    positions = np.random.default_rng(5).choice(1 << 58, size=54_321, replace=False)
+    udf = HoldOut(positions.size, 0.75, repeats=2, fraction=0.8)
+    cutoffs, occ = _keyed(udf, positions, 4)
+    for w in range(2):      # the brute force: sort every word
+        words = np.sort(PositionRNG(4).at(stream(Purpose.HOLDOUT, w), positions)[:, 0])
+        assert cutoffs[w] == [int(words[r]) for r in udf.rank_targets()[1][w]]
+        assert np.bincount(occ.sample[occ.sample // 2 == w] % 2).tolist() == udf.counts[:2]
+    folds = KFold(positions.size, 6, repeats=2)
+    _, occ = _keyed(folds, positions, 4)
+    sizes = np.bincount(occ.sample)
+    assert sizes.size == 12 and sizes.max() - sizes.min() <= 1 and sizes.sum() == 2 * 54_321
+
+
+def test_every_keyed_split_is_equally_likely():
+    """7 rows with scattered keys, 3 training rows: C(7, 3) = 35 training
+    sets over 3,500 seeds (chi-square)."""
+    positions = np.array([3, 10**12, 77, 2**40 + 5, 999, 123456789, 42])
+    index = {frozenset(c): i for i, c in enumerate(itertools.combinations(range(7), 3))}
+    seen = np.zeros(len(index))
+    for seed in range(3_500):
+        _, occ = _keyed(HoldOut(7, 3 / 7), positions, seed)
+        seen[index[frozenset(occ.offset[occ.sample == 0].tolist())]] += 1
+    assert chisq_gof(seen, np.full(len(index), 3_500 / len(index))) > ALPHA
+
+
+def test_cutoffs_are_checked():
+    with pytest.raises(ParameterError, match="cutoffs must be 1 lists of 1 words"):
+        HoldOut(100, 0.5, cutoffs=[[1, 2]])
+    with pytest.raises(ParameterError, match="only with exact sizes"):
+        HoldOut(100, 0.5, exact=False, cutoffs=[[1]])
+    with pytest.raises(ParameterError, match="only with balanced folds"):
+        KFold(100, 3, balanced=False, cutoffs=[[1, 2]])

@@ -84,8 +84,9 @@ def test_kfold_each_row_in_exactly_one_test_fold(session, frame):
 
 def test_exact_sizes_are_the_block_jobs_under_any_partitioning(session, frame):
     """holdout(exact=True) and kfold(balanced=True) over row-id keys: the
-    API's samples (the block jobs'), exact sizes, whatever the layout; other
-    keys are refused in one line."""
+    API's samples (the block jobs'), exact sizes, whatever the layout; over
+    other keys (integers, strings) exact sizes too, by cutoffs on the
+    coins' words."""
     from pyspark.sql import functions as F
 
     ref = api.holdout(N, 0.7, SEED, repeats=2, exact=True)
@@ -99,9 +100,25 @@ def test_exact_sizes_are_the_block_jobs_under_any_partitioning(session, frame):
         tests = [ids(test) for _, test in sg.kfold(df, 7, SEED, key="id", balanced=True)]
         assert tests == [sorted(folds_ref.indices(f"test-{i}").tolist()) for i in range(7)]
         assert sorted(len(t) for t in tests) == [428] * 3 + [429] * 4, label
-    shifted = frame.withColumn("id", F.col("id") + 1)
-    with pytest.raises(ParameterError, match="row ids 0..2999"):
-        sg.holdout(shifted, 0.7, SEED, key="id", exact=True)
+    # other keys: cutoffs on the coins' words, the same rows as in memory
+    from samplegen.udfs.ranks import find_cutoffs
+    shifted = frame.withColumn("id", F.col("id") * 7 + 1)
+    positions = np.arange(N) * 7 + 1
+    rng = PositionRNG(SEED)
+    streams, ranks = HoldOut(N, 0.7, repeats=2).rank_targets()
+    want = HoldOut(N, 0.7, repeats=2, cutoffs=find_cutoffs(rng, positions, streams, ranks)) \
+        .occurrences_at(positions, rng)
+    for label, df in {"as built": shifted, "3 parts": shifted.repartition(3)}.items():
+        pairs = sg.holdout(df, 0.7, SEED, key="id", repeats=2, exact=True)
+        for w, (train, test) in enumerate(pairs):
+            assert ids(train) == sorted(positions[want.offset[want.sample == 2 * w]].tolist())
+            assert (train.count(), test.count()) == (2100, 900), label
+    tests = [ids(test) for _, test in sg.kfold(shifted.repartition(4), 7, SEED, key="id",
+                                               balanced=True)]
+    assert sorted(len(t) for t in tests) == [428] * 3 + [429] * 4
+    assert sorted(sum(tests, [])) == sorted(positions.tolist())
+    by_name = sg.kfold(frame.repartition(2), 5, SEED, key="name", balanced=True)
+    assert sorted(test.count() for _, test in by_name) == [600] * 5
 
 
 def test_bootstrap_out_of_bag_by_row_ids_and_refused_for_other_keys(session, frame):

@@ -50,6 +50,24 @@ def _group_words(rng, repeat, n_groups):
 GROUP_PART = (1 << 42) - 1
 
 
+def check_cutoffs(udf, cutoffs):
+    """The cutoff words of a keyed exact labelling (:mod:`udfs.ranks`), one
+    list per repeat with as many as the UDF's :meth:`rank_targets` ask for;
+    None: the rows are row ids (the labelling tree)."""
+    if cutoffs is None:
+        return None
+    _, ranks = udf.rank_targets()
+    try:
+        cutoffs = [[int(c) for c in per] for per in cutoffs]
+    except (TypeError, ValueError):
+        raise ParameterError(f"cutoffs must be lists of integers, got {cutoffs!r}") from None
+    if [len(c) for c in cutoffs] != [len(r) for r in ranks] or any(
+            not 0 <= c < 1 << 64 for per in cutoffs for c in per):
+        raise ParameterError(f"cutoffs must be {len(ranks)} lists of {len(ranks[0])} words in "
+                             f"[0, 2**64), got {cutoffs!r}")
+    return cutoffs
+
+
 def _memo(table, key, make):
     """``table[key]``, made by ``make()`` the first time."""
     value = table.get(key)
@@ -83,7 +101,7 @@ class HoldOut(SamplingUDF):
     name = "holdout"
 
     def __init__(self, n_rows, ratio, repeats=1, fraction=1.0, exact=True, stratify=None,
-                 strata=None, groups=None, grouping=None):
+                 strata=None, groups=None, grouping=None, cutoffs=None):
         super().__init__(n_rows)
         self.ratio = check_fraction("ratio", ratio)
         self.repeats = check_int("repeats", repeats, lo=1, hi=1 << 20)
@@ -95,6 +113,10 @@ class HoldOut(SamplingUDF):
         self.exact = check_bool("exact", exact) or self.stratify is not None
         units = self.grouping.counts.size if self.groups else self.n_rows
         self.counts = holdout_counts(units, self.ratio, self.fraction) if self.exact else None
+        self.cutoffs = check_cutoffs(self, cutoffs) if self.exact else None
+        if cutoffs is not None and (not self.exact or self.stratify or self.groups):
+            raise ParameterError("cutoffs are the exact sizes of keyed rows: only with exact "
+                                 "sizes, neither stratified nor grouped")
         self.class_counts = None
         if self.stratify:
             train = proportional(self.counts[0], strata.counts)
@@ -115,11 +137,23 @@ class HoldOut(SamplingUDF):
 
     def params(self):
         return {"ratio": self.ratio, "repeats": self.repeats, "fraction": self.fraction,
-                "exact": self.exact, **_stratify_param(self)}
+                "exact": self.exact, **_stratify_param(self),
+                **({"cutoffs": self.cutoffs} if self.cutoffs else {})}
+
+    def rank_targets(self):
+        """``(streams, ranks)`` of exact sizes for keyed rows
+        (:mod:`udfs.ranks`): repeat w cuts the words of stream (HOLDOUT, w)
+        at the training rows' count and, with ``fraction < 1``, at the kept
+        rows' count."""
+        train, test = self.counts[0], self.counts[1]
+        ranks = [train] + ([train + test] if len(self.counts) > 2 else [])
+        return [stream(Purpose.HOLDOUT, w) for w in range(self.repeats)], [ranks] * self.repeats
 
     def occurrences(self, start, stop, rng):
         if self.groups:
             return self._grouped(start, stop, rng)
+        if self.cutoffs:
+            return self._by_cutoffs(start, stop, rng)
         if self.exact:
             return self._exact(start, stop, rng)
         n, reps = stop - start, self.repeats
@@ -153,6 +187,17 @@ class HoldOut(SamplingUDF):
             parts.append(Occurrences(keep, 2 * w + label[keep], relpos))
         return concat_occurrences(parts)
 
+
+    def _by_cutoffs(self, start, stop, rng):
+        """Exact sizes of keyed rows: train below the first cutoff word of
+        the repeat, test below the second (or all the rest)."""
+        parts = []
+        for w, cut in enumerate(self.cutoffs):
+            lanes = rng.block(stream(Purpose.HOLDOUT, w), start, stop)
+            label = np.searchsorted(np.array(cut, np.uint64), lanes[:, 0], side="right")
+            keep = np.flatnonzero(label < 2)
+            parts.append(Occurrences(keep, 2 * w + label[keep], lanes[keep, 1]))
+        return concat_occurrences(parts)
 
     def group_sides(self, rng, w):
         """Side of every group in repeat w: 0 train, 1 test, 2 neither."""
@@ -219,7 +264,7 @@ class KFold(SamplingUDF):
     name = "kfold"
 
     def __init__(self, n_rows, k, naive=False, balanced=True, stratify=None, strata=None,
-                 groups=None, grouping=None, repeats=1):
+                 groups=None, grouping=None, repeats=1, cutoffs=None):
         super().__init__(n_rows)
         self.k = check_int("k", k, lo=2)
         if self.k > self.n_rows:
@@ -241,6 +286,12 @@ class KFold(SamplingUDF):
             self.counts = round_robin(strata.counts, self.k)
         elif self.balanced:
             self.counts = balanced_sizes(self.n_rows, self.k)
+        self.cutoffs = None
+        if cutoffs is not None:
+            if not self.balanced or self.stratify or self.groups:
+                raise ParameterError("cutoffs are the balanced folds of keyed rows: only with "
+                                     "balanced folds, neither stratified nor grouped")
+            self.cutoffs = check_cutoffs(self, cutoffs)
         self._labellings = {}
 
     def sample_names(self):
@@ -266,7 +317,14 @@ class KFold(SamplingUDF):
     def params(self):
         return {"k": self.k, "naive": self.naive, "balanced": self.balanced,
                 **({"repeats": self.repeats} if self.repeats > 1 else {}),
-                **_stratify_param(self)}
+                **_stratify_param(self), **({"cutoffs": self.cutoffs} if self.cutoffs else {})}
+
+    def rank_targets(self):
+        """``(streams, ranks)`` of balanced folds for keyed rows
+        (:mod:`udfs.ranks`): repeat r cuts the words of stream (FOLD, r) at
+        the folds' cumulative sizes."""
+        ranks = np.cumsum(balanced_sizes(self.n_rows, self.k))[:-1].tolist()
+        return [stream(Purpose.FOLD, r) for r in range(self.repeats)], [ranks] * self.repeats
 
     def group_folds(self, rng, r=0):
         """Fold of every group in repeat r: balanced, the groups in a random
@@ -284,7 +342,11 @@ class KFold(SamplingUDF):
         """Fold (0..k-1) and relative position of rows ``[start, stop)`` in
         repeat r."""
         lanes = None
-        if self.groups:
+        if self.cutoffs:
+            lanes = rng.block(stream(Purpose.FOLD, r), start, stop)
+            fold = np.searchsorted(np.array(self.cutoffs[r], np.uint64), lanes[:, 0],
+                                   side="right")
+        elif self.groups:
             codes = _rows_of(self, rng, start, stop)     # refuses keyed rows first
             fold = self.group_folds(rng, r)[codes]
         elif self.balanced:

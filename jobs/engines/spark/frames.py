@@ -206,13 +206,19 @@ def tag(df, udf, seed, key, column="sample", **params):
 def _frame_and_names(df, udf, seed, key, params):
     """The tagged frame of any UDF and its sample names; user UDFs see the
     row count (one count job), holdout and kfold the key space, or with
-    exact sizes the row count (one aggregate over the key column, which must
-    hold the row ids)."""
+    exact sizes the row count (one aggregate over the key column): the block
+    jobs' labelling when the keys are the row ids, else cutoffs on the
+    coins' words found by two more aggregations (:mod:`udfs.ranks`)."""
     params = keys.keyed_params(udf, params, "a DataFrame")
     if udf == "bootstrap":
         return _bootstrap_frame(df, seed, key, params)
     if keys.is_exact(udf, params):
-        n_rows = keys.exact_rows(key, "the DataFrame", *_key_stats(df, key), keys.row_id_use(udf))
+        rows, row_ids = _key_stats(df, key)
+        if row_ids or udf == "timeseries":
+            n_rows = keys.exact_rows(key, "the DataFrame", rows, row_ids, keys.row_id_use(udf))
+        else:
+            n_rows = rows
+            params = dict(params, cutoffs=_rank_cutoffs(df, key, seed, udf, rows, params))
     elif udf in ("holdout", "kfold"):
         n_rows = KEY_SPACE - 1
     else:
@@ -234,8 +240,10 @@ def holdout(df, ratio, seed, key, repeats=1, fraction=1.0, persist=False, exact=
     :class:`udfs.builtin.HoldOut`): row with key k is in train-w with
     probability ``fraction * ratio``, in test-w with ``fraction * (1 -
     ratio)``, decided by ``(seed, k)`` alone.  With *exact*, exactly
-    ``round(ratio * rows)`` training rows (the key column must hold the row
-    ids ``0..N-1``; one aggregate over it first)."""
+    ``round(ratio * rows)`` training rows: the block jobs' labelling when
+    the key column holds the row ids ``0..N-1``, else cutoffs on the coins'
+    words (:mod:`udfs.ranks`); one aggregate over the key column first, and
+    two more for other keys."""
     frame, names = _frame_and_names(df, HoldOut.name, seed, key,
                                     {"ratio": ratio, "repeats": repeats, "fraction": fraction,
                                      "exact": exact})
@@ -247,8 +255,8 @@ def kfold(df, k, seed, key, persist=False, balanced=False):
     """``k`` pairs ``[(train, test), ...]``: test-i is fold i, train-i every
     other row (see :class:`udfs.builtin.KFold`); each row is in exactly one
     test set, decided by ``(seed, key)`` alone.  With *balanced*, fold sizes
-    within one of each other (the key column must hold the row ids
-    ``0..N-1``; one aggregate over it first)."""
+    within one of each other, by the same aggregations as *exact* of
+    :func:`holdout`."""
     from pyspark import StorageLevel
     from pyspark.sql import functions as F
 
@@ -276,6 +284,75 @@ def _key_stats(df, key):
         aggs += [F.min(column).alias("lo"), F.max(column).alias("hi"),
                  F.sum(column).alias("s1"), F.sum(column * column).alias("s2")]
     return keys.row_count(key, "the DataFrame", df.agg(*aggs).first())
+
+
+def _rank_cutoffs(df, key, seed, udf, rows, params):
+    """The cutoff words of exact sizes over keyed rows (:mod:`udfs.ranks`):
+    two aggregations over the key column."""
+    from pyspark.sql.types import BinaryType, IntegerType, LongType, StructField, StructType
+
+    from samplegen.udfs import ranks
+
+    streams, wanted = load_udf(udf, rows, params).rank_targets()
+    keys_only = df.select(_key_position(df, key).alias(KEY_COLUMN))
+    seed = check_seed(seed)
+
+    def collected(task, schema):
+        with warnings.catch_warnings():
+            warnings.filterwarnings("ignore", category=FutureWarning, module=r"pyspark\.")
+            return keys_only.mapInArrow(task, StructType([StructField(*f) for f in schema])) \
+                .collect()
+
+    def histogram_of():
+        total = np.zeros((len(streams), 1 << ranks.BITS), np.int64)
+        for row in collected(_rank_histograms(seed, streams),
+                             [("stream", IntegerType()), ("hist", BinaryType())]):
+            total[row["stream"]] += np.frombuffer(row["hist"], np.int64)
+        return total
+
+    def words_of(bins):
+        inside = collected(_rank_words(seed, streams, bins),
+                           [("stream", IntegerType()), ("word", LongType())])
+        return ([row["stream"] for row in inside],
+                np.array([row["word"] for row in inside], np.int64).view(np.uint64))
+
+    return ranks.search_cutoffs(histogram_of, words_of, wanted)
+
+
+def _rank_histograms(seed, streams):
+    """Task of the first aggregation of :func:`_rank_cutoffs`."""
+    def run(batches):
+        import pyarrow as pa
+
+        from samplegen.udfs.ranks import BITS, histograms
+        from samplegen.udfs.rng import PositionRNG
+
+        rng = PositionRNG(seed)
+        total = np.zeros((len(streams), 1 << BITS), np.int64)
+        for batch in batches:
+            total += histograms(rng, _positions(batch.column(0)), streams)
+        yield pa.RecordBatch.from_arrays(
+            [pa.array(range(len(streams)), pa.int32()),
+             pa.array([t.tobytes() for t in total], pa.binary())], names=["stream", "hist"])
+    return run
+
+
+def _rank_words(seed, streams, bins):
+    """Task of the second aggregation of :func:`_rank_cutoffs`: the words in
+    the bins that hold a cutoff."""
+    def run(batches):
+        import pyarrow as pa
+
+        from samplegen.udfs.ranks import words_in
+        from samplegen.udfs.rng import PositionRNG
+
+        rng = PositionRNG(seed)
+        for batch in batches:
+            index, words = words_in(rng, _positions(batch.column(0)), streams, bins)
+            yield pa.RecordBatch.from_arrays(
+                [pa.array(index.astype(np.int32)), pa.array(words.view(np.int64))],
+                names=["stream", "word"])
+    return run
 
 
 def _histograms(seed, rows, samples, size, windows, bits):
