@@ -72,17 +72,18 @@ def write_tagged(frame, sink, out):
 
 def ours_holdout(spark, parquet, sink, out, pairs):
     df = spark.read.parquet(parquet)
-    write_tagged(sg.tag(df, "holdout", SEED, "row_id", ratio=0.8, repeats=pairs), sink, out)
+    write_tagged(sg.tag(df, "holdout", SEED, "row_id", ratio=0.8, repeats=pairs, exact=False),
+                 sink, out)
 
 
 def ours_folds(spark, parquet, sink, out, k):
     df = spark.read.parquet(parquet)
-    write_tagged(sg.tag(df, "kfold", SEED, "row_id", k=k), sink, out)
+    write_tagged(sg.tag(df, "kfold", SEED, "row_id", k=k, balanced=False), sink, out)
 
 
 def ours_kfold_sets(spark, parquet, sink, out, k):
     df = spark.read.parquet(parquet)
-    pairs = sg.kfold(df, k, SEED, "row_id", persist=True)
+    pairs = sg.kfold(df, k, SEED, "row_id", persist=True, balanced=False)
     for i, (train, test) in enumerate(pairs):
         write_df(test, sink, os.path.join(out, f"test-{i}"))
         write_df(train, sink, os.path.join(out, f"train-{i}"))
@@ -140,7 +141,8 @@ def check_sizes(spark, parquet, rows):
     poisson = [cached.sample(withReplacement=True, fraction=1.0, seed=SEED + i).count()
                for i in range(COUNTS["bootstrap"])]
     cached.unpersist()
-    folds = sg.tag(df, "kfold", SEED, "row_id", k=COUNTS["kfold"]).agg(F.count("*")).first()[0]
+    folds = sg.tag(df, "kfold", SEED, "row_id", k=COUNTS["kfold"], balanced=False) \
+        .agg(F.count("*")).first()[0]
     return {"ours": ours, "poisson": poisson, "fold rows": folds, "rows": rows}
 
 

@@ -102,11 +102,10 @@ def add_commands(sub):
 
 
 def _method(args):
-    # keyed rows keep a coin per key unless asked: exact sizes need row-id keys
     if args.command == "kfold":
-        return kfold_method(args, keyed=bool(args.key))
+        return kfold_method(args)
     if args.command in ("holdout", "bootstrap"):
-        return args.command, method_params(args.command, args, keyed=bool(args.key))
+        return args.command, method_params(args.command, args)
     return args.udf, dict(parse_param(p) for p in args.param)
 
 

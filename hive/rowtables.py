@@ -37,7 +37,8 @@ KINDS = {"table": "identifier", "result": "identifier", "columns": "columns",
 ARRIVALS_KINDS = {"python": "program", "zip": "word", "stage": "word", "seed": "int",
                   "n_rows": "int", "size": "int", "samples": "int", "bits": "int",
                   "windows": "int", "targets": "params", "output": "typed_columns",
-                  "position": "position", "table": "identifier", "files": "path"}
+                  "position": "position", "table": "identifier", "files": "path",
+                  "streams": "params", "bins": "params"}
 #: columns of the result besides the source's
 RESERVED = ("sample", "samplegen_position")
 
@@ -65,6 +66,40 @@ def _key_stats(client, table, key, integral):
     if integral:
         query += f", min({pos}), max({pos}), sum({big}), sum({big} * {big})"
     return keys.row_count(key, f"table {table}", client.execute(query + f" FROM {table}")[0])
+
+
+def _rank_cutoffs(client, conf, table, key, key_type, seed, udf_obj):
+    """The cutoff words of exact sizes over keyed rows (:mod:`udfs.ranks`),
+    from two TRANSFORM aggregations over the key column, as the UDF's
+    ``cutoffs`` word."""
+    import base64
+
+    import numpy as np
+
+    from samplegen.udfs import ranks
+
+    streams, wanted = udf_obj.rank_targets()
+    values = {"python": conf["python"], "zip": ship_zip(conf["files"], udf_obj.name),
+              "files": conf["files"], "seed": check_seed(seed),
+              "streams": ranks.format_streams(streams), "bins": "",
+              "position": keys.sql_position(f"`{key}`", key_type), "table": table}
+
+    def histogram_of():
+        script = sql.render(sql.load_script("ranks"), dict(
+            values, stage="histogram", output="`stream` int,`hist` string"), ARRIVALS_KINDS)
+        total = np.zeros((len(streams), 1 << ranks.BITS), np.int64)
+        for i, text in client.run_script(script):
+            total[int(i)] += np.frombuffer(base64.b64decode(text), np.int64)
+        return total
+
+    def words_of(bins):
+        script = sql.render(sql.load_script("ranks"), dict(
+            values, stage="words", bins=ranks.format_lists(bins),
+            output="`stream` int,`word` string"), ARRIVALS_KINDS)
+        rows_in = client.run_script(script)
+        return ([int(r[0]) for r in rows_in], np.array([int(r[1]) for r in rows_in], np.uint64))
+
+    return ranks.format_lists(ranks.search_cutoffs(histogram_of, words_of, wanted))
 
 
 def _cutoffs(client, conf, table, key, key_type, seed, rows, samples, size):
@@ -141,11 +176,21 @@ def sample_row_table(url, table, result, udf, params, seed, key, overwrite=False
         params = keys.keyed_params(udf, params, f"table {table}")
         integral = keys.is_integral(types[key])
         n, row_ids = _key_stats(client, table, key, integral)
-        if keys.is_exact(udf, params):
+        by_cutoffs = keys.is_exact(udf, params) and not row_ids and udf != "timeseries"
+        if by_cutoffs:      # exact sizes of other keys: two aggregations first
+            if print_only:
+                raise ParameterError(f"--print: exact sizes keyed by {key!r} (not the row ids "
+                                     "0..N-1) need two aggregations over the table before "
+                                     "its query can be written; run it instead")
+            n_rows = n
+        elif keys.is_exact(udf, params):
             n_rows = keys.exact_rows(key, f"table {table}", n, row_ids, keys.row_id_use(udf))
         else:
             n_rows = KEY_SPACE_ROWS if udf in ("holdout", "kfold") else n
         udf_obj = load_udf(udf, n_rows, params)
+        if by_cutoffs:
+            udf_obj = load_udf(udf, n_rows, dict(params, cutoffs=_rank_cutoffs(
+                client, conf, table, key, types[key], seed, udf_obj)))
         if udf == "bootstrap" and not row_ids and udf_obj.oob:
             keys.exact_rows(key, f"table {table}", n, row_ids, "out-of-bag sets")  # refused
         if udf == "bootstrap" and not row_ids:  # keyed arrivals: two aggregations first

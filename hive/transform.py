@@ -68,6 +68,13 @@ whose keys are not the row ids; :mod:`udfs.arrivals`)
     ``arrivals-boundary`` out: ``sample, word, position`` of the arrivals in
     each sample's boundary bin (``--targets window:bin/...``).
 
+``ranks-histogram`` / ``ranks-words`` (exact sizes of a row table whose keys
+are not the row ids; :mod:`udfs.ranks`)
+    in:  ``position`` (one per row).  ``ranks-histogram`` out, once at the
+    end of its input: ``stream, histogram`` of the coins' words (int64
+    counts, base64); ``ranks-words`` out: ``stream, word`` of the words in
+    the bins that hold a cutoff (``--bins bin:bin/...``, per stream).
+
 ``explode`` / ``assign`` (the join-based baseline)
     ``explode``: ``h_index, v_index, block`` -> ``row_id, v_index,
     row_partition`` (every row of every block).  ``assign``: ``h_index`` of
@@ -291,6 +298,29 @@ def run_arrivals(args, stdin, out):
                                                           args.size, args.bits, targets)
         for row in zip(sample.tolist(), words.tolist(), where.tolist()):
             out.write(b"%d\t%d\t%d\n" % row)
+
+
+def run_ranks(args, stdin, out):
+    """``ranks-histogram`` / ``ranks-words`` (:mod:`udfs.ranks`: exact sizes
+    of a row table keyed by anything but the row ids)."""
+    import base64
+
+    from samplegen.udfs import ranks
+
+    rng = PositionRNG(args.seed)
+    streams = ranks.parse_streams(args.streams)
+    if args.command == "ranks-histogram":
+        total = np.zeros((len(streams), 1 << ranks.BITS), np.int64)
+        for positions in _positions_of(stdin):
+            total += ranks.histograms(rng, positions, streams)
+        for i in range(len(streams)):
+            out.write(b"%d\t%s\n" % (i, base64.b64encode(total[i].tobytes())))
+        return
+    bins = ranks.parse_lists(args.bins)
+    for positions in _positions_of(stdin):
+        index, words = ranks.words_in(rng, positions, streams, bins)
+        for row in zip(index.tolist(), words.tolist()):
+            out.write(b"%d\t%d\n" % row)
 
 
 def _decimal_fields(buf, starts, stops):
@@ -543,8 +573,9 @@ class _Parser(argparse.ArgumentParser):
 
 
 COMMANDS = ("sample", "reblock", "compose", "finish", "explode", "assign", "rows",
-            "arrivals-histogram", "arrivals-boundary")
-_OWN_OPTIONS = ("rows", "arrivals-histogram", "arrivals-boundary")
+            "arrivals-histogram", "arrivals-boundary", "ranks-histogram", "ranks-words")
+_OWN_OPTIONS = ("rows", "arrivals-histogram", "arrivals-boundary", "ranks-histogram",
+                "ranks-words")
 
 
 def build_parser():
@@ -564,6 +595,11 @@ def build_parser():
         p.add_argument("--bits", type=int, required=True)
         p.add_argument("--windows", type=int, default=1)
         p.add_argument("--targets", default="")
+    for name in ("ranks-histogram", "ranks-words"):
+        p = sub.add_parser(name)
+        p.add_argument("--seed", type=int, required=True)
+        p.add_argument("--streams", required=True, help="purpose:index:sub/...")
+        p.add_argument("--bins", default="", help="bin:bin/... per stream (ranks-words)")
     for name in COMMANDS:
         if name in _OWN_OPTIONS:
             continue
@@ -618,6 +654,10 @@ def main(argv=None, stdin=None, stdout=None):
             return 0
         if args.command.startswith("arrivals-"):
             run_arrivals(args, stdin, stdout)
+            stdout.flush()
+            return 0
+        if args.command.startswith("ranks-"):
+            run_ranks(args, stdin, stdout)
             stdout.flush()
             return 0
         plan = plan_codec.from_options(args, getattr(args, "output", ""))

@@ -89,11 +89,10 @@ def row_id_use(udf):
 
 def keyed_params(udf, params, where):
     """The parameters of built-in *udf* for rows known by a key column
-    (*where*): a coin per key unless exact sizes or balanced folds are
-    asked for (they need keys that are the row ids); ParameterError when
-    they ask to stratify or group (a class's rows are ranked by row id, and
-    a group's rows counted, which keyed rows spread over partitions do not
-    give)."""
+    (*where*), with the defaults filled in (exact sizes, balanced folds);
+    ParameterError when they ask to stratify or group (a class's rows are
+    ranked by row id, and a group's rows counted, which keyed rows spread
+    over partitions do not give)."""
     params = dict(params or {})
     for param, done in (("stratify", "stratified"), ("groups", "grouped")):
         if params.get(param) is not None:
@@ -101,7 +100,7 @@ def keyed_params(udf, params, where):
                                  f"Python API; the keyed rows of {where} cannot be {done}")
     chosen = {"holdout": "exact", "kfold": "balanced"}.get(udf)
     if chosen and params.get(chosen) is None:
-        params[chosen] = False
+        params[chosen] = True
     return params
 
 

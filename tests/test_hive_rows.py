@@ -12,7 +12,7 @@ import pytest
 from samplegen.hive import client as hive_client
 from samplegen.hive import transform
 from samplegen.jobs import api, keys
-from samplegen.udfs.builtin import KFold
+from samplegen.udfs.builtin import HoldOut, KFold
 from samplegen.udfs.custom import load_udf
 from samplegen.udfs.rng import PositionRNG
 
@@ -59,7 +59,7 @@ def test_holdout_by_row_id_is_the_block_jobs_and_keeps_every_column(row_table, c
     assert code == 0, err
     source = {row[0]: tuple(row) for row in _rows(
         url, f"SELECT id, name, tags, score, note FROM {table}")}
-    ref = api.holdout(N, 0.7, SEED, repeats=2, exact=False)   # keyed rows: coins by default
+    ref = api.holdout(N, 0.7, SEED, repeats=2)
     got = _by_sample(url, result)
     assert sorted(got) == sorted(ref.names)
     for name in ref.names:
@@ -98,9 +98,10 @@ def test_time_series_and_repeated_folds_by_row_id(row_table, capsys):
     assert code == 2 and "time-series folds need key column 'name'" in err, err
 
 
-def test_exact_sizes_by_row_id_and_refused_for_other_keys(row_table, capsys):
+def test_exact_sizes_by_row_id_and_by_any_other_key(row_table, capsys):
     """--exact / --balanced: the block jobs' exact-size samples when the key
-    holds the row ids; a string key is refused in one line, nothing made."""
+    holds the row ids; by a string key, cutoffs on the coins' words
+    (udfs.ranks, two aggregations first): the same rows as in memory."""
     url, table = row_table["url"], row_table["name"]
     result = "ex_" + uuid.uuid4().hex[:6]
     code, _, err = run_cli(capsys, "hive", "kfold", table, result, "--key", "id", "--k", 3,
@@ -111,19 +112,30 @@ def test_exact_sizes_by_row_id_and_refused_for_other_keys(row_table, capsys):
     for i in range(3):
         assert sorted(r[0] for r in got[f"test-{i}"]) == sorted(ref.indices(f"test-{i}").tolist())
     assert sorted(len(got[f"test-{i}"]) for i in range(3)) == [133, 133, 134]
-    refused = "ex_" + uuid.uuid4().hex[:6]
-    code, out, err = run_cli(capsys, "hive", "holdout", table, refused, "--key", "name",
-                             "--ratio", 0.7, "--exact", "--seed", SEED, "--hive-url", url)
-    assert code == 2 and len(err.splitlines()) == 1 and "row ids" in err, err
-    with hive_client.Client(url) as c:
-        assert not c.table_exists(refused)
+    from samplegen.udfs.ranks import find_cutoffs
+    names = [f"row-{i}" for i in range(N)]
+    positions = np.array([keys.hashed_position(n) for n in names], np.int64)
+    udf = HoldOut(N, 0.7, repeats=2)
+    rng = PositionRNG(SEED)
+    occ = HoldOut(N, 0.7, repeats=2, cutoffs=find_cutoffs(rng, positions, *udf.rank_targets())) \
+        .occurrences_at(positions, rng)
+    result = "ex_" + uuid.uuid4().hex[:6]
+    code, out, err = run_cli(capsys, "hive", "holdout", table, result, "--key", "name",
+                             "--ratio", 0.7, "--repeats", 2, "--exact", "--seed", SEED,
+                             "--hive-url", url)
+    assert code == 0, err
+    got = _by_sample(url, result)
+    for s in range(4):
+        want = sorted(names[i] for i in occ.offset[occ.sample == s])
+        assert sorted(r[1] for r in got[udf.sample_names()[s]]) == want
+    assert [len(got[n]) for n in udf.sample_names()] == [280, 120, 280, 120]
 
 
 def test_kfold_by_a_string_key_and_the_training_views(row_table, capsys):
     url, table = row_table["url"], row_table["name"]
     result = "kf_" + uuid.uuid4().hex[:6]
     code, _, err = run_cli(capsys, "hive", "kfold", table, result, "--key", "name", "--k", 3,
-                           "--seed", SEED, "--hive-url", url)
+                           "--per-row", "--seed", SEED, "--hive-url", url)
     assert code == 0, err
     names = [f"row-{i}" for i in range(N)]
     positions = np.array([keys.hashed_position(n) for n in names], np.int64)

@@ -60,7 +60,7 @@ def variants(session, frame):
 
 
 def test_holdout_is_the_block_jobs_under_any_partitioning(session, frame):
-    ref = api.holdout(N, 0.7, SEED, repeats=2, exact=False)   # DataFrames: coins by default
+    ref = api.holdout(N, 0.7, SEED, repeats=2)
     want = [(sorted(ref.indices(f"train-{w}").tolist()), sorted(ref.indices(f"test-{w}").tolist()))
             for w in range(2)]
     for label, df in {"as built": frame, **variants(session, frame)}.items():
@@ -72,7 +72,7 @@ def test_holdout_is_the_block_jobs_under_any_partitioning(session, frame):
 
 
 def test_kfold_each_row_in_exactly_one_test_fold(session, frame):
-    ref = api.kfold(N, 4, SEED, balanced=False)
+    ref = api.kfold(N, 4, SEED)
     for label, df in variants(session, frame).items():
         folds = sg.kfold(df, 4, SEED, key="id")
         tests = [ids(test) for _, test in folds]
@@ -200,8 +200,8 @@ def test_membership_equals_a_block_job(session, tmp_path):
     inline job's run directory, sample by sample."""
     src = make(tmp_path, rows=900, cols=4, block_size=100, seed=2)
     run = str(tmp_path / "run")
-    driver.generate(src, run, "holdout", {"ratio": 0.6, "repeats": 2, "exact": False}, SEED,
-                    runner="inline", options=NO_CONF)
+    driver.generate(src, run, "holdout", {"ratio": 0.6, "repeats": 2}, SEED, runner="inline",
+                    options=NO_CONF)
     samples = api.read_run(run)
     df = session.range(900).repartition(3)
     for w, (train, test) in enumerate(sg.holdout(df, 0.6, SEED, key="id", repeats=2)):
@@ -230,7 +230,7 @@ def test_string_keys_are_hashed_as_jobs_keys_says(session, frame):
     occ = HoldOut(1 << 62, 0.7, exact=False).occurrences_at(positions, PositionRNG(SEED))
     want = sorted(names[i] for i in occ.offset[occ.sample == 0])
     for df in (frame, frame.repartition(7), frame.orderBy(F.rand())):
-        (train, _), = sg.holdout(df, 0.7, SEED, key="name")
+        (train, _), = sg.holdout(df, 0.7, SEED, key="name", exact=False)
         assert sorted(row[0] for row in train.select("name").collect()) == want
 
 
@@ -240,7 +240,7 @@ def test_tag_gives_every_sample_in_one_frame(session, frame):
     assert sorted(counts) == sorted(f"{s}-{w}" for w in range(3) for s in ("train", "test"))
     for w in range(3):
         assert counts[f"train-{w}"] + counts[f"test-{w}"] == N
-    ref = api.holdout(N, 0.8, SEED, repeats=3, exact=False)
+    ref = api.holdout(N, 0.8, SEED, repeats=3)
     rows = tagged.filter("sample = 'test-2'").select("id").collect()
     assert sorted(r[0] for r in rows) == sorted(ref.indices("test-2").tolist())
 
@@ -258,7 +258,7 @@ def test_holdout_share_is_binomial(session, session_range):
     """The train share of 20,000 rows is Binomial(20000, 0.75): within 5
     standard deviations (two-sided, p < 6e-7)."""
     n, p = 20000, 0.75
-    (train, _), = sg.holdout(session_range(n).repartition(4), p, 11, key="id")
+    (train, _), = sg.holdout(session_range(n).repartition(4), p, 11, key="id", exact=False)
     assert abs(train.count() - n * p) < 5 * (n * p * (1 - p)) ** 0.5
 
 

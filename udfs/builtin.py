@@ -7,6 +7,7 @@ from .base import Occurrences, SamplingUDF, concat_occurrences
 from .errors import ParameterError, check_bool, check_fraction, check_int
 from .exact import Labelling, LabelTree, balanced_sizes, holdout_counts
 from .multinomial import MultinomialTree
+from .ranks import format_lists
 from .rng import Purpose, stream, to_unit, word_order
 from .strata import greedy_folds, proportional, round_robin
 
@@ -58,6 +59,8 @@ def check_cutoffs(udf, cutoffs):
         return None
     _, ranks = udf.rank_targets()
     try:
+        if isinstance(cutoffs, str):        # the command-line word (udfs.ranks.format_lists)
+            cutoffs = [[int(c) for c in per.split(":")] for per in cutoffs.split("/")]
         cutoffs = [[int(c) for c in per] for per in cutoffs]
     except (TypeError, ValueError):
         raise ParameterError(f"cutoffs must be lists of integers, got {cutoffs!r}") from None
@@ -137,8 +140,7 @@ class HoldOut(SamplingUDF):
 
     def params(self):
         return {"ratio": self.ratio, "repeats": self.repeats, "fraction": self.fraction,
-                "exact": self.exact, **_stratify_param(self),
-                **({"cutoffs": self.cutoffs} if self.cutoffs else {})}
+                "exact": self.exact, **_stratify_param(self), **_cutoffs_param(self)}
 
     def rank_targets(self):
         """``(streams, ranks)`` of exact sizes for keyed rows
@@ -221,6 +223,12 @@ class HoldOut(SamplingUDF):
             relpos = rng.block(stream(Purpose.HOLDOUT, w), start, stop)[keep, 1]
             parts.append(Occurrences(keep, 2 * w + label[keep], relpos))
         return concat_occurrences(parts)
+
+
+def _cutoffs_param(udf):
+    """The ``cutoffs`` entry of a UDF's parameters, as one word (it travels
+    on TRANSFORM command lines too); none without cutoffs."""
+    return {"cutoffs": format_lists(udf.cutoffs)} if udf.cutoffs else {}
 
 
 def _stratify_param(udf):
@@ -317,7 +325,7 @@ class KFold(SamplingUDF):
     def params(self):
         return {"k": self.k, "naive": self.naive, "balanced": self.balanced,
                 **({"repeats": self.repeats} if self.repeats > 1 else {}),
-                **_stratify_param(self), **({"cutoffs": self.cutoffs} if self.cutoffs else {})}
+                **_stratify_param(self), **_cutoffs_param(self)}
 
     def rank_targets(self):
         """``(streams, ranks)`` of balanced folds for keyed rows

@@ -4,8 +4,7 @@ holdout ...``): the options on a parser, and the UDF parameters they make.
 
 Exact sizes (hold-out) and balanced folds (k-fold) are the default, as
 scikit-learn users expect; ``--per-row`` gives the paper's independent coin
-per row.  Rows known by a key column (Hive row tables) keep the coins by
-default: their exact sizes need the keys to be the row ids.
+per row.
 """
 
 from .errors import ParameterError
@@ -85,7 +84,7 @@ TIME_SERIES = [
                                    "(default: all)")),
 ]
 
-#: the parameters whose default is the caller's (exact unless rows are keyed)
+#: the choices of exact sizes or the coins, exact by default
 _CHOSEN = ("exact", "balanced")
 
 
@@ -106,14 +105,14 @@ def add_time_series_options(parser):
         parser.add_argument(flag, **keywords)
 
 
-def kfold_method(args, keyed=False):
+def kfold_method(args):
     """``(UDF name, parameters)`` of a parsed ``kfold`` command: the
     ``timeseries`` UDF with ``--time-series`` (refusing the options that do
     not apply to it), else ``kfold`` (:func:`method_params`)."""
     if not args.time_series:
         if args.gap or args.test_size or args.max_train_size:
             raise ParameterError("--gap, --test-size and --max-train-size need --time-series")
-        return "kfold", method_params("kfold", args, keyed)
+        return "kfold", method_params("kfold", args)
     for name in ("naive", "balanced", "materialize", "stratify", "groups"):
         if getattr(args, name, None) not in (None, False):
             raise ParameterError(f"--{name} does not apply to --time-series folds (each "
@@ -128,16 +127,15 @@ def kfold_method(args, keyed=False):
                           "max_train_size": args.max_train_size}
 
 
-def method_params(method, args, keyed=False):
+def method_params(method, args):
     """The UDF parameters of built-in *method* from parsed *args* (the
     options :func:`add_method_options` put on their parser); exact sizes
-    and balanced folds unless asked otherwise, or for rows known by a key
-    column (*keyed*) unless asked for."""
+    and balanced folds unless ``--per-row``."""
     params = {}
     for entry in OPTIONS[method]:
         for flag, keywords in (entry if isinstance(entry, list) else [entry]):
             name = keywords.get("dest", flag[2:].replace("-", "_"))
             if hasattr(args, name) and name not in params:
                 value = getattr(args, name)
-                params[name] = (not keyed) if value is None and name in _CHOSEN else value
+                params[name] = True if value is None and name in _CHOSEN else value
     return params

@@ -19,6 +19,8 @@ the words of the bins that hold a cutoff.
 """
 import numpy as np
 
+from .rng import stream
+
 #: top bits of the words in the first aggregation's histogram
 BITS = 16
 
@@ -77,3 +79,22 @@ def find_cutoffs(rng, positions, streams, ranks):
     """:func:`search_cutoffs` over the rows *positions* held in memory."""
     return search_cutoffs(lambda: histograms(rng, positions, streams),
                           lambda bins: words_in(rng, positions, streams, bins), ranks)
+
+
+def format_streams(streams):
+    """``purpose:index:sub/...``: streams as one command-line word."""
+    return "/".join(":".join(str(int(x)) for x in s) for s in streams)
+
+
+def parse_streams(text):
+    return [stream(*(int(x) for x in s.split(":"))) for s in text.split("/") if s]
+
+
+def format_lists(lists):
+    """``a:b/c:d/...``: lists of integers (bins, cutoff words) as one
+    command-line word (one list per stream)."""
+    return "/".join(":".join(str(int(x)) for x in per) for per in lists)
+
+
+def parse_lists(text):
+    return [[int(x) for x in per.split(":") if x] for per in text.split("/")]

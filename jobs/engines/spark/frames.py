@@ -235,15 +235,16 @@ def _names(udf_obj):
     return list(names)
 
 
-def holdout(df, ratio, seed, key, repeats=1, fraction=1.0, persist=False, exact=False):
+def holdout(df, ratio, seed, key, repeats=1, fraction=1.0, persist=False, exact=True):
     """``repeats`` hold-out pairs ``[(train, test), ...]`` of *df* (see
-    :class:`udfs.builtin.HoldOut`): row with key k is in train-w with
-    probability ``fraction * ratio``, in test-w with ``fraction * (1 -
-    ratio)``, decided by ``(seed, k)`` alone.  With *exact*, exactly
+    :class:`udfs.builtin.HoldOut`).  With *exact* (the default), exactly
     ``round(ratio * rows)`` training rows: the block jobs' labelling when
     the key column holds the row ids ``0..N-1``, else cutoffs on the coins'
     words (:mod:`udfs.ranks`); one aggregate over the key column first, and
-    two more for other keys."""
+    two more for other keys.  With *exact* False, the paper's coins: row
+    with key k is in train-w with probability ``fraction * ratio``, in
+    test-w with ``fraction * (1 - ratio)``, decided by ``(seed, k)`` alone
+    (no aggregation)."""
     frame, names = _frame_and_names(df, HoldOut.name, seed, key,
                                     {"ratio": ratio, "repeats": repeats, "fraction": fraction,
                                      "exact": exact})
@@ -251,12 +252,12 @@ def holdout(df, ratio, seed, key, repeats=1, fraction=1.0, persist=False, exact=
     return [(parts[2 * w], parts[2 * w + 1]) for w in range(len(names) // 2)]
 
 
-def kfold(df, k, seed, key, persist=False, balanced=False):
+def kfold(df, k, seed, key, persist=False, balanced=True):
     """``k`` pairs ``[(train, test), ...]``: test-i is fold i, train-i every
     other row (see :class:`udfs.builtin.KFold`); each row is in exactly one
-    test set, decided by ``(seed, key)`` alone.  With *balanced*, fold sizes
-    within one of each other, by the same aggregations as *exact* of
-    :func:`holdout`."""
+    test set.  With *balanced* (the default), fold sizes within one of each
+    other, by the same aggregations as *exact* of :func:`holdout`; with
+    *balanced* False, a fold per row decided by ``(seed, key)`` alone."""
     from pyspark import StorageLevel
     from pyspark.sql import functions as F
 
