@@ -295,13 +295,19 @@ def test_a_bad_key_value_fails_the_job_with_its_reason(session, frame):
     from pyspark.sql import functions as F
 
     negative = frame.withColumn("id", F.col("id") - 10)
-    (train, _), = sg.holdout(negative, 0.5, SEED, key="id")
+    nulls = frame.withColumn("id", F.when(F.col("id") == 7, None).otherwise(F.col("id")))
+    # the coins need no aggregation: the job that reads the key fails
+    (train, _), = sg.holdout(negative, 0.5, SEED, key="id", exact=False)
     with pytest.raises(Exception, match="negative integer"):
         train.count()
-    nulls = frame.withColumn("id", F.when(F.col("id") == 7, None).otherwise(F.col("id")))
-    (train, _), = sg.holdout(nulls, 0.5, SEED, key="id")
+    (train, _), = sg.holdout(nulls, 0.5, SEED, key="id", exact=False)
     with pytest.raises(Exception, match="holds NULL"):
         train.count()
+    # exact sizes aggregate over the key first: refused before any sample
+    with pytest.raises(ParameterError, match="negative integer"):
+        sg.holdout(negative, 0.5, SEED, key="id")
+    with pytest.raises(ParameterError, match="NULL"):
+        sg.holdout(nulls, 0.5, SEED, key="id")
 
 
 def test_a_scalar_udf_sees_the_key_as_its_row_id(session, frame):
