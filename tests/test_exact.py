@@ -268,7 +268,7 @@ def test_every_keyed_split_is_equally_likely():
 
 
 def test_cutoffs_are_checked():
-    with pytest.raises(ParameterError, match="cutoffs must be 1 lists of 1 words"):
+    with pytest.raises(ParameterError, match="at most 1 words"):
         HoldOut(100, 0.5, cutoffs=[[1, 2]])
     with pytest.raises(ParameterError, match="only with exact sizes"):
         HoldOut(100, 0.5, exact=False, cutoffs=[[1]])

@@ -332,3 +332,37 @@ def test_the_row_batch_path_of_older_sparks_gives_the_same_samples(session, fram
     (train, test), = sg.holdout(frame.repartition(3), 0.6, SEED, key="name")
     assert (sorted(r[0] for r in train.select("name").collect()), ids(test)) == want_ho
     assert train.schema == frame.schema
+
+
+def test_stratified_holdout_and_kfold_of_a_dataframe(session, frame):
+    """stratify=: the block jobs' allocation over the classes (counted by one
+    aggregate), each class cut at its own ranks of the coins' words: exact
+    totals, every class within one row of its share, any keys."""
+    from pyspark.sql import functions as F
+
+    from samplegen.udfs.strata import holdout_allocation, round_robin
+
+    df = frame.withColumn("cls", (F.col("id") % 7 == 0).cast("int")
+                          + (F.col("id") % 3 == 0).cast("int")).repartition(3)
+    counts = dict(df.groupBy("cls").count().collect())
+    classes = sorted(counts)
+    alloc = holdout_allocation([2100, 900], [counts[c] for c in classes])
+    pairs = sg.holdout(df, 0.7, SEED, key="name", repeats=2, stratify="cls")
+    seen = []
+    for train, test in pairs:
+        got = [dict(part.groupBy("cls").count().collect()) for part in (train, test)]
+        assert [[got[s].get(c, 0) for c in classes] for s in (0, 1)] == alloc[:, :2].T.tolist()
+        names = [r["name"] for r in train.select("name").collect()]
+        assert len(set(names)) == len(names) == 2100
+        seen.append(set(names))
+    assert seen[0] != seen[1]
+    folds = sg.kfold(df, 5, SEED, key="name", stratify="cls")
+    sizes = round_robin([counts[c] for c in classes], 5)     # the block jobs' allocation
+    tests = []
+    for f, (_, test) in enumerate(folds):
+        got = dict(test.groupBy("cls").count().collect())
+        assert [got.get(c, 0) for c in classes] == sizes[:, f].tolist()
+        tests += [r["name"] for r in test.select("name").collect()]
+    assert sorted(tests) == sorted(r["name"] for r in frame.select("name").collect())
+    with pytest.raises(ParameterError, match="not in the DataFrame"):
+        sg.holdout(df, 0.7, SEED, key="name", stratify="nope")

@@ -9,7 +9,7 @@ from .exact import Labelling, LabelTree, balanced_sizes, holdout_counts
 from .multinomial import MultinomialTree
 from .ranks import format_lists
 from .rng import Purpose, stream, to_unit, word_order
-from .strata import greedy_folds, proportional, round_robin
+from .strata import greedy_folds, holdout_allocation, proportional, round_robin
 
 
 def check_side(udf, param, name, strata):
@@ -53,8 +53,10 @@ GROUP_PART = (1 << 42) - 1
 
 def check_cutoffs(udf, cutoffs):
     """The cutoff words of a keyed exact labelling (:mod:`udfs.ranks`), one
-    list per repeat with as many as the UDF's :meth:`rank_targets` ask for;
-    None: the rows are row ids (the labelling tree)."""
+    ascending list per repeat with at most as many as the UDF's
+    :meth:`rank_targets` ask for (a cutoff past every row is left out: a
+    stratified split's class that goes wholly to one side); None: the rows
+    are row ids (the labelling tree)."""
     if cutoffs is None:
         return None
     _, ranks = udf.rank_targets()
@@ -64,10 +66,11 @@ def check_cutoffs(udf, cutoffs):
         cutoffs = [[int(c) for c in per] for per in cutoffs]
     except (TypeError, ValueError):
         raise ParameterError(f"cutoffs must be lists of integers, got {cutoffs!r}") from None
-    if [len(c) for c in cutoffs] != [len(r) for r in ranks] or any(
-            not 0 <= c < 1 << 64 for per in cutoffs for c in per):
-        raise ParameterError(f"cutoffs must be {len(ranks)} lists of {len(ranks[0])} words in "
-                             f"[0, 2**64), got {cutoffs!r}")
+    if len(cutoffs) != len(ranks) or any(len(c) > len(r) for c, r in zip(cutoffs, ranks)) or \
+            any(not 0 <= c < 1 << 64 for per in cutoffs for c in per) or \
+            any(per != sorted(per) for per in cutoffs):
+        raise ParameterError(f"cutoffs must be {len(ranks)} ascending lists of at most "
+                             f"{len(ranks[0])} words in [0, 2**64), got {cutoffs!r}")
     return cutoffs
 
 
@@ -122,9 +125,7 @@ class HoldOut(SamplingUDF):
                                  "sizes, neither stratified nor grouped")
         self.class_counts = None
         if self.stratify:
-            train = proportional(self.counts[0], strata.counts)
-            test = proportional(self.counts[1], strata.counts - train)
-            self.class_counts = np.stack([train, test, strata.counts - train - test], axis=1)
+            self.class_counts = holdout_allocation(self.counts, strata.counts)
         self._labellings = {}
 
     def sample_names(self):

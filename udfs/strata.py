@@ -185,6 +185,17 @@ def proportional(total, counts):
     return share
 
 
+def holdout_allocation(sizes, counts):
+    """Rows of each class (*counts*) per side of an exact hold-out of
+    *sizes* ``[train, test(, neither)]``: ``(classes, 3)`` train, test and
+    neither.  Each class's training rows are within one of ``train * n_c /
+    m`` (:func:`proportional`), its test rows the same share of the rest."""
+    counts = np.asarray(counts, np.int64)
+    train = proportional(sizes[0], counts)
+    test = proportional(sizes[1], counts - train)
+    return np.stack([train, test, counts - train - test], axis=1)
+
+
 def round_robin(counts, k):
     """Rows of each class per fold (``(classes, k)``), scikit-learn's
     StratifiedKFold allocation: the rows sorted by class are dealt to the

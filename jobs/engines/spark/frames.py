@@ -209,7 +209,11 @@ def _frame_and_names(df, udf, seed, key, params):
     exact sizes the row count (one aggregate over the key column): the block
     jobs' labelling when the keys are the row ids, else cutoffs on the
     coins' words found by two more aggregations (:mod:`udfs.ranks`)."""
+    params = dict(params)
+    label = params.pop("stratify", None)
     params = keys.keyed_params(udf, params, "a DataFrame")
+    if label is not None:
+        return _stratified_frame(df, udf, seed, key, params, label)
     if udf == "bootstrap":
         return _bootstrap_frame(df, seed, key, params)
     if keys.is_exact(udf, params):
@@ -227,6 +231,62 @@ def _frame_and_names(df, udf, seed, key, params):
     return frame, _names(udf_obj)
 
 
+def _stratified_frame(df, udf, seed, key, params, label):
+    """The tagged frame of a hold-out or k-fold stratified by column
+    *label*: one aggregate counts each class's rows, the sizes are shared
+    out over the classes as the block jobs share them
+    (:func:`udfs.strata.holdout_allocation`,
+    :func:`udfs.strata.round_robin`), and each class's rows are cut at its
+    own ranks of the coins' words (:mod:`udfs.ranks`, two aggregations per
+    class), then the classes' frames are one."""
+    import functools
+
+    from pyspark.sql import functions as F
+
+    from samplegen.udfs.strata import holdout_allocation, round_robin
+
+    if udf not in ("holdout", "kfold"):
+        raise ParameterError(f"stratified DataFrame samples are hold-out or k-fold, not {udf}")
+    if label not in df.columns:
+        raise ParameterError(f"stratify column {label!r} is not in the DataFrame (columns: "
+                             f"{', '.join(df.columns)})")
+    column = F.col(f"`{label}`")
+    counted = df.groupBy(column.alias("c")).count().collect()
+    if any(row["c"] is None for row in counted):
+        raise ParameterError(f"stratify column {label!r} holds NULL: every row needs a class")
+    try:
+        counted.sort(key=lambda row: row["c"])
+    except TypeError:
+        raise ParameterError(f"stratify column {label!r} must hold comparable values") from None
+    values = [row["c"] for row in counted]
+    if any(isinstance(v, float) and v != v for v in values):
+        raise ParameterError(f"stratify column {label!r} holds NaN: every row needs a class")
+    counts = np.array([row["count"] for row in counted], np.int64)
+    params = dict(params, **({"exact": True} if udf == "holdout" else {"balanced": True}))
+    rows = int(counts.sum())
+    whole = load_udf(udf, rows, params)
+    if udf == "holdout":
+        per_class = holdout_allocation(whole.counts, counts)
+        wanted = [[[int(t), int(t + s)] for t, s, _ in per_class]] * whole.repeats
+    else:
+        if counts.min() < whole.k:
+            raise ParameterError(f"class {values[int(np.argmin(counts))]!r} has "
+                                 f"{int(counts.min())} rows; a stratified {whole.k}-fold split "
+                                 f"needs at least {whole.k} per class")
+        sizes = round_robin(counts, whole.k)
+        wanted = [[np.cumsum(row)[:-1].tolist() for row in sizes]] * whole.repeats
+    frames = []
+    for c, value in enumerate(values):
+        part = df.filter(column == F.lit(value))
+        n_c = int(counts[c])
+        ranks = [[r for r in per[c] if r < n_c] for per in wanted]
+        cutoffs = _rank_cutoffs(part, key, seed, udf, rows, params, ranks) \
+            if any(ranks) else [[] for _ in ranks]
+        frame, udf_obj = tagged_frame(part, udf, seed, key, dict(params, cutoffs=cutoffs), rows)
+        frames.append(frame)
+    return functools.reduce(lambda a, b: a.unionByName(b), frames), _names(udf_obj)
+
+
 def _names(udf_obj):
     names = udf_obj.sample_names()
     if names is None:
@@ -235,7 +295,8 @@ def _names(udf_obj):
     return list(names)
 
 
-def holdout(df, ratio, seed, key, repeats=1, fraction=1.0, persist=False, exact=True):
+def holdout(df, ratio, seed, key, repeats=1, fraction=1.0, persist=False, exact=True,
+            stratify=None):
     """``repeats`` hold-out pairs ``[(train, test), ...]`` of *df* (see
     :class:`udfs.builtin.HoldOut`).  With *exact* (the default), exactly
     ``round(ratio * rows)`` training rows: the block jobs' labelling when
@@ -244,25 +305,29 @@ def holdout(df, ratio, seed, key, repeats=1, fraction=1.0, persist=False, exact=
     two more for other keys.  With *exact* False, the paper's coins: row
     with key k is in train-w with probability ``fraction * ratio``, in
     test-w with ``fraction * (1 - ratio)``, decided by ``(seed, k)`` alone
-    (no aggregation)."""
+    (no aggregation).  *stratify*: a column whose classes both sides hold
+    in proportion (exact sizes; one more aggregate, and two per class)."""
     frame, names = _frame_and_names(df, HoldOut.name, seed, key,
                                     {"ratio": ratio, "repeats": repeats, "fraction": fraction,
-                                     "exact": exact})
+                                     "exact": exact, "stratify": stratify})
     parts, _ = _per_sample(frame, len(names), persist)
     return [(parts[2 * w], parts[2 * w + 1]) for w in range(len(names) // 2)]
 
 
-def kfold(df, k, seed, key, persist=False, balanced=True):
+def kfold(df, k, seed, key, persist=False, balanced=True, stratify=None):
     """``k`` pairs ``[(train, test), ...]``: test-i is fold i, train-i every
     other row (see :class:`udfs.builtin.KFold`); each row is in exactly one
     test set.  With *balanced* (the default), fold sizes within one of each
     other, by the same aggregations as *exact* of :func:`holdout`; with
-    *balanced* False, a fold per row decided by ``(seed, key)`` alone."""
+    *balanced* False, a fold per row decided by ``(seed, key)`` alone.
+    *stratify*: a column whose classes every fold holds in proportion (as
+    *stratify* of :func:`holdout`)."""
     from pyspark import StorageLevel
     from pyspark.sql import functions as F
 
     k = check_int("k", k, lo=2)
-    frame, _ = _frame_and_names(df, KFold.name, seed, key, {"k": k, "balanced": balanced})
+    frame, _ = _frame_and_names(df, KFold.name, seed, key, {"k": k, "balanced": balanced,
+                                                            "stratify": stratify})
     if persist:
         frame = frame.persist(StorageLevel.MEMORY_AND_DISK)
     fold = F.col(SAMPLE_COLUMN)
@@ -287,14 +352,16 @@ def _key_stats(df, key):
     return keys.row_count(key, "the DataFrame", df.agg(*aggs).first())
 
 
-def _rank_cutoffs(df, key, seed, udf, rows, params):
+def _rank_cutoffs(df, key, seed, udf, rows, params, wanted=None):
     """The cutoff words of exact sizes over keyed rows (:mod:`udfs.ranks`):
-    two aggregations over the key column."""
+    two aggregations over the key column; *wanted*: the ranks per stream,
+    when not the UDF's own (a stratified split's class)."""
     from pyspark.sql.types import BinaryType, IntegerType, LongType, StructField, StructType
 
     from samplegen.udfs import ranks
 
-    streams, wanted = load_udf(udf, rows, params).rank_targets()
+    streams, own = load_udf(udf, rows, params).rank_targets()
+    wanted = own if wanted is None else wanted
     keys_only = df.select(_key_position(df, key).alias(KEY_COLUMN))
     seed = check_seed(seed)
 
