@@ -537,7 +537,8 @@ def test_raw_script_with_hivevars_through_beeline(tmp_path, tmp_path_factory, in
     hivevars = {"table": table, "output": dest, "input": src, "files": conf["files"],
                 "zip": zip_name, "python": "python3", "rows": 700, "cols": 20,
                 "block_size": 64, "kind": "dense", "seed": SEED, "k": 4, "balanced": "false",
-                "repeats": 1, "bin_bits": 0, "records": "chunks"}
+                "repeats": 1, "strata": "none", "grouping": "none", "bin_bits": 0,
+                "records": "chunks"}
     code, out, err = beeline(hive_server["port"],
                              os.path.join(sql.SCRIPT_DIR, "kfold_naive.hql"), hivevars)
     assert code == 0, err[-2000:]
