@@ -104,10 +104,15 @@ def generate(src, dest, udf_spec, params, seed, runner="embedded", overwrite=Fal
         raise InputError(f"{src} is a composed view; export it and import the result to "
                          "sample from it")
     started = time.time()
+    # the machine's limits first: the samples' sizes do not depend on the
+    # classes or groups, which a pre-pass may have to read
+    shape = {k: v for k, v in params.items()
+             if ":" in udf_spec or k not in ("stratify", "groups")}
+    shaped = load_udf(udf_spec, matrix.rows, shape)
+    to_json(shaped.params())  # a NaN parameter is refused before any work, not in the manifest
+    check_run_limits(shaped, matrix.meta, dest, runner)
     sides = sides or row_sides(matrix, udf_spec, params, log)
     udf = load_udf(udf_spec, matrix.rows, params, *(sides[field][0] for field, *_ in SIDES))
-    to_json(udf.params())  # a NaN parameter is refused before any work, not in the manifest
-    check_run_limits(udf, matrix.meta, dest, runner)
     staged = StagedOutput(dest, overwrite, inputs=[src])
     with staged as staging:
         plan = make_plan(udf, seed, matrix.meta, staging, bin_budget)

@@ -366,3 +366,9 @@ def test_stratified_holdout_and_kfold_of_a_dataframe(session, frame):
     assert sorted(tests) == sorted(r["name"] for r in frame.select("name").collect())
     with pytest.raises(ParameterError, match="not in the DataFrame"):
         sg.holdout(df, 0.7, SEED, key="name", stratify="nope")
+    # bootstrap: every bag holds each class's share of the size, drawn from its rows
+    from samplegen.udfs.strata import proportional
+    shares = proportional(1000, [counts[c] for c in classes]).tolist()
+    for bag in sg.bootstrap(df, 2, SEED, key="name", size=1000, stratify="cls"):
+        got = dict(bag.groupBy("cls").count().collect())
+        assert [got.get(c, 0) for c in classes] == shares

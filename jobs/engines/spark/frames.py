@@ -232,21 +232,23 @@ def _frame_and_names(df, udf, seed, key, params):
 
 
 def _stratified_frame(df, udf, seed, key, params, label):
-    """The tagged frame of a hold-out or k-fold stratified by column
-    *label*: one aggregate counts each class's rows, the sizes are shared
-    out over the classes as the block jobs share them
-    (:func:`udfs.strata.holdout_allocation`,
-    :func:`udfs.strata.round_robin`), and each class's rows are cut at its
+    """The tagged frame of a hold-out, k-fold or bootstrap stratified by
+    column *label*: one aggregate counts each class's rows, the sizes are
+    shared out over the classes as the block jobs share them
+    (:func:`udfs.strata.holdout_allocation`, :func:`udfs.strata.round_robin`,
+    :func:`udfs.strata.proportional`), and each class's rows are cut at its
     own ranks of the coins' words (:mod:`udfs.ranks`, two aggregations per
-    class), then the classes' frames are one."""
+    class) or bootstrapped for its own share of the size, then the classes'
+    frames are one."""
     import functools
 
     from pyspark.sql import functions as F
 
-    from samplegen.udfs.strata import holdout_allocation, round_robin
+    from samplegen.udfs.strata import holdout_allocation, proportional, round_robin
 
-    if udf not in ("holdout", "kfold"):
-        raise ParameterError(f"stratified DataFrame samples are hold-out or k-fold, not {udf}")
+    if udf not in ("holdout", "kfold", "bootstrap"):
+        raise ParameterError(f"stratified DataFrame samples are hold-out, k-fold or bootstrap, "
+                             f"not {udf}")
     if label not in df.columns:
         raise ParameterError(f"stratify column {label!r} is not in the DataFrame (columns: "
                              f"{', '.join(df.columns)})")
@@ -262,6 +264,18 @@ def _stratified_frame(df, udf, seed, key, params, label):
     if any(isinstance(v, float) and v != v for v in values):
         raise ParameterError(f"stratify column {label!r} holds NaN: every row needs a class")
     counts = np.array([row["count"] for row in counted], np.int64)
+    if udf == "bootstrap":
+        whole = Bootstrap(int(counts.sum()), **params)
+        if whole.oob:
+            raise ParameterError("out-of-bag sets of a stratified DataFrame bootstrap are not "
+                                 "offered (they need row-id keys)")
+        frames = []
+        for value, size in zip(values, proportional(whole.size, counts)):
+            if size:
+                frame, names = _bootstrap_frame(df.filter(column == F.lit(value)), seed, key,
+                                                dict(params, size=int(size)))
+                frames.append(frame)
+        return functools.reduce(lambda a, b: a.unionByName(b), frames), names
     params = dict(params, **({"exact": True} if udf == "holdout" else {"balanced": True}))
     rows = int(counts.sum())
     whole = load_udf(udf, rows, params)
@@ -524,7 +538,7 @@ def _bootstrap_frame(df, seed, key, params):
     return frame, _names(udf_obj)
 
 
-def bootstrap(df, samples, seed, key, size=None, persist=False, oob=False):
+def bootstrap(df, samples, seed, key, size=None, persist=False, oob=False, stratify=None):
     """``samples`` bootstrap samples of exactly *size* rows each (default:
     the DataFrame's row count), drawn with replacement: a row drawn c times
     appears c times.  When the key column holds the row ids ``0..N-1`` the
@@ -533,9 +547,12 @@ def bootstrap(df, samples, seed, key, size=None, persist=False, oob=False):
     Poisson processes keyed by the rows (:mod:`udfs.arrivals`), found by
     two aggregations over the key column.  Either way one aggregate over
     the key column comes first (the row count).  With *oob* (row-id keys),
-    ``[(bag, out-of-bag rows), ...]``: each bag with the rows it never drew."""
-    frame, names = _bootstrap_frame(df, seed, key, {"samples": samples, "size": size,
-                                                    "oob": oob})
+    ``[(bag, out-of-bag rows), ...]``: each bag with the rows it never drew.
+    *stratify*: a column whose classes every bag holds in proportion (each
+    class's share of *size*, within one row, drawn from its own rows)."""
+    frame, names = _frame_and_names(df, Bootstrap.name, seed, key,
+                                    {"samples": samples, "size": size, "oob": oob,
+                                     "stratify": stratify})
     parts, _ = _per_sample(frame, len(names), persist)
     if oob:
         half = len(parts) // 2
