@@ -153,12 +153,15 @@ class HoldOut(SamplingUDF):
         return [stream(Purpose.HOLDOUT, w) for w in range(self.repeats)], [ranks] * self.repeats
 
     def occurrences(self, start, stop, rng):
-        if self.groups:
-            return self._grouped(start, stop, rng)
-        if self.cutoffs:
-            return self._by_cutoffs(start, stop, rng)
+        if self.groups:         # each row takes its group's side
+            codes = _rows_of(self, rng, start, stop)
+            return self._sided(start, stop, rng, lambda w, _: self.group_sides(rng, w)[codes])
+        if self.cutoffs:        # keyed rows: train below the first cutoff word, test below the next
+            return self._sided(start, stop, rng, lambda w, lanes: np.searchsorted(
+                np.array(self.cutoffs[w], np.uint64), lanes[:, 0], side="right"))
         if self.exact:
-            return self._exact(start, stop, rng)
+            return self._sided(start, stop, rng,
+                               lambda w, _: self._labelling(rng, w).labels_for(rng, start, stop))
         n, reps = stop - start, self.repeats
         train_below = unit_threshold(self.fraction * self.ratio)
         keep_below = unit_threshold(self.fraction)
@@ -178,29 +181,24 @@ class HoldOut(SamplingUDF):
             return Occurrences(offset[keep], sample[keep], relpos[keep])
         return Occurrences(offset, sample, relpos)
 
-    def _exact(self, start, stop, rng):
+    def _sided(self, start, stop, rng, side_of):
+        """The occurrences of rows ``[start, stop)`` when ``side_of(w, lanes)``
+        gives every row's side in repeat w (0 train, 1 test, 2 neither;
+        *lanes*: the range's blocks of stream (HOLDOUT, w), whose lane 1
+        orders the rows)."""
         parts = []
-        counts = self.counts if self.class_counts is None else self.class_counts
         for w in range(self.repeats):
-            labelling = _memo(self._labellings, (rng.seed, w), lambda w=w: Labelling(
-                rng, self.n_rows, counts, w, self.strata))
-            label = labelling.labels_for(rng, start, stop)
-            keep = np.flatnonzero(label < 2)
-            relpos = rng.block(stream(Purpose.HOLDOUT, w), start, stop)[keep, 1]
-            parts.append(Occurrences(keep, 2 * w + label[keep], relpos))
-        return concat_occurrences(parts)
-
-
-    def _by_cutoffs(self, start, stop, rng):
-        """Exact sizes of keyed rows: train below the first cutoff word of
-        the repeat, test below the second (or all the rest)."""
-        parts = []
-        for w, cut in enumerate(self.cutoffs):
             lanes = rng.block(stream(Purpose.HOLDOUT, w), start, stop)
-            label = np.searchsorted(np.array(cut, np.uint64), lanes[:, 0], side="right")
+            label = side_of(w, lanes)
             keep = np.flatnonzero(label < 2)
             parts.append(Occurrences(keep, 2 * w + label[keep], lanes[keep, 1]))
         return concat_occurrences(parts)
+
+    def _labelling(self, rng, w):
+        """Repeat w's exact labelling (of the classes' rows when stratified)."""
+        counts = self.counts if self.class_counts is None else self.class_counts
+        return _memo(self._labellings, (rng.seed, w), lambda: Labelling(
+            rng, self.n_rows, counts, w, self.strata))
 
     def group_sides(self, rng, w):
         """Side of every group in repeat w: 0 train, 1 test, 2 neither."""
@@ -215,15 +213,6 @@ class HoldOut(SamplingUDF):
             return side
         return _memo(self._labellings, (rng.seed, "groups", w), make)
 
-    def _grouped(self, start, stop, rng):
-        codes = _rows_of(self, rng, start, stop)
-        parts = []
-        for w in range(self.repeats):
-            label = self.group_sides(rng, w)[codes]
-            keep = np.flatnonzero(label < 2)
-            relpos = rng.block(stream(Purpose.HOLDOUT, w), start, stop)[keep, 1]
-            parts.append(Occurrences(keep, 2 * w + label[keep], relpos))
-        return concat_occurrences(parts)
 
 
 def _cutoffs_param(udf):
