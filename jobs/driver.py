@@ -28,6 +28,7 @@ from samplegen.udfs.errors import (
     count_words,
 )
 from samplegen.udfs.rng import PositionRNG, Purpose, check_seed, stream
+from samplegen.udfs.strata import SIDES
 
 from . import engines
 from . import fs as fsmod
@@ -53,9 +54,9 @@ from .store import (
     write_group,
     write_meta,
 )
-from .strata import GROUPS_RUN, remove_strata, strata_for, strata_of_values, write_strata
 from .strata import RECORDED as STRATA_RECORDED
 from .strata import RUN as STRATA_RUN
+from .strata import remove_strata, strata_for, strata_of_values, write_strata
 
 RUN_FORMAT = "samplegen-run/1"
 
@@ -106,21 +107,20 @@ def generate(src, dest, udf_spec, params, seed, runner="embedded", overwrite=Fal
     started = time.time()
     # the machine's limits first: the samples' sizes do not depend on the
     # classes or groups, which a pre-pass may have to read
-    shape = {k: v for k, v in params.items()
-             if ":" in udf_spec or k not in ("stratify", "groups")}
+    shape = {k: v for k, v in params.items() if ":" in udf_spec or k not in SIDES.values()}
     shaped = load_udf(udf_spec, matrix.rows, shape)
     to_json(shaped.params())  # a NaN parameter is refused before any work, not in the manifest
     check_run_limits(shaped, matrix.meta, dest, runner)
     sides = sides or row_sides(matrix, udf_spec, params, log)
-    udf = load_udf(udf_spec, matrix.rows, params, *(sides[field][0] for field, *_ in SIDES))
+    udf = load_udf(udf_spec, matrix.rows, params, *(sides[field][0] for field in SIDES))
     staged = StagedOutput(dest, overwrite, inputs=[src])
     with staged as staging:
         plan = make_plan(udf, seed, matrix.meta, staging, bin_budget)
         written = []
-        for field, param, _, name in SIDES:
+        for field, param in SIDES.items():
             strata, base = sides[field]
             if strata is not None and base is None:
-                base = write_strata(fsmod.join(staging, name), strata, params[param])
+                base = write_strata(fsmod.join(staging, STRATA_RUN[field]), strata, params[param])
                 written.append(base)
             setattr(plan, field, base)
         log(f"{udf.name}: {matrix.rows} x {matrix.cols} {matrix.kind} matrix, "
@@ -148,19 +148,14 @@ def generate(src, dest, udf_spec, params, seed, runner="embedded", overwrite=Fal
     return manifest
 
 
-#: (plan field, UDF parameter, ranked, file base in the staging directory) of
-#: the rows' classes (--stratify) and groups (--groups)
-SIDES = (("strata", "stratify", True, STRATA_RUN), ("grouping", "groups", False, GROUPS_RUN))
-
-
 def row_sides(matrix, udf_spec, params, log=None):
     """``{plan field: (strata, base)}``: the classes (``stratify``) and the
     groups (``groups``) a built-in UDF's *params* ask for, of *matrix*'s
     rows (:func:`jobs.strata.strata_for`); ``(None, None)`` for those not
     asked for."""
     log = log or (lambda message, progress=False: None)
-    return {field: _side(matrix, udf_spec, params, param, ranked, log)
-            for field, param, ranked, _ in SIDES}
+    return {field: _side(matrix, udf_spec, params, param, field == "strata", log)
+            for field, param in SIDES.items()}
 
 
 def _side(matrix, udf_spec, params, param, ranked, log):

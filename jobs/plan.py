@@ -24,6 +24,7 @@ import numpy as np
 from samplegen.udfs.custom import load_udf, parse_param
 from samplegen.udfs.errors import ParameterError
 from samplegen.udfs.rng import PositionRNG
+from samplegen.udfs.strata import SIDES
 
 from .strata import open_strata
 
@@ -175,13 +176,12 @@ def from_options(args, output=""):
     writing into *output*."""
     params = parse_params(args.params)
     sides = {}
-    for name, param in (("strata", "stratify"), ("grouping", "groups")):
+    for name, param in SIDES.items():
         base = getattr(args, name, "none")
-        if base != "none":      # the label's name travels in its class files
+        if base != "none":      # the column's name travels in its class files
             sides[name] = (base, open_strata(base))
             params.setdefault(param, sides[name][1].label)
-    udf = load_udf(args.udf, args.rows, params, *(sides.get(n, (None, None))[1]
-                                                 for n in ("strata", "grouping")))
+    udf = load_udf(args.udf, args.rows, params, *(sides.get(n, (None, None))[1] for n in SIDES))
     meta = {"rows": args.rows, "cols": args.cols, "block_size": args.block_size,
             "kind": args.kind}
     plan = make_plan(udf, args.seed, meta, output)

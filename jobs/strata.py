@@ -36,9 +36,9 @@ from .store import read_json, to_json
 FORMAT = "samplegen-strata/1"
 #: base name of the label's classes recorded in a matrix directory
 RECORDED = "_label"
-#: base names of a run's classes and groups, in its staging directory while it runs
-RUN = "_strata"
-GROUPS_RUN = "_groups"
+#: base names of a run's classes and groups (by the plan's field), in its
+#: staging directory while it runs
+RUN = {"strata": "_strata", "grouping": "_groups"}
 
 
 def label_column(meta, label):

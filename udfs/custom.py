@@ -32,6 +32,7 @@ from .base import Occurrences, SamplingUDF, UDFError, check_sample_names
 from .builtin import Bootstrap, HoldOut, KFold, TimeSeries
 from .errors import MissingParameterError, ParameterError
 from .rng import SkipAheadRNG, check_seed
+from .strata import SIDES
 
 BUILTIN = {"holdout": HoldOut, "kfold": KFold, "bootstrap": Bootstrap,
            "timeseries": TimeSeries}
@@ -177,12 +178,12 @@ def load_udf(spec, n_rows, params=None, strata=None, grouping=None):
     for a built-in UDF with a ``stratify`` or a ``groups`` parameter.
     """
     params = dict(params or {})
-    sides = {"strata": ("stratify", strata), "grouping": ("groups", grouping)}
-    for keyword, (param, value) in sides.items():
+    given = {"strata": strata, "grouping": grouping}
+    for keyword, param in SIDES.items():
         if params.get(param) is not None and spec in BUILTIN:
-            params[keyword] = value
+            params[keyword] = given[keyword]
     udf = _load(spec, n_rows, params)
-    for keyword in sides:
+    for keyword in SIDES:
         params.pop(keyword, None)
     check_sample_names((udf.sample_names() or []) + list(udf.composed_names()), spec)
     # How tasks on other machines rebuild it (built-ins: with every default filled in).

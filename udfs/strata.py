@@ -20,6 +20,11 @@ import numpy as np
 
 from .errors import ParameterError
 
+#: the rows' classes and groups a built-in UDF is given: its keyword (also
+#: the plan's field) -> the UDF parameter naming their column.  Classes are
+#: ranked (a row's rank in its class is known), groups are not.
+SIDES = {"strata": "stratify", "grouping": "groups"}
+
 #: rows between two entries of the running class counts
 TABLE_ROWS = 1024
 #: the most classes a label may have (16-bit codes and a running count of
