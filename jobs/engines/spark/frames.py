@@ -370,20 +370,14 @@ def _rank_cutoffs(df, key, seed, udf, rows, params, wanted=None):
     """The cutoff words of exact sizes over keyed rows (:mod:`udfs.ranks`):
     two aggregations over the key column; *wanted*: the ranks per stream,
     when not the UDF's own (a stratified split's class)."""
-    from pyspark.sql.types import BinaryType, IntegerType, LongType, StructField, StructType
+    from pyspark.sql.types import BinaryType, IntegerType, LongType
 
     from samplegen.udfs import ranks
 
     streams, own = load_udf(udf, rows, params).rank_targets()
     wanted = own if wanted is None else wanted
-    keys_only = df.select(_key_position(df, key).alias(KEY_COLUMN))
+    collected = _over_keys(df, key)
     seed = check_seed(seed)
-
-    def collected(task, schema):
-        with warnings.catch_warnings():
-            warnings.filterwarnings("ignore", category=FutureWarning, module=r"pyspark\.")
-            return keys_only.mapInArrow(task, StructType([StructField(*f) for f in schema])) \
-                .collect()
 
     def histogram_of():
         total = np.zeros((len(streams), 1 << ranks.BITS), np.int64)
@@ -399,6 +393,22 @@ def _rank_cutoffs(df, key, seed, udf, rows, params, wanted=None):
                 np.array([row["word"] for row in inside], np.int64).view(np.uint64))
 
     return ranks.search_cutoffs(histogram_of, words_of, wanted)
+
+
+def _over_keys(df, key):
+    """``collected(task, schema)``: the rows a ``mapInArrow`` *task* makes
+    from *df*'s key positions (one column), *schema* its ``(name, type)``
+    fields: the aggregations the driver searches cutoffs with."""
+    from pyspark.sql.types import StructField, StructType
+
+    positions = df.select(_key_position(df, key).alias(KEY_COLUMN))
+
+    def collected(task, schema):
+        with warnings.catch_warnings():
+            warnings.filterwarnings("ignore", category=FutureWarning, module=r"pyspark\.")
+            return positions.mapInArrow(task, StructType([StructField(*f) for f in schema])) \
+                .collect()
+    return collected
 
 
 def _rank_histograms(seed, streams):
@@ -488,17 +498,12 @@ def _positions(keys):
 def _cutoffs(df, key, seed, rows, samples, size):
     """Every sample's cutoff ``[window, word, position]``
     (:mod:`udfs.arrivals`): two aggregations over the key column."""
-    from pyspark.sql.types import BinaryType, IntegerType, LongType, StructField, StructType
+    from pyspark.sql.types import BinaryType, IntegerType, LongType
 
     from samplegen.udfs.arrivals import bin_bits, search_cutoffs
 
-    keys = df.select(_key_position(df, key).alias(KEY_COLUMN))
+    collected = _over_keys(df, key)
     bits = bin_bits(size)
-
-    def collected(task, schema):
-        with warnings.catch_warnings():
-            warnings.filterwarnings("ignore", category=FutureWarning, module=r"pyspark\.")
-            return keys.mapInArrow(task, StructType([StructField(*f) for f in schema])).collect()
 
     def histograms_of(windows):
         hists = np.zeros((samples, windows, 1 << bits), np.int64)
