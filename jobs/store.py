@@ -27,6 +27,7 @@ import hashlib
 import json
 import os
 import shutil
+import time
 import uuid
 
 import numpy as np
@@ -605,7 +606,6 @@ class StagedOutput:
     def _remove_stale(self):
         """Remove staging directories of this destination left by killed runs."""
         import fcntl
-        import time
         parent = fsmod.local_path(self.parent)
         prefix = f".{self.name}.tmp-"
         for entry in os.listdir(parent):
@@ -639,18 +639,16 @@ class StagedOutput:
 
     def __exit__(self, exc_type, exc, tb):
         try:
-            self._release()
             if exc_type is not None:
-                self.fs.rmtree(self.staging)
-                fsmod.remove_dirs(self._made)
+                self._discard()
                 return False
-            self.fs.remove_temporaries(self.staging)
-            self.fs.touch(fsmod.join(self.staging, SUCCESS))
-            try:
+            try:  # a stop may land here too
+                self._release()
+                self.fs.remove_temporaries(self.staging)
+                self.fs.touch(fsmod.join(self.staging, SUCCESS))
                 self._commit()
             except BaseException:
-                self.fs.rmtree(self.staging)
-                fsmod.remove_dirs(self._made)
+                self._discard()
                 raise
             if self._owner is not None:
                 try:
@@ -662,6 +660,50 @@ class StagedOutput:
             if self._owner is not None:
                 self._owner.close()
                 self._owner = None
+
+    #: seconds a failed run keeps trying to remove its staging directory
+    #: (files still being created in it, a stop in the middle)
+    DISCARD_SECONDS = 10
+
+    def _discard(self):
+        """Remove the staging directory (and the parents this run made).
+
+        Locally it is first renamed aside, so that tasks still running (an
+        engine's task processes can outlive the driver) cannot open new files
+        in it.  A removal that fails (a file still being created there) or is
+        cut short by a stop (Ctrl-C, SIGTERM, raised again while unanswered)
+        is tried again for up to :attr:`DISCARD_SECONDS`; the stop is raised
+        once the directory is gone."""
+        stop, error, deadline = None, None, time.monotonic() + self.DISCARD_SECONDS
+        while True:
+            try:
+                if error is not None:
+                    time.sleep(0.05)
+                    error = None
+                self._release()
+                self._remove_staging()
+                break
+            except OSError as exc:
+                error = exc
+            except BaseException as exc:
+                stop = stop or exc
+            if time.monotonic() > deadline:
+                break
+        if error is not None:
+            raise error
+        if stop is not None:
+            raise stop
+
+    def _remove_staging(self):
+        if not self.local:
+            self.fs.rmtree(self.staging)
+        else:
+            path = fsmod.local_path(self.staging)
+            gone = path + ".discarded"   # still a staging name: a kill now leaves it stale
+            if os.path.lexists(path):
+                os.rename(path, gone)
+            self.fs.rmtree(gone)         # (nothing, if it is gone already)
+        fsmod.remove_dirs(self._made)
 
     def _commit(self):
         if self.overwrite and self.fs.exists(self.dest):

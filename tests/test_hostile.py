@@ -2,6 +2,7 @@
 characters in paths, concurrent and killed runs, tasks that exit early, absurd
 sizes, bad metadata.  Each test is named after what it protects; every one of
 them failed before the behaviour it checks was built."""
+import contextlib
 import json
 import os
 import shutil
@@ -261,6 +262,25 @@ def _staging_dirs(path):
     return [n for n in os.listdir(path) if ".tmp-" in n]
 
 
+def _group_ends(pgid, within=15):
+    """Whether every live process of group *pgid* is gone within *within* s."""
+    deadline = time.time() + within
+    while time.time() < deadline:
+        live = []
+        for pid in filter(str.isdigit, os.listdir("/proc")):
+            try:
+                with open(f"/proc/{pid}/stat") as f:
+                    fields = f.read().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            if int(fields[2]) == pgid and fields[0] != "Z":
+                live.append(pid)
+        if not live:
+            return True
+        time.sleep(0.1)
+    return False
+
+
 def _end_group(pgid):
     """Kill what is left of a run's process group and wait until it is gone."""
     deadline = time.time() + 60
@@ -301,6 +321,7 @@ def test_killed_runs_leave_nothing_a_rerun_keeps(tmp_path):
         if sig == signal.SIGTERM:
             assert proc.returncode == 128 + signal.SIGTERM and "terminated" in err, err
             assert _staging_dirs(tmp_path) == []
+            assert _group_ends(proc.pid), "task processes outlived the terminated run"
         else:
             assert _staging_dirs(tmp_path)  # what a SIGKILL leaves ...
         _end_group(proc.pid)                # (task processes of the driver end too)
@@ -324,6 +345,85 @@ def test_a_live_runs_staging_is_left_alone(tmp_path):
             raise RuntimeError("abandon the second run")
     live.__exit__(None, None, None)
     assert os.path.isdir(dest) and _staging_dirs(tmp_path) == []
+
+
+def test_a_failed_runs_staging_goes_while_its_tasks_still_write(tmp_path):
+    """Task processes can outlive their driver and go on writing part files
+    into the staging directory while the failed run removes it."""
+    import threading
+    stop = threading.Event()
+
+    def task(directory, written):
+        for n in range(20_000):                 # bounded, whatever the removal does
+            if stop.is_set():
+                return
+            try:
+                with open(os.path.join(directory, f"part-{n:05d}"), "wb") as f:
+                    f.write(b"x")
+                written.append(n)
+            except OSError:                     # its directory is gone: the task fails
+                pass
+
+    for _ in range(20):
+        written, writers = [], []
+        try:
+            with pytest.raises(RuntimeError, match="task failed"):
+                with StagedOutput(str(tmp_path / "out")) as staging:
+                    parts = os.path.join(staging, "train")
+                    os.mkdir(parts)
+                    writers = [threading.Thread(target=task, args=(parts, written), daemon=True)
+                               for _ in range(2)]
+                    for w in writers:
+                        w.start()
+                    while len(written) < 200 and any(w.is_alive() for w in writers):
+                        time.sleep(0.001)
+                    raise RuntimeError("task failed")  # the tasks go on during the removal
+        finally:
+            stop.set()
+            for w in writers:
+                w.join()
+            stop.clear()
+        assert _staging_dirs(tmp_path) == [] and not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize("run", ["failed", "finishing"])
+def test_a_stop_in_the_end_of_a_run_leaves_no_staging(tmp_path, run):
+    """A stop (Ctrl-C, SIGTERM) that lands while a run ends -- a failed run
+    removing its staging directory, a finished one committing it -- leaves
+    the output whole or absent, never a staging directory."""
+    class Stop(Exception):
+        pass
+
+    stops = []
+
+    def handler(signum, frame):
+        stops.append(signum)
+        raise Stop()
+
+    previous = signal.signal(signal.SIGALRM, handler)
+    dest = tmp_path / "out"
+    try:
+        for delay in (0.0002, 0.0005, 0.001, 0.002, 0.004, 0.008):
+            with contextlib.suppress(Stop, RuntimeError):
+                with StagedOutput(str(dest)) as staging:
+                    for d in range(20):
+                        os.mkdir(os.path.join(staging, f"d{d}"))
+                        for n in range(200):
+                            open(os.path.join(staging, f"d{d}", f"p{n}"), "wb").close()
+                    signal.setitimer(signal.ITIMER_REAL, delay)
+                    if run == "failed":
+                        raise RuntimeError("the run failed")
+            signal.setitimer(signal.ITIMER_REAL, 0)
+            assert _staging_dirs(tmp_path) == []
+            if run == "failed":
+                assert not dest.exists()
+            elif dest.exists():
+                assert (dest / "_SUCCESS").exists() and len(os.listdir(dest / "d19")) == 200
+                shutil.rmtree(dest)
+        assert stops            # (some landed in the ending)
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
 
 
 # ---------------------------------------------------------------------------
