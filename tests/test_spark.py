@@ -364,7 +364,8 @@ def test_mrjob_job_runs_unchanged_on_mrjobs_spark_runner(tmp_path, inputs, monke
         # the harness and its tasks run on this interpreter (mrjob's default
         # for a cluster is whatever `python3` is first on the PATH)
         options = dict(options, mrjob_args=["--spark-master", "local[2]",
-                                            "--python-bin", sys.executable])
+                                            "--python-bin", sys.executable,
+                                            "--spark-tmp-dir", str(tmp_path / "spark-tmp")])
         return mapreduce.run_mrjob(plan, paths, "spark", options)
     monkeypatch.setattr(engines, "engine", lambda runner: mrjob_spark)
     dest = _generate(inputs["wide"], str(tmp_path / "mrjob-spark"), "kfold", {"k": 4}, "spark")

@@ -206,6 +206,7 @@ def ship_packages(sc, plan=None):
     shipped = _SHIPPED.get(sc)
     if shipped is None:
         directory = tempfile.mkdtemp(prefix="samplegen-spark-")
+        weakref.finalize(sc, shutil.rmtree, directory, True)  # (at exit, at the latest)
         path = build_zip(os.path.join(directory, "samplegen.zip"))
         with open(path, "rb") as f:  # a name of its own: spark-submit may ship a samplegen.zip
             digest = hashlib.sha256(f.read()).hexdigest()[:12]
