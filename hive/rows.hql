@@ -21,6 +21,11 @@
 --   n_rows         the UDF's number of rows: the table's row count (bootstrap:
 --                  the keys must then be the row ids 0..n_rows-1; user UDFs),
 --                  or 9223372036854775807 (holdout, kfold)
+--   strata         the rows' classes for a stratified run (keys: the row ids): the
+--                  base path of the class files (samplegen.jobs.strata), as the
+--                  tasks see it; none: not stratified
+--   grouping       the rows' groups for a grouped run (files as for strata);
+--                  none: not grouped
 --
 -- The rows pass through the TRANSFORM script as LazySimpleSerDe writes them
 -- (named on both sides: Hive's default for scripts writes nested types as
@@ -42,7 +47,7 @@ INSERT OVERWRITE TABLE ${hivevar:result} PARTITION (sample)
 SELECT TRANSFORM (samplegen_position, ${hivevar:columns})
   ROW FORMAT SERDE 'org.apache.hadoop.hive.serde2.lazy.LazySimpleSerDe'
     WITH SERDEPROPERTIES ('escape.delim' = '\\', 'serialization.escape.crlf' = 'true')
-  USING '${hivevar:python} ${hivevar:zip} rows --udf ${hivevar:udf} --params=${hivevar:params} --seed ${hivevar:seed} --n-rows ${hivevar:n_rows}'
+  USING '${hivevar:python} ${hivevar:zip} rows --udf ${hivevar:udf} --params=${hivevar:params} --seed ${hivevar:seed} --n-rows ${hivevar:n_rows} --strata ${hivevar:strata} --grouping ${hivevar:grouping}'
   AS (${hivevar:typed_columns}, sample STRING)
   ROW FORMAT SERDE 'org.apache.hadoop.hive.serde2.lazy.LazySimpleSerDe'
     WITH SERDEPROPERTIES ('escape.delim' = '\\', 'serialization.escape.crlf' = 'true')

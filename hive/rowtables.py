@@ -14,18 +14,27 @@ Everything is checked before any statement that writes: the names, the key
 column and its values (one aggregate over the key: no NULL, no negative
 integer; the row count for user UDFs and the bootstrap, whose keys must be
 the row ids ``0..N-1`` on Hive), the UDF's parameters.
+
+Stratified and grouped samples (``stratify``, ``groups``) need row-id keys:
+one query reads the column, and its class files (:mod:`jobs.strata`) go
+beside the shipped zip for the query's tasks, removed when it ends.
 """
+import uuid
+
+from samplegen.jobs import fs as fsmod
 from samplegen.jobs import keys
 from samplegen.jobs.phases import partners
 from samplegen.jobs.plan import format_params
+from samplegen.jobs.strata import remove_strata, strata_of_values, write_strata
 from samplegen.udfs import arrivals
 from samplegen.udfs.custom import load_udf
-from samplegen.udfs.errors import ParameterError
+from samplegen.udfs.errors import InputError, ParameterError
 from samplegen.udfs.rng import check_seed
+from samplegen.udfs.strata import SIDES
 
 from . import sql
 from .client import Client
-from .engine import PENDING_ZIP, settings, ship_zip
+from .engine import PENDING_ZIP, server_path, settings, ship_zip
 from .tables import drop_statements, view_name
 
 #: the number of rows holdout and kfold see: any non-negative 64-bit position
@@ -33,7 +42,7 @@ KEY_SPACE_ROWS = (1 << 63) - 1
 KINDS = {"table": "identifier", "result": "identifier", "columns": "columns",
          "typed_columns": "typed_columns", "position": "position", "files": "path",
          "zip": "word", "python": "program", "udf": "word", "params": "params", "seed": "int",
-         "n_rows": "int"}
+         "n_rows": "int", "strata": "word", "grouping": "word"}
 ARRIVALS_KINDS = {"python": "program", "zip": "word", "stage": "word", "seed": "int",
                   "n_rows": "int", "size": "int", "samples": "int", "bits": "int",
                   "windows": "int", "targets": "params", "output": "typed_columns",
@@ -66,6 +75,26 @@ def _key_stats(client, table, key, integral):
     if integral:
         query += f", min({pos}), max({pos}), sum({big}), sum({big} * {big})"
     return keys.row_count(key, f"table {table}", client.execute(query + f" FROM {table}")[0])
+
+
+def _side_of(client, table, key, column, n, ranked, log):
+    """The :class:`~udfs.strata.Strata` of *column* (classes, or groups
+    when not *ranked*) of the rows of *table*, whose *key* holds the row ids
+    ``0..n-1``: one query reads the column."""
+    import numpy as np
+
+    log(f"{'classes' if ranked else 'groups'} of column {column!r}", progress=True)
+    rows = client.execute(f"SELECT CAST(`{key}` AS BIGINT), `{column}` FROM {table}")
+    values = [None] * n
+    for position, value in rows:
+        values[position] = value
+    missing = next((i for i, v in enumerate(values) if v is None), None)
+    if missing is not None:
+        raise InputError(f"{'label' if ranked else 'group column'} {column!r} is NULL at row "
+                         f"{missing}: every row needs a {'class' if ranked else 'group'}")
+    kinds = {type(v) for v in values}
+    array = np.array(values, dtype=object if len(kinds) > 1 else None)
+    return strata_of_values(array, column, ranked)
 
 
 def _rank_cutoffs(client, conf, table, key, key_type, seed, udf_obj):
@@ -173,9 +202,22 @@ def sample_row_table(url, table, result, udf, params, seed, key, overwrite=False
                                  "table uses itself; rename it")
         if types[key].lower().startswith("map<"):
             raise ParameterError(f"key column {key!r} is a map, which has no stable text")
-        params = keys.keyed_params(udf, params, f"table {table}")
+        asked = {field: (params or {}).get(param) for field, param in SIDES.items()}
+        params = keys.keyed_params(udf, {p: v for p, v in (params or {}).items()
+                                         if p not in SIDES.values()}, f"table {table}")
         integral = keys.is_integral(types[key])
         n, row_ids = _key_stats(client, table, key, integral)
+        if any(asked.values()):
+            if print_only:
+                raise ParameterError("a stratified or grouped run reads the rows' classes "
+                                     "first and ships them with the query; run it without "
+                                     "--print")
+            for field, column in asked.items():
+                if column is not None and column not in types:
+                    raise ParameterError(f"{SIDES[field]} column {column!r} is not a column "
+                                         f"of {table} (columns: {', '.join(types)})")
+            keys.exact_rows(key, f"table {table}", n, row_ids, "stratified or grouped samples")
+            params.update({SIDES[f]: c for f, c in asked.items() if c is not None})
         by_cutoffs = keys.is_exact(udf, params) and not row_ids and udf != "timeseries"
         if by_cutoffs:      # exact sizes of other keys: two aggregations first
             if print_only:
@@ -187,7 +229,13 @@ def sample_row_table(url, table, result, udf, params, seed, key, overwrite=False
             n_rows = keys.exact_rows(key, f"table {table}", n, row_ids, keys.row_id_use(udf))
         else:
             n_rows = KEY_SPACE_ROWS if udf in ("holdout", "kfold") else n
-        udf_obj = load_udf(udf, n_rows, params)
+        if any(asked.values()):
+            n_rows = n
+            sides = {field: _side_of(client, table, key, column, n, field == "strata", log)
+                     if column is not None else None for field, column in asked.items()}
+        else:
+            sides = dict.fromkeys(SIDES)
+        udf_obj = load_udf(udf, n_rows, params, sides["strata"], sides["grouping"])
         if by_cutoffs:
             udf_obj = load_udf(udf, n_rows, dict(params, cutoffs=_rank_cutoffs(
                 client, conf, table, key, types[key], seed, udf_obj)))
@@ -216,9 +264,13 @@ def sample_row_table(url, table, result, udf, params, seed, key, overwrite=False
                   "files": conf["files"], "zip": PENDING_ZIP,
                   "python": conf["python"], "udf": udf_obj.spec[0],
                   "params": format_params(udf_obj.spec[1]), "seed": check_seed(seed),
-                  "n_rows": n_rows}
+                  "n_rows": n_rows, **dict.fromkeys(SIDES, "none")}
         sql.render(sql.load_script("rows"), values, KINDS)  # every value checked
         values["zip"] = ship_zip(conf["files"], udf_obj.spec[0])
+        shipped = {field: write_strata(fsmod.join(conf["files"], f"{result}-{uuid.uuid4().hex}"
+                                                  f"-{field}"), strata, asked[field])
+                   for field, strata in sides.items() if strata is not None}
+        values.update({field: server_path(base) for field, base in shipped.items()})
         script = sql.render(sql.load_script("rows"), values, KINDS)
         after = [statement for _, statement in views] + [
             f"ALTER TABLE {result} SET TBLPROPERTIES ('samplegen.views' = "
@@ -227,11 +279,15 @@ def sample_row_table(url, table, result, udf, params, seed, key, overwrite=False
         if print_only:
             return "".join(s + ";\n" for s in drops) + script + "\n" + \
                 "".join(s + ";\n" for s in after)
-        for statement in drops:
-            client.execute(statement, fetch=False)
-        client.run_script(script)
-        for statement in after:
-            client.execute(statement, fetch=False)
+        try:
+            for statement in drops:
+                client.execute(statement, fetch=False)
+            client.run_script(script)
+            for statement in after:
+                client.execute(statement, fetch=False)
+        finally:
+            for base in shipped.values():
+                remove_strata(base)
     log(f"result table {result}: {len(udf_obj.sample_names())} samples of {table} "
         f"({n} rows) keyed by {key}; views {', '.join(name for name, _ in views[:4])}"
         + (", ..." if len(views) > 4 else ""))

@@ -115,10 +115,12 @@ from samplegen.jobs.phases import (
     write_sample,
 )
 from samplegen.jobs.store import META, SUCCESS, read_json
+from samplegen.jobs.strata import open_strata
 from samplegen.udfs.base import Occurrences
 from samplegen.udfs.custom import load_udf
 from samplegen.udfs.errors import InputError, ParameterError, SamplegenError
 from samplegen.udfs.rng import PositionRNG
+from samplegen.udfs.strata import SIDES
 
 BATCH_ROWS = 4096
 RANGE_ROWS = 1 << 16
@@ -586,6 +588,8 @@ def build_parser():
     p.add_argument("--params", default="", help="KEY=VALUE[,KEY=VALUE...]")
     p.add_argument("--seed", type=int, required=True)
     p.add_argument("--n-rows", type=int, required=True)
+    for side in SIDES:   # --strata, --grouping: jobs.strata files, or none
+        p.add_argument(f"--{side}", default="none")
     for name in ("arrivals-histogram", "arrivals-boundary"):
         p = sub.add_parser(name)
         p.add_argument("--seed", type=int, required=True)
@@ -648,7 +652,9 @@ def main(argv=None, stdin=None, stdout=None):
     try:
         args = build_parser().parse_args(argv)
         if args.command == "rows":
-            udf = load_udf(args.udf, args.n_rows, plan_codec.parse_params(args.params))
+            sides = [None if getattr(args, side) == "none" else open_strata(getattr(args, side))
+                     for side in SIDES]
+            udf = load_udf(args.udf, args.n_rows, plan_codec.parse_params(args.params), *sides)
             run_rows(udf, PositionRNG(args.seed), stdin, stdout)
             stdout.flush()
             return 0

@@ -112,8 +112,6 @@ def test_impossible_requests_are_refused():
               grouping=few)
     with pytest.raises(ParameterError, match="leaves the test set empty"):
         HoldOut(5, 0.9, groups="g", grouping=few)
-    with pytest.raises(ParameterError, match="key column cannot be grouped"):
-        KFold(5, 2, groups="g", grouping=few).occurrences_at(np.arange(5), PositionRNG(1))
 
 
 def test_scikit_learn_group_splitters():

@@ -51,6 +51,13 @@ def _by_sample(url, result):
     return out
 
 
+def _ids_by_sample(url, result):
+    out = {}
+    for sample, row_id in _rows(url, f"SELECT sample, id FROM {result}"):
+        out.setdefault(sample, []).append(row_id)
+    return {sample: sorted(ids) for sample, ids in out.items()}
+
+
 def test_holdout_by_row_id_is_the_block_jobs_and_keeps_every_column(row_table, capsys):
     url, table = row_table["url"], row_table["name"]
     result = "ho_" + uuid.uuid4().hex[:6]
@@ -129,6 +136,49 @@ def test_exact_sizes_by_row_id_and_by_any_other_key(row_table, capsys):
         want = sorted(names[i] for i in occ.offset[occ.sample == s])
         assert sorted(r[1] for r in got[udf.sample_names()[s]]) == want
     assert [len(got[n]) for n in udf.sample_names()] == [280, 120, 280, 120]
+
+
+def test_stratified_and_grouped_by_row_id_are_the_block_jobs(row_table, capsys):
+    """--stratify LABEL and --groups GROUP on a row table keyed by the row
+    ids: one query reads the column, and the samples are the block jobs'
+    (each class within one row of its share; every group on one side or
+    in one fold); any other key is refused in one line, before any write."""
+    url, table = row_table["url"], row_table["name"]
+    labelled = "lab_" + uuid.uuid4().hex[:6]
+    with hive_client.Client(url) as c:
+        c.execute(f"CREATE TABLE {labelled} AS SELECT id, name, CAST(id % 3 AS INT) AS label, "
+                  f"concat('g', CAST(floor(id / 7) AS STRING)) AS grp FROM {table}", fetch=False)
+    label = np.arange(N) % 3
+    grp = np.array([f"g{i // 7}" for i in range(N)])
+    result = "st_" + uuid.uuid4().hex[:6]
+    code, _, err = run_cli(capsys, "hive", "holdout", labelled, result, "--key", "id",
+                           "--ratio", 0.7, "--stratify", "label", "--seed", SEED,
+                           "--hive-url", url)
+    assert code == 0, err
+    ref = api.holdout(N, 0.7, SEED, stratify=label)
+    got = _ids_by_sample(url, result)
+    assert got == {n: sorted(ref.indices(n).tolist()) for n in ref.names}
+    for c in range(3):   # (280 of 400 rows: each class within one row of 0.7 of its rows)
+        assert abs(np.sum(label[got["train-0"]] == c) - 0.7 * np.sum(label == c)) <= 1
+    result = "gr_" + uuid.uuid4().hex[:6]
+    code, _, err = run_cli(capsys, "hive", "kfold", labelled, result, "--key", "id", "--k", 3,
+                           "--groups", "grp", "--seed", SEED, "--hive-url", url)
+    assert code == 0, err
+    ref = api.kfold(N, 3, SEED, by_groups=grp)
+    got = _ids_by_sample(url, result)
+    for f in range(3):
+        ids = got[f"test-{f}"]
+        assert ids == sorted(ref.indices(f"test-{f}").tolist())
+        assert not set(grp[ids]) & set(grp[np.setdiff1d(np.arange(N), ids)])  # whole groups
+    before = _rows(url, "SHOW TABLES")
+    for argv, message in (
+            (["--key", "name", "--stratify", "label"], "need key column 'name'"),
+            (["--key", "id", "--groups", "nope"], "groups column 'nope' is not a column"),
+            (["--key", "id", "--stratify", "label", "--print"], "without --print")):
+        code, _, err = run_cli(capsys, "hive", "holdout", labelled, "x_" + uuid.uuid4().hex[:6],
+                               "--ratio", 0.5, "--seed", SEED, "--hive-url", url, *argv)
+        assert code == 2 and message in err and err.count("\n") == 1, err
+    assert _rows(url, "SHOW TABLES") == before
 
 
 def test_kfold_by_a_string_key_and_the_training_views(row_table, capsys):

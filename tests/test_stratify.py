@@ -178,9 +178,40 @@ def test_impossible_or_unusable_labels_are_refused():
         HoldOut(N, 0.5, stratify="y")
     with pytest.raises(ParameterError, match="has 5 rows, the data 10007"):
         Bootstrap(N, 1, stratify="y", strata=Strata.of(np.arange(5)))
-    with pytest.raises(ParameterError, match="key column cannot be stratified"):
-        HoldOut(N, 0.5, stratify="y", strata=STRATA).occurrences_at(np.arange(10),
+    with pytest.raises(ParameterError, match="must lie in"):
+        HoldOut(N, 0.5, stratify="y", strata=STRATA).occurrences_at(np.array([0, N]),
                                                                       PositionRNG(1))
+    with pytest.raises(ParameterError, match="given twice"):
+        HoldOut(N, 0.5, stratify="y", strata=STRATA).occurrences_at(np.array([3, 3]),
+                                                                      PositionRNG(1))
+
+
+@pytest.mark.parametrize("make", [
+    lambda: HoldOut(N, 0.7, repeats=2, stratify="y", strata=STRATA),
+    lambda: KFold(N, 4, stratify="y", strata=STRATA),
+    lambda: Bootstrap(N, 3, stratify="y", strata=STRATA),
+    lambda: KFold(N, 4, groups="g", grouping=Strata.of(np.arange(N) // 13, ranked=False)),
+    lambda: HoldOut(N, 0.6, groups="g", grouping=Strata.of(np.arange(N) // 13, ranked=False)),
+], ids=["holdout", "kfold", "bootstrap", "grouped kfold", "grouped holdout"])
+def test_rows_known_by_their_ids_in_any_order_get_the_ranges_decisions(make):
+    """Rows given by id in any order and any subset (a keyed task's rows: a
+    Hive row table, a DataFrame keyed by row id) get exactly the occurrences
+    a run over the whole range gives them, far apart or close together."""
+    udf = make()
+    rng = PositionRNG(7)
+    whole = udf(0, N, rng)
+    want = {}
+    for row, s, rel in zip(whole.offset.tolist(), whole.sample.tolist(), whole.relpos.tolist()):
+        want.setdefault(row, []).append((s, rel))
+    pick = np.random.default_rng(3)
+    for ids in (pick.permutation(N), pick.choice(N, 50, replace=False),
+                np.array([N - 1, 0, 5000]), np.empty(0, np.int64)):
+        occ = udf.occurrences_at(ids, rng)
+        got = {}
+        for o, s, rel in zip(occ.offset.tolist(), occ.sample.tolist(), occ.relpos.tolist()):
+            got.setdefault(int(ids[o]), []).append((s, rel))
+        assert {r: sorted(v) for r, v in got.items()} == \
+            {int(r): sorted(want[r]) for r in ids.tolist() if r in want}
 
 
 # ---------------------------------------------------------------------------

@@ -73,6 +73,39 @@ def concat_occurrences(parts):
     return Occurrences(*(np.concatenate(cols) for cols in zip(*parts)))
 
 
+#: rows between two wanted row ids that :func:`occurrences_of_ids` still
+#: evaluates as one range (more ranges cost more calls, longer ones more rows)
+ID_RANGE_GAP = 4096
+
+
+def occurrences_of_ids(udf, ids, rng):
+    """Occurrences of the rows with ids *ids* (distinct, any order; offsets
+    index *ids*), drawn by evaluating *udf* over row-id ranges that cover
+    them: for a UDF whose decisions need their rows in ranges (a class's
+    rank, a group's code), where ``occurrences_at`` cannot serve."""
+    ids = np.asarray(ids, dtype=np.int64)
+    order = np.argsort(ids, kind="stable")
+    ordered = ids[order]
+    n = ordered.size
+    if n and (ordered[0] < 0 or ordered[-1] >= udf.n_rows):
+        raise ParameterError(f"row ids must lie in [0, {udf.n_rows})")
+    if np.any(ordered[1:] == ordered[:-1]):
+        raise ParameterError("a row id is given twice")
+    if not n:
+        return empty_occurrences()
+    breaks = np.flatnonzero(np.diff(ordered) > ID_RANGE_GAP) + 1
+    parts = []
+    for lo, hi in zip(np.concatenate(([0], breaks)).tolist(),
+                      np.concatenate((breaks, [n])).tolist()):
+        start = int(ordered[lo])
+        occ = udf(start, int(ordered[hi - 1]) + 1, rng)
+        rows = occ.offset + start
+        at = lo + np.searchsorted(ordered[lo:hi], rows)
+        present = ordered[np.minimum(at, n - 1)] == rows
+        parts.append(Occurrences(order[at[present]], occ.sample[present], occ.relpos[present]))
+    return concat_occurrences(parts)
+
+
 class SamplingUDF(abc.ABC):
     """Base class: bookkeeping here, the sampling decision in subclasses.
 
@@ -132,6 +165,13 @@ class SamplingUDF(abc.ABC):
             occ = self.occurrences(start, stop, rng)
         return self._checked(occ, stop - start)
 
+    def ranged(self):
+        """Whether the decisions need the rows in row-id ranges (a class's
+        ranks, a group's code: the stratified and grouped built-ins); then
+        :meth:`occurrences_at` evaluates ranges covering the row ids."""
+        return getattr(self, "strata", None) is not None or \
+            getattr(self, "grouping", None) is not None
+
     def occurrences_at(self, positions, rng):
         """Occurrences of the rows with ids *positions* (an integer array in
         any order; rows keyed by a column instead of a place in a matrix):
@@ -143,6 +183,8 @@ class SamplingUDF(abc.ABC):
         more; a UDF whose draws are not per row (the bootstrap's tree)
         overrides this."""
         positions = np.asarray(positions)
+        if self.ranged():
+            return occurrences_of_ids(self, positions, rng)
         n = positions.shape[0]
         if n > self.n_rows:
             raise ParameterError(f"{n} keyed rows given to a UDF over {self.n_rows} rows")

@@ -3,7 +3,7 @@ import math
 
 import numpy as np
 
-from .base import Occurrences, SamplingUDF, concat_occurrences
+from .base import Occurrences, SamplingUDF, concat_occurrences, occurrences_of_ids
 from .errors import ParameterError, check_bool, check_fraction, check_int
 from .exact import Labelling, LabelTree, balanced_sizes, holdout_counts
 from .multinomial import MultinomialTree
@@ -450,9 +450,8 @@ class Bootstrap(SamplingUDF):
         positions = np.asarray(positions, dtype=np.int64)
         if positions.size and (positions.min() < 0 or positions.max() >= self.n_rows):
             raise ParameterError(f"bootstrap row ids must lie in [0, {self.n_rows})")
-        if self.strata is not None:
-            raise ParameterError("stratified samples need rows in row-id ranges; rows known by "
-                                 "a key column cannot be stratified")
+        if self.ranged():
+            return occurrences_of_ids(self, positions, rng)
         parts = []
         for i in range(self.samples):
             where, relpos = self.tree(rng, i).occurrences_at(positions)
