@@ -374,6 +374,30 @@ def test_stratified_holdout_and_kfold_of_a_dataframe(session, frame):
         assert [got.get(c, 0) for c in classes] == shares
 
 
+def test_stratified_samples_keyed_by_row_id_are_the_block_jobs(session, frame):
+    """stratify= on rows keyed by their row ids: every row's class is
+    collected once, sent with the tasks, and the samples are the block
+    jobs' (the in-memory API's) under any partitioning."""
+    from pyspark.sql import functions as F
+
+    df = frame.withColumn("cls", F.concat(F.lit("c"), ((F.col("id") % 7 == 0).cast("int")
+                                                       + (F.col("id") % 3 == 0).cast("int"))
+                                          .cast("string")))
+    cls = np.array([f"c{int(i % 7 == 0) + int(i % 3 == 0)}" for i in range(N)])
+    ref = api.holdout(N, 0.7, SEED, repeats=2, stratify=cls)
+    for name, part in variants(session, df).items():
+        pairs = sg.holdout(part, 0.7, SEED, key="id", repeats=2, stratify="cls")
+        got = [ids(side) for pair in pairs for side in pair]
+        assert got == [sorted(ref.indices(n).tolist()) for n in ref.names], name
+    ref = api.kfold(N, 5, SEED, stratify=cls)
+    folds = sg.kfold(df.repartition(4), 5, SEED, key="id", stratify="cls")
+    assert [ids(test) for _, test in folds] == \
+        [sorted(ref.indices(f"test-{f}").tolist()) for f in range(5)]
+    ref = api.bootstrap(N, 2, SEED, size=1000, stratify=cls)
+    bags = sg.bootstrap(df.repartition(3), 2, SEED, key="id", size=1000, stratify="cls")
+    assert [ids(bag) for bag in bags] == [sorted(ref.indices(n).tolist()) for n in ref.names]
+
+
 @pytest.mark.slow
 def test_a_session_leaves_no_temporary_files_behind(tmp_path):
     """A fresh process samples a DataFrame and ends: the packages shipped to

@@ -60,14 +60,15 @@ SAMPLE_COLUMN = "__samplegen_sample"
 # ---------------------------------------------------------------------------
 # the tasks: the rows' positions in, their sample ids out
 # ---------------------------------------------------------------------------
-def _occurrences(state, udf, params, n_rows, seed, key_name, column):
+def _occurrences(state, udf, params, n_rows, seed, key_name, sides, column):
     """Sample ids and row offsets of the occurrences of the rows whose key
     positions are the Arrow array *column* (the UDF and generator built once
-    per worker, in *state*)."""
+    per worker, in *state*; *sides*: the rows' classes and groups, or None)."""
     from samplegen.udfs.rng import PositionRNG
 
     if "udf" not in state:
-        state["udf"], state["rng"] = load_udf(udf, n_rows, dict(params)), PositionRNG(seed)
+        state["udf"] = load_udf(udf, n_rows, dict(params), *(sides or (None, None)))
+        state["rng"] = PositionRNG(seed)
     if column.null_count:
         raise ParameterError(f"key column {key_name!r} holds NULL")
     positions = column.to_numpy(zero_copy_only=False).astype(np.int64, copy=False)
@@ -76,7 +77,7 @@ def _occurrences(state, udf, params, n_rows, seed, key_name, column):
     return state["udf"].occurrences_at(positions, state["rng"])
 
 
-def _sample_lists(udf, params, n_rows, seed, key_name):
+def _sample_lists(udf, params, n_rows, seed, key_name, sides):
     """The Arrow UDF (Spark >= 4.1) of the rows' sample ids: a list per row
     (repeated for a row drawn more than once), built from the occurrences'
     offsets without a Python object per row.  Only the key column crosses to
@@ -86,7 +87,7 @@ def _sample_lists(udf, params, n_rows, seed, key_name):
     state = {}
 
     def decide(keys):
-        occ = _occurrences(state, udf, params, n_rows, seed, key_name, keys)
+        occ = _occurrences(state, udf, params, n_rows, seed, key_name, sides, keys)
         order = np.argsort(occ.offset, kind="stable")
         bounds = np.zeros(len(keys) + 1, np.int32)
         np.cumsum(np.bincount(occ.offset, minlength=len(keys)), out=bounds[1:])
@@ -97,7 +98,7 @@ def _sample_lists(udf, params, n_rows, seed, key_name):
     return decide
 
 
-def _row_batches(udf, params, n_rows, seed, key_name):
+def _row_batches(udf, params, n_rows, seed, key_name, sides):
     """The ``mapInArrow`` function of Spark < 4.1: every batch's rows taken
     once per occurrence (``RecordBatch.take``), with their sample id."""
     state = {}
@@ -107,7 +108,8 @@ def _row_batches(udf, params, n_rows, seed, key_name):
 
         for batch in batches:
             last = batch.num_columns - 1
-            occ = _occurrences(state, udf, params, n_rows, seed, key_name, batch.column(last))
+            occ = _occurrences(state, udf, params, n_rows, seed, key_name, sides,
+                               batch.column(last))
             take = pa.array(occ.offset, type=pa.int64())
             columns = [batch.column(i).take(take) for i in range(last)]
             columns.append(pa.array(occ.sample.astype(np.int32), type=pa.int32()))
@@ -142,19 +144,22 @@ def _key_position(df, key):
     return F.expr(keys.sql_position(f"`{key}`", data_type.simpleString()))
 
 
-def tagged_frame(df, udf, seed, key, params=None, n_rows=KEY_SPACE - 1):
+def tagged_frame(df, udf, seed, key, params=None, n_rows=KEY_SPACE - 1, sides=None):
     """One DataFrame of every occurrence: *df*'s columns and the sample id
     (int) in :data:`SAMPLE_COLUMN`.  Returns ``(frame, udf_object)``; the
-    UDF is built (and its parameters checked) here, before any Spark job."""
+    UDF is built (and its parameters checked) here, before any Spark job.
+    *sides*: ``(strata, grouping)`` of rows keyed by their row ids, for a
+    UDF whose *params* stratify or group them (sent with the tasks)."""
     from pyspark.sql import functions as F
     from pyspark.sql.types import ArrayType, IntegerType, StructField, StructType
 
     seed = check_seed(seed)
-    params = keys.keyed_params(udf, params, "a DataFrame")
-    udf_obj = load_udf(udf, n_rows, params)
+    if sides is None:
+        params = keys.keyed_params(udf, params, "a DataFrame")
+    udf_obj = load_udf(udf, n_rows, params, *(sides or (None, None)))
     position = _key_position(df, key)
     ship(df, udf)
-    task = (udf, params, int(n_rows), seed, key)
+    task = (udf, params, int(n_rows), seed, key, sides)
     with warnings.catch_warnings():  # pyspark's notice about pandas versions
         warnings.filterwarnings("ignore", category=FutureWarning, module=r"pyspark\.")
         if hasattr(F, "arrow_udf"):  # Spark >= 4.1: only the keys go through Python
@@ -253,6 +258,12 @@ def _stratified_frame(df, udf, seed, key, params, label):
         raise ParameterError(f"stratify column {label!r} is not in the DataFrame (columns: "
                              f"{', '.join(df.columns)})")
     column = F.col(f"`{label}`")
+    rows, row_ids = _key_stats(df, key)
+    if row_ids:   # the block jobs' stratified samples: every row's class, by row id
+        strata = _classes_by_row_id(df, key, label, rows)
+        frame, udf_obj = tagged_frame(df, udf, seed, key, dict(params, stratify=label), rows,
+                                      (strata, None))
+        return frame, _names(udf_obj)
     counted = df.groupBy(column.alias("c")).count().collect()
     if any(row["c"] is None for row in counted):
         raise ParameterError(f"stratify column {label!r} holds NULL: every row needs a class")
@@ -299,6 +310,25 @@ def _stratified_frame(df, udf, seed, key, params, label):
         frame, udf_obj = tagged_frame(part, udf, seed, key, dict(params, cutoffs=cutoffs), rows)
         frames.append(frame)
     return functools.reduce(lambda a, b: a.unionByName(b), frames), _names(udf_obj)
+
+
+def _classes_by_row_id(df, key, label, rows):
+    """The :class:`~udfs.strata.Strata` of column *label* of *df*'s rows,
+    whose *key* holds the row ids ``0..rows-1`` (one job collects the two
+    columns, as Arrow)."""
+    from pyspark.sql import functions as F
+
+    from samplegen.jobs.strata import strata_of_values
+
+    table = df.select(F.col(f"`{key}`").cast("long").alias("p"),
+                      F.col(f"`{label}`").alias("c")).toArrow()
+    classes = table.column("c")
+    if classes.null_count:
+        raise ParameterError(f"stratify column {label!r} holds NULL: every row needs a class")
+    values = classes.to_numpy(zero_copy_only=False)
+    out = np.empty(rows, values.dtype)
+    out[table.column("p").to_numpy(zero_copy_only=False)] = values
+    return strata_of_values(out, label, True)
 
 
 def _names(udf_obj):
