@@ -398,6 +398,32 @@ def test_stratified_samples_keyed_by_row_id_are_the_block_jobs(session, frame):
     assert [ids(bag) for bag in bags] == [sorted(ref.indices(n).tolist()) for n in ref.names]
 
 
+def test_grouped_samples_keyed_by_row_id_are_the_block_jobs(session, frame):
+    """groups= on rows keyed by their row ids: the block jobs' --groups
+    (whole groups; balanced folds by rows), under any partitioning; other
+    keys are refused in one line, pointing to keying by the group."""
+    from pyspark.sql import functions as F
+
+    df = frame.withColumn("patient", (F.col("id") * 7919 % 401).cast("int"))
+    patient = (np.arange(N) * 7919 % 401).astype(np.int64)
+    ref = api.holdout(N, 0.7, SEED, by_groups=patient)
+    for name, part in variants(session, df).items():
+        (train, test), = sg.holdout(part, 0.7, SEED, key="id", groups="patient")
+        assert [ids(train), ids(test)] == [sorted(ref.indices(n).tolist())
+                                          for n in ("train-0", "test-0")], name
+    ref = api.kfold(N, 4, SEED, by_groups=patient)
+    folds = sg.kfold(df.repartition(3), 4, SEED, key="id", groups="patient")
+    got = [ids(test) for _, test in folds]
+    assert got == [sorted(ref.indices(f"test-{f}").tolist()) for f in range(4)]
+    for f in range(4):
+        rest = np.setdiff1d(np.arange(N), got[f])
+        assert not set(patient[got[f]]) & set(patient[rest])      # whole groups
+    with pytest.raises(ParameterError, match="key the rows by the group column"):
+        sg.kfold(df, 4, SEED, key="name", groups="patient")
+    with pytest.raises(ParameterError, match="either stratified or grouped"):
+        sg.kfold(df, 4, SEED, key="id", groups="patient", stratify="patient")
+
+
 @pytest.mark.slow
 def test_a_session_leaves_no_temporary_files_behind(tmp_path):
     """A fresh process samples a DataFrame and ends: the packages shipped to

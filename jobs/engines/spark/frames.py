@@ -216,7 +216,10 @@ def _frame_and_names(df, udf, seed, key, params):
     coins' words found by two more aggregations (:mod:`udfs.ranks`)."""
     params = dict(params)
     label = params.pop("stratify", None)
+    group = params.pop("groups", None)
     params = keys.keyed_params(udf, params, "a DataFrame")
+    if group is not None:
+        return _grouped_frame(df, udf, seed, key, params, group, label)
     if label is not None:
         return _stratified_frame(df, udf, seed, key, params, label)
     if udf == "bootstrap":
@@ -260,7 +263,7 @@ def _stratified_frame(df, udf, seed, key, params, label):
     column = F.col(f"`{label}`")
     rows, row_ids = _key_stats(df, key)
     if row_ids:   # the block jobs' stratified samples: every row's class, by row id
-        strata = _classes_by_row_id(df, key, label, rows)
+        strata = _column_by_row_id(df, key, label, rows, True)
         frame, udf_obj = tagged_frame(df, udf, seed, key, dict(params, stratify=label), rows,
                                       (strata, None))
         return frame, _names(udf_obj)
@@ -312,23 +315,46 @@ def _stratified_frame(df, udf, seed, key, params, label):
     return functools.reduce(lambda a, b: a.unionByName(b), frames), _names(udf_obj)
 
 
-def _classes_by_row_id(df, key, label, rows):
-    """The :class:`~udfs.strata.Strata` of column *label* of *df*'s rows,
-    whose *key* holds the row ids ``0..rows-1`` (one job collects the two
-    columns, as Arrow)."""
+def _grouped_frame(df, udf, seed, key, params, group, label):
+    """The tagged frame of a hold-out or k-fold of whole groups (column
+    *group*) of rows keyed by their row ids: the block jobs' ``--groups``."""
+    if udf not in ("holdout", "kfold"):
+        raise ParameterError(f"grouped DataFrame samples are hold-out or k-fold, not {udf}")
+    if label is not None:
+        raise ParameterError("a split is either stratified or grouped: give stratify= or "
+                             "groups=, not both")
+    if group not in df.columns:
+        raise ParameterError(f"groups column {group!r} is not in the DataFrame (columns: "
+                             f"{', '.join(df.columns)})")
+    rows, row_ids = _key_stats(df, key)
+    if not row_ids:
+        raise ParameterError(f"groups= needs key column {key!r} to hold the row ids "
+                             f"0..{rows - 1} (each once); for other keys, key the rows by the "
+                             "group column instead")
+    grouping = _column_by_row_id(df, key, group, rows, False)
+    frame, udf_obj = tagged_frame(df, udf, seed, key, dict(params, groups=group), rows,
+                                  (None, grouping))
+    return frame, _names(udf_obj)
+
+
+def _column_by_row_id(df, key, column, rows, ranked):
+    """The :class:`~udfs.strata.Strata` of *column* of *df*'s rows (classes,
+    or groups when not *ranked*), whose *key* holds the row ids
+    ``0..rows-1`` (one job collects the two columns, as Arrow)."""
     from pyspark.sql import functions as F
 
     from samplegen.jobs.strata import strata_of_values
 
     table = df.select(F.col(f"`{key}`").cast("long").alias("p"),
-                      F.col(f"`{label}`").alias("c")).toArrow()
-    classes = table.column("c")
-    if classes.null_count:
-        raise ParameterError(f"stratify column {label!r} holds NULL: every row needs a class")
-    values = classes.to_numpy(zero_copy_only=False)
+                      F.col(f"`{column}`").alias("c")).toArrow()
+    values = table.column("c")
+    if values.null_count:
+        raise ParameterError(f"{'stratify' if ranked else 'groups'} column {column!r} holds "
+                             f"NULL: every row needs a {'class' if ranked else 'group'}")
+    values = values.to_numpy(zero_copy_only=False)
     out = np.empty(rows, values.dtype)
     out[table.column("p").to_numpy(zero_copy_only=False)] = values
-    return strata_of_values(out, label, True)
+    return strata_of_values(out, column, ranked)
 
 
 def _names(udf_obj):
@@ -340,7 +366,7 @@ def _names(udf_obj):
 
 
 def holdout(df, ratio, seed, key, repeats=1, fraction=1.0, persist=False, exact=True,
-            stratify=None):
+            stratify=None, groups=None):
     """``repeats`` hold-out pairs ``[(train, test), ...]`` of *df* (see
     :class:`udfs.builtin.HoldOut`).  With *exact* (the default), exactly
     ``round(ratio * rows)`` training rows: the block jobs' labelling when
@@ -350,28 +376,34 @@ def holdout(df, ratio, seed, key, repeats=1, fraction=1.0, persist=False, exact=
     with key k is in train-w with probability ``fraction * ratio``, in
     test-w with ``fraction * (1 - ratio)``, decided by ``(seed, k)`` alone
     (no aggregation).  *stratify*: a column whose classes both sides hold
-    in proportion (exact sizes; one more aggregate, and two per class)."""
+    in proportion (exact sizes; one more aggregate, and two per class; row
+    ids as keys: the block jobs' samples, one job collecting the classes).
+    *groups*: a column whose groups stay whole, on one side (keys: the row
+    ids; the block jobs' ``--groups``; for other keys, key by the group)."""
     frame, names = _frame_and_names(df, HoldOut.name, seed, key,
                                     {"ratio": ratio, "repeats": repeats, "fraction": fraction,
-                                     "exact": exact, "stratify": stratify})
+                                     "exact": exact, "stratify": stratify, "groups": groups})
     parts, _ = _per_sample(frame, len(names), persist)
     return [(parts[2 * w], parts[2 * w + 1]) for w in range(len(names) // 2)]
 
 
-def kfold(df, k, seed, key, persist=False, balanced=True, stratify=None):
+def kfold(df, k, seed, key, persist=False, balanced=True, stratify=None, groups=None):
     """``k`` pairs ``[(train, test), ...]``: test-i is fold i, train-i every
     other row (see :class:`udfs.builtin.KFold`); each row is in exactly one
     test set.  With *balanced* (the default), fold sizes within one of each
     other, by the same aggregations as *exact* of :func:`holdout`; with
     *balanced* False, a fold per row decided by ``(seed, key)`` alone.
-    *stratify*: a column whose classes every fold holds in proportion (as
-    *stratify* of :func:`holdout`)."""
+    *stratify*: a column whose classes every fold holds in proportion;
+    *groups*: a column whose groups stay whole, each in one fold (balanced:
+    each group in turn to the fold with the fewest rows); both as of
+    :func:`holdout`."""
     from pyspark import StorageLevel
     from pyspark.sql import functions as F
 
     k = check_int("k", k, lo=2)
     frame, _ = _frame_and_names(df, KFold.name, seed, key, {"k": k, "balanced": balanced,
-                                                            "stratify": stratify})
+                                                            "stratify": stratify,
+                                                            "groups": groups})
     if persist:
         frame = frame.persist(StorageLevel.MEMORY_AND_DISK)
     fold = F.col(SAMPLE_COLUMN)
