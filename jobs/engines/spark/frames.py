@@ -241,7 +241,9 @@ def _frame_and_names(df, udf, seed, key, params):
 
 def _stratified_frame(df, udf, seed, key, params, label):
     """The tagged frame of a hold-out, k-fold or bootstrap stratified by
-    column *label*: one aggregate counts each class's rows, the sizes are
+    column *label*.  Keys that are the row ids: the block jobs' samples
+    (every row's class collected by row id, sent with the tasks).  Other
+    keys: one aggregate counts each class's rows, the sizes are
     shared out over the classes as the block jobs share them
     (:func:`udfs.strata.holdout_allocation`, :func:`udfs.strata.round_robin`,
     :func:`udfs.strata.proportional`), and each class's rows are cut at its
