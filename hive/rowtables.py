@@ -25,10 +25,10 @@ from samplegen.jobs import fs as fsmod
 from samplegen.jobs import keys
 from samplegen.jobs.phases import partners
 from samplegen.jobs.plan import format_params
-from samplegen.jobs.strata import remove_strata, strata_of_values, write_strata
+from samplegen.jobs.strata import remove_strata, strata_by_row_id, write_strata
 from samplegen.udfs import arrivals
 from samplegen.udfs.custom import load_udf
-from samplegen.udfs.errors import InputError, ParameterError
+from samplegen.udfs.errors import ParameterError
 from samplegen.udfs.rng import check_seed
 from samplegen.udfs.strata import SIDES
 
@@ -77,24 +77,16 @@ def _key_stats(client, table, key, integral):
     return keys.row_count(key, f"table {table}", client.execute(query + f" FROM {table}")[0])
 
 
-def _side_of(client, table, key, column, n, ranked, log):
+def _side_of(client, table, key, column, ranked, log):
     """The :class:`~udfs.strata.Strata` of *column* (classes, or groups
-    when not *ranked*) of the rows of *table*, whose *key* holds the row ids
-    ``0..n-1``: one query reads the column."""
+    when not *ranked*) of the rows of *table*, whose *key* holds the row ids:
+    one query reads the column."""
     import numpy as np
 
     log(f"{'classes' if ranked else 'groups'} of column {column!r}", progress=True)
     rows = client.execute(f"SELECT CAST(`{key}` AS BIGINT), `{column}` FROM {table}")
-    values = [None] * n
-    for position, value in rows:
-        values[position] = value
-    missing = next((i for i, v in enumerate(values) if v is None), None)
-    if missing is not None:
-        raise InputError(f"{'label' if ranked else 'group column'} {column!r} is NULL at row "
-                         f"{missing}: every row needs a {'class' if ranked else 'group'}")
-    kinds = {type(v) for v in values}
-    array = np.array(values, dtype=object if len(kinds) > 1 else None)
-    return strata_of_values(array, column, ranked)
+    return strata_by_row_id([r[0] for r in rows], np.array([r[1] for r in rows]), column,
+                            ranked)
 
 
 def _rank_cutoffs(client, conf, table, key, key_type, seed, udf_obj):
@@ -231,7 +223,7 @@ def sample_row_table(url, table, result, udf, params, seed, key, overwrite=False
             n_rows = KEY_SPACE_ROWS if udf in ("holdout", "kfold") else n
         if any(asked.values()):
             n_rows = n
-            sides = {field: _side_of(client, table, key, column, n, field == "strata", log)
+            sides = {field: _side_of(client, table, key, column, field == "strata", log)
                      if column is not None else None for field, column in asked.items()}
         else:
             sides = dict.fromkeys(SIDES)

@@ -75,6 +75,23 @@ def strata_of_values(values, label, ranked=True):
     return strata
 
 
+def strata_by_row_id(ids, values, column, ranked=True, nulls=None):
+    """:class:`Strata` of a column's *values* given beside their rows' *ids*
+    (the row ids ``0..n-1``, each once, in any order: a table or DataFrame
+    keyed by row id).  A NULL (None in an object array, or True in *nulls*)
+    is refused with the first row that holds one."""
+    ids, values = np.asarray(ids, np.int64), np.asarray(values)
+    if nulls is None and values.dtype == object:
+        nulls = np.equal(values, None)
+    if nulls is not None and np.any(nulls):
+        what, one = ("label", "class") if ranked else ("group column", "group")
+        raise InputError(f"{what} {column!r} is NULL at row {int(ids[nulls].min())}: every "
+                         f"row needs a {one}")
+    out = np.empty(values.size, values.dtype)
+    out[ids] = values
+    return strata_of_values(out, column, ranked)
+
+
 def read_label(matrix, column, progress=None):
     """The values of *column* of *matrix*, read block by block (the
     pre-pass: only the blocks of the column's column block)."""

@@ -363,3 +363,19 @@ def test_the_command_line_stratifies_and_refuses_what_it_cannot(tmp_path, capsys
     with pytest.raises(InputError, match="is nan at row 2"):
         from samplegen.jobs.strata import strata_of_values
         strata_of_values(np.array([1.0, 2.0, np.nan]), "y")
+
+
+def test_classes_given_by_row_id_in_any_order():
+    """A keyed table's classes come with their rows' ids in any order: the
+    Strata is the one of the values in row order; a NULL names its row."""
+    from samplegen.jobs.strata import strata_by_row_id
+    labels = np.array(["b", "a", "c", "a", "b", "a"])
+    order = np.array([4, 0, 5, 2, 1, 3])
+    got = strata_by_row_id(order, labels[order], "y")
+    want = Strata.of(labels)
+    assert got.classes == want.classes and got.counts.tolist() == want.counts.tolist()
+    assert got.codes(0, 6).tolist() == want.codes(0, 6).tolist()
+    with pytest.raises(InputError, match="label 'y' is NULL at row 0"):
+        strata_by_row_id([3, 2, 0], np.array(["a", None, None], dtype=object), "y")
+    with pytest.raises(InputError, match="group column 'g' is NULL at row 1"):
+        strata_by_row_id([0, 1], [5, 7], "g", ranked=False, nulls=np.array([False, True]))

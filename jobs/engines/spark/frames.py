@@ -265,7 +265,7 @@ def _stratified_frame(df, udf, seed, key, params, label):
     column = F.col(f"`{label}`")
     rows, row_ids = _key_stats(df, key)
     if row_ids:   # the block jobs' stratified samples: every row's class, by row id
-        strata = _column_by_row_id(df, key, label, rows, True)
+        strata = _column_by_row_id(df, key, label, True)
         frame, udf_obj = tagged_frame(df, udf, seed, key, dict(params, stratify=label), rows,
                                       (strata, None))
         return frame, _names(udf_obj)
@@ -333,30 +333,26 @@ def _grouped_frame(df, udf, seed, key, params, group, label):
         raise ParameterError(f"groups= needs key column {key!r} to hold the row ids "
                              f"0..{rows - 1} (each once); for other keys, key the rows by the "
                              "group column instead")
-    grouping = _column_by_row_id(df, key, group, rows, False)
+    grouping = _column_by_row_id(df, key, group, False)
     frame, udf_obj = tagged_frame(df, udf, seed, key, dict(params, groups=group), rows,
                                   (None, grouping))
     return frame, _names(udf_obj)
 
 
-def _column_by_row_id(df, key, column, rows, ranked):
+def _column_by_row_id(df, key, column, ranked):
     """The :class:`~udfs.strata.Strata` of *column* of *df*'s rows (classes,
-    or groups when not *ranked*), whose *key* holds the row ids
-    ``0..rows-1`` (one job collects the two columns, as Arrow)."""
+    or groups when not *ranked*), whose *key* holds the row ids (one job
+    collects the two columns, as Arrow)."""
     from pyspark.sql import functions as F
 
-    from samplegen.jobs.strata import strata_of_values
+    from samplegen.jobs.strata import strata_by_row_id
 
     table = df.select(F.col(f"`{key}`").cast("long").alias("p"),
                       F.col(f"`{column}`").alias("c")).toArrow()
     values = table.column("c")
-    if values.null_count:
-        raise ParameterError(f"{'stratify' if ranked else 'groups'} column {column!r} holds "
-                             f"NULL: every row needs a {'class' if ranked else 'group'}")
-    values = values.to_numpy(zero_copy_only=False)
-    out = np.empty(rows, values.dtype)
-    out[table.column("p").to_numpy(zero_copy_only=False)] = values
-    return strata_of_values(out, column, ranked)
+    return strata_by_row_id(table.column("p").to_numpy(zero_copy_only=False),
+                            values.to_numpy(zero_copy_only=False), column, ranked,
+                            values.is_null().to_numpy(zero_copy_only=False))
 
 
 def _names(udf_obj):
