@@ -97,6 +97,18 @@ def remove_dirs(created):
             break
 
 
+def scratch_dir(path):
+    """*path*, a local scratch directory, made if it is missing (``None``
+    stays ``None``: the system's temporary directory).  A run's scratch
+    space is made only when an engine needs it: removing a directory waits
+    for the filesystem's journal on some filesystems (ext4: over a second
+    after gigabytes written bypassing the page cache), which a run that
+    needed none should not pay."""
+    if path is not None:
+        os.makedirs(path, exist_ok=True)
+    return path
+
+
 def write_atomic(uri, data, fsync=False):
     """Write the bytes *data* to *uri* whole or not at all: a temporary name
     beside it, then a rename (over the file there, if any).  Missing parent

@@ -61,7 +61,7 @@ def local_sampling(plan, h, v, block, sampler=None):
     bits = plan.bits_of(occ.sample)
     shift = (64 - bits).astype(np.uint64)
     bins = np.where(bits > 0, occ.relpos >> np.minimum(shift, 63), 0).astype(np.int64)
-    order = np.lexsort((row_id, occ.relpos, bins, occ.sample))
+    order = _sample_order(occ)
     sample, bins = occ.sample[order], bins[order]
     edges = np.flatnonzero((np.diff(sample) != 0) | (np.diff(bins) != 0)) + 1
     bounds = np.concatenate([[0], edges, [order.size]])
@@ -69,6 +69,29 @@ def local_sampling(plan, h, v, block, sampler=None):
         idx = order[a:b]
         chunk = block.take(occ.offset[idx], row_ids=row_id[idx], relpos=occ.relpos[idx])
         yield int(sample[a]), v, int(bins[a]), h, chunk
+
+
+def _sample_order(occ):
+    """The order of *occ* by ``(sample, relpos, row id)``, which is also the
+    order by bin (a bin is a prefix of ``relpos``).  Built-in UDFs give each
+    sample's occurrences by row: then a stable sort by sample (radix, on
+    small ids) and a sort of each sample's ``relpos`` make the order
+    (smaller sorts of one key, :func:`udfs.rng.word_order`); anything else
+    takes a sort on all three keys."""
+    sample, offset, relpos = occ.sample, occ.offset, occ.relpos
+    step = np.diff(sample)
+    first = None
+    if (step < 0).any():
+        first = np.argsort(sample.astype(np.uint16) if sample.max() <= 0xFFFF else sample,
+                           kind="stable")
+        sample, offset, relpos = sample[first], offset[first], relpos[first]
+        step = np.diff(sample)
+    if not ((step != 0) | (np.diff(offset) >= 0)).all():
+        return np.lexsort((occ.offset, occ.relpos, occ.sample))
+    bounds = np.concatenate([[0], np.flatnonzero(step) + 1, [sample.size]]).tolist()
+    order = np.concatenate([a + word_order(relpos[a:b], offset[a:b])
+                            for a, b in zip(bounds[:-1], bounds[1:])])
+    return order if first is None else first[order]
 
 
 def new_map_report():

@@ -547,7 +547,8 @@ class StagedOutput:
       staging directory of *dest* whose lock is free (its run was killed) is
       removed when the next run into *dest* starts.
     * :attr:`scratch` is a local directory for the engines' temporary files
-      (inside the staging directory when it is local), removed with it.
+      (inside the staging directory when it is local), removed with it; it
+      is made by the first engine that needs it (:func:`jobs.fs.scratch_dir`).
     * Missing parent directories of *dest* are created on entry (and
       removed again, as far as they are empty, if the run fails); a parent
       that is a file is refused when the object is made.
@@ -597,10 +598,10 @@ class StagedOutput:
             self._owner = open(os.path.join(self.staging, self.OWNER), "wb")
             fcntl.flock(self._owner, fcntl.LOCK_EX)
             self.scratch = os.path.join(self.staging, ".scratch")
-            os.mkdir(self.scratch)
         else:
             import tempfile
-            self.scratch = tempfile.mkdtemp(prefix="samplegen-")
+            self.scratch = os.path.join(tempfile.gettempdir(),
+                                        f"samplegen-{uuid.uuid4().hex[:12]}")
         return self.staging
 
     def _remove_stale(self):
@@ -633,7 +634,7 @@ class StagedOutput:
                 shutil.rmtree(path, ignore_errors=True)
 
     def _release(self):
-        if self.scratch is not None:
+        if self.scratch is not None and os.path.lexists(self.scratch):
             shutil.rmtree(self.scratch, ignore_errors=True)
             self.scratch = None
 

@@ -337,3 +337,31 @@ def test_relpos_order_is_the_two_key_order_with_and_without_ties():
     assert np.array_equal(relpos_order(relpos, rows), np.lexsort((rows, relpos)))
     relpos[::7] = relpos[3]            # ties: broken by row id
     assert np.array_equal(relpos_order(relpos, rows), np.lexsort((rows, relpos)))
+
+
+@pytest.mark.parametrize("layout", ["by sample", "by row", "interleaved", "rows unordered"])
+def test_chunk_order_is_the_three_key_order_whatever_order_occurrences_come_in(layout):
+    """local-sampling orders a block's occurrences by (sample, relpos, row id):
+    the same permutation as a sort on the three keys, however a UDF lists
+    them, ties in relpos included (a row drawn twice, or two rows alike)."""
+    from samplegen.jobs.phases import _sample_order
+    from samplegen.udfs.base import Occurrences
+    rng = np.random.default_rng(11)
+    n, samples = 6_000, 7
+    sample = np.repeat(np.arange(samples), n // samples + 1)[:n]
+    offset = np.sort(rng.integers(0, 1000, n))
+    if layout == "by sample":
+        offset = np.concatenate([np.sort(offset[sample == s]) for s in range(samples)])
+    elif layout == "by row":
+        sample = rng.permutation(sample)
+    elif layout == "interleaved":
+        sample = np.tile(np.arange(samples), n // samples + 1)[:n]
+    else:
+        offset = rng.permutation(offset)
+    relpos = rng.integers(0, 1 << 63, n, dtype=np.int64).astype(np.uint64)
+    relpos[::9] = relpos[4]                          # ties across rows and samples
+    occ = Occurrences(offset.astype(np.int64), sample.astype(np.int64), relpos)
+    expected = np.lexsort((occ.offset, occ.relpos, occ.sample))
+    assert np.array_equal(_sample_order(occ), expected)
+    one = Occurrences(occ.offset[:1], occ.sample[:1], occ.relpos[:1])
+    assert np.array_equal(_sample_order(one), [0])

@@ -115,7 +115,7 @@ def run_embedded(plan, inputs, runner, options):
             paths = [fsmod.local_path(uri) for uri in inputs]
         else:   # a local copy of every part file
             tmp = stack.enter_context(tempfile.TemporaryDirectory(prefix="samplegen-embedded-",
-                                                                  dir=scratch))
+                                                                  dir=fsmod.scratch_dir(scratch)))
             paths = [_local_copy(uri, tmp, i) for i, uri in enumerate(inputs)]
         job = _Job(plan, paths, threads, budget, scratch, options.get("on_progress"))
         try:

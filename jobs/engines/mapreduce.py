@@ -234,7 +234,8 @@ def _decode_sorted(value):
 def run_mrjob(plan, inputs, runner, options):
     """Run the phases as :class:`MRSample` (engine entry point, see
     :func:`jobs.driver.generate`); returns the reducers' summaries."""
-    with tempfile.TemporaryDirectory(prefix="samplegen-", dir=options.get("scratch")) as tmp:
+    with tempfile.TemporaryDirectory(prefix="samplegen-",
+                                     dir=fsmod.scratch_dir(options.get("scratch"))) as tmp:
         plan_path = os.path.join(tmp, "plan.json")
         with open(plan_path, "w") as f:
             f.write(plan.to_json())

@@ -13,6 +13,7 @@ import tempfile
 
 import numpy as np
 
+from samplegen.jobs import fs as fsmod
 from samplegen.jobs.blocks import ENTRY_CHARS, SPARSE, EncodedBlock, row_chars
 
 
@@ -119,7 +120,8 @@ class SortSpool:
 
     def _spill(self):
         if self.file is None:
-            self.file = tempfile.TemporaryFile(prefix="samplegen-spool-", dir=self.directory)
+            self.file = tempfile.TemporaryFile(prefix="samplegen-spool-",
+                                               dir=fsmod.scratch_dir(self.directory))
         for key, chunk in self.held:
             frame = self.FRAMES.dumps([(key, chunk)])
             self.file.write(frame)
