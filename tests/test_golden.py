@@ -19,7 +19,8 @@ after row, in sample order -- one digest per run over all its samples.  That
 is byte-exact for which rows, in which order, with which values; the
 encoding of the part files is pinned by the format tests, not here.  TBS
 samples are digested the same way: the in-memory samplers' ``sample()`` (the
-int64 item ids, in the order returned, no values) and the micro-batch job's
+int64 item ids, in the order returned, no values), as are the sampling
+primitives' calls (``samplegen.weighted``), and the micro-batch job's
 current sample, sorted by key (as "row ids" the triples ``_sg_batch``,
 ``_sg_row``, ``id`` row after row; as values its column ``x``).
 
@@ -119,6 +120,11 @@ GOLDEN_TBS_JOB = {
     (8, "rtbs-exp"): "48791034d8fe4d2b919fea8104a43cb14d9da9e38030d03ec1159fba6d6b8186",
     (8, "rtbs-poly"): "3a3e4486332e0d4acdffac572f84852431ce006e5b1143018c22c741a88a17c9",
     (8, "ttbs-exp"): "34a75f00b591bf895d3c0ae06a5d2c8e19403f745b6fe6a175c8d5a5e3ceec33",
+}
+
+GOLDEN_PRIMITIVES = {
+    (7, "calls"): "20d74ebe9a8c3555da762e08a20fe3d97bb269572ae339b4f0e38442d9351b80",
+    (8, "calls"): "ecc445513379ee5e6f103cc909c8a83bb925588a3f141f09d15ae835e12559df",
 }
 
 
@@ -273,6 +279,33 @@ def test_tbs_jobs_are_pinned(tbs_batches, tmp_path, monkeypatch, seed):
     assert got == {key: value for key, value in GOLDEN_TBS_JOB.items() if key[0] == seed}
 
 
+# -- sampling primitives ------------------------------------------------------------
+def _primitives(seed):
+    """A fixed sequence of calls of the in-memory primitives: each result in turn."""
+    from samplegen.udfs.sumtree import PrioritizedBuffer, SumTree, UniformSampler
+    out = []
+    uniform = UniformSampler(1000, seed=seed)
+    out += [(f"uniform-{k}", uniform.sample(k), None) for k in (10, 300, 1000, 1)]
+    weights = (np.arange(5000) % 13) * 0.5 + (np.arange(5000) % 97 == 0) * 40.0
+    tree = SumTree(weights, seed=seed)
+    out += [("tree", tree.sample(500), None), ("tree-distinct", tree.sample(200, False), None)]
+    tree.update(np.arange(0, 5000, 3), np.arange(0, 5000, 3) % 5)
+    out += [("tree-updated", tree.sample(300), None),
+            ("tree-updated-distinct", tree.sample(2000, False), None)]
+    buf = PrioritizedBuffer(64, alpha=0.7, beta=0.5, seed=seed)
+    buf.add(np.arange(100) * 1.5)
+    buf.update(np.arange(0, 64, 2), np.arange(32) * 0.25)
+    slots, items, _ = buf.sample(40)     # the weights come from pow(): libm's, not pinned
+    out += [("replay", slots, items)]
+    return out
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+def test_sampling_primitives_are_pinned(seed):
+    assert {(seed, "calls"): digest(_primitives(seed))} == \
+        {key: value for key, value in GOLDEN_PRIMITIVES.items() if key[0] == seed}
+
+
 def _regenerate(tmp):  # pragma: no cover - run by hand after a SAMPLER_VERSION bump
     """Print every digest:
     ``python -c "import tests.test_golden as g; g._regenerate('/tmp/g')"``."""
@@ -291,6 +324,7 @@ def _regenerate(tmp):  # pragma: no cover - run by hand after a SAMPLER_VERSION 
     print("GOLDEN_API =", {(seed, n): digest(_api(seed, n)) for seed in SEEDS for n in RUNS})
     print("GOLDEN_TBS =", {(seed, n): digest(_in_memory(n, seed))
                            for seed in SEEDS for n in IN_MEMORY})
+    print("GOLDEN_PRIMITIVES =", {(seed, "calls"): digest(_primitives(seed)) for seed in SEEDS})
     from tests.tbs_jobs_util import write_batch
     folder = str(tmp / "batches")
     shutil.rmtree(folder, ignore_errors=True)

@@ -250,6 +250,43 @@ def test_integers_are_uniform():
         assert chisq_gof(counts, expected * draws / n) > ALPHA / 3
 
 
+def test_below_is_lemire_per_bound_with_rejected_values_drawn_again_in_order():
+    """Each value takes the next half (low half of each word first); the
+    values whose half was rejected take the next halves, round after round,
+    in the order of the values: the reference, one half at a time."""
+    bounds = [3, 2**32, 1, 3 * 2**30 + 1, 7, 3 * 2**30 + 1, 2**31 + 5] * 20
+    words = [int(w) for w in _draws().raw(400)]
+    halves = [h for w in words for h in (w & 0xFFFFFFFF, w >> 32)]
+    expected, todo, at = [None] * len(bounds), list(range(len(bounds))), 0
+    while todo:
+        round_at, rejected = at, []
+        for i in todo:
+            n, x = bounds[i], halves[at]
+            at += 1
+            if (x * n) & 0xFFFFFFFF >= (1 << 32) % n:
+                expected[i] = (x * n) >> 32
+            else:
+                rejected.append(i)
+        at = round_at + 2 * ((len(todo) + 1) // 2)      # a round takes whole words
+        todo = rejected
+    assert _draws().below(bounds).tolist() == expected
+
+
+def test_below_is_uniform_for_each_bound():
+    d = _draws(13)
+    bounds = np.tile([2, 5, 1000, 3 * 2**30 + 1], 50_000)
+    values = d.below(bounds)
+    assert (values >= 0).all() and (values < bounds).all()
+    for j, n in enumerate([2, 5, 1000, 3 * 2**30 + 1]):
+        mine = values[j::4]
+        cells = min(n, 50)
+        counts = np.bincount((mine * cells // n).astype(np.int64), minlength=cells)
+        expected = np.array([-(-(c + 1) * n // cells) + (-c * n // cells) for c in range(cells)])
+        assert chisq_gof(counts, expected * mine.size / n) > ALPHA / 4
+    with pytest.raises(ParameterError, match=r"\[1, 2\*\*32\]"):
+        d.below([0, 3])
+
+
 def test_subset_is_a_uniform_subset_on_every_path():
     # All C(7, 3) = 35 subsets equally likely, and all C(8, 6) = 28 (the
     # complement path): chi-square, level ALPHA each.

@@ -115,6 +115,7 @@ class Purpose(enum.IntEnum):
     EXACT_CHUNK = 15     # draws; index = labelling, sub = part, position = chunk node
     BOOTSTRAP_OOB = 16   # lanes; index = sample: lane 0 orders the out-of-bag rows
     GROUP = 17           # lanes; index = repeat, position = group code: lane 0 its coin or order
+    WEIGHTED = 18        # draws; index = 0 uniform sampler, 1 sum tree; position = call number
     USER = 0x100         # free for user UDFs (choose your own index / sub)
 
 
@@ -345,6 +346,39 @@ class Draws:
             take = min(need, cand.size)
             out[got:got + take] = cand[:take]
             got += take
+        return out
+
+    def below(self, bounds):
+        """Uniform integers in ``[0, bounds[i])``, one per bound (int64 array;
+        each bound in ``[1, 2**32]``).
+
+        Lemire's method on 32-bit halves, as :meth:`integers`, with each
+        value's own bound: the first round takes one half per value (the low
+        half of each word first); the values whose half was rejected take
+        the next halves, in order, round after round.  Exactly uniform."""
+        bounds = np.asarray(bounds, dtype=np.int64)
+        if bounds.ndim != 1:
+            raise ParameterError("bounds must be a 1-D array")
+        if bounds.size and (bounds.min() < 1 or bounds.max() > 1 << 32):
+            raise ParameterError("every bound must be in [1, 2**32]")
+        m = bounds.astype(np.uint64)
+        threshold = (np.uint64(1 << 32) - m) % m     # 2**32 mod m
+        bg = self.bit_generator
+        out = np.empty(bounds.size, dtype=np.int64)
+        todo = None                                  # all values, in the first round
+        while todo is None or todo.size:
+            count = bounds.size if todo is None else todo.size
+            halves = _halves(bg.random_raw((count + 1) // 2))[:count]
+            mine = m if todo is None else m[todo]
+            prod = np.multiply(halves, mine, dtype=np.uint64)
+            rejected = _low32(prod) < (threshold if todo is None else threshold[todo])
+            prod >>= _U64_32
+            if todo is None:
+                out[:] = prod
+                todo = np.flatnonzero(rejected)
+            else:
+                out[todo] = prod
+                todo = todo[rejected]
         return out
 
     def subset(self, population, k):
