@@ -48,6 +48,7 @@ KINDS = {
     "seed": "int", "repeats": "int", "k": "int", "samples": "int", "size": "int",
     "ratio": "number", "fraction": "number", "assignments": "identifier",
     "exact": "word", "balanced": "word", "oob": "word", "strata": "word", "grouping": "word",
+    "weighting": "word",
 }
 DEFAULT_FILES = os.path.join("~", ".cache", "samplegen", "hive")
 
@@ -55,24 +56,29 @@ DEFAULT_FILES = os.path.join("~", ".cache", "samplegen", "hive")
 def script_for(plan):
     """``(script name, method variables)`` for a plan."""
     p = plan.params
-    # the rows' classes and groups: the class files the driver wrote next to the run
+    # the rows' classes, groups and weights: the files the driver wrote next to the run
     sides = {field: server_path(getattr(plan, field)) if getattr(plan, field) else "none"
-             for field in ("strata", "grouping")}
+             for field in ("strata", "grouping", "weighting")}
+    classes = {field: sides[field] for field in ("strata", "grouping")}
     if plan.udf == "holdout":
         return "holdout", {"ratio": float(p["ratio"]), "repeats": int(p["repeats"]),
                            "fraction": float(p["fraction"]), "exact": _flag(p, "exact"),
-                           **sides}
+                           **classes}
     if plan.udf == "kfold":
         return ("kfold_naive" if p.get("naive") else "kfold"), {
             "k": int(p["k"]), "balanced": _flag(p, "balanced"),
-            "repeats": int(p.get("repeats", 1)), **sides}
+            "repeats": int(p.get("repeats", 1)), **classes}
     if plan.udf == "bootstrap":
         return "bootstrap", {"samples": int(p["samples"]), "size": int(p["size"]),
                              "oob": _flag(p, "oob"), "strata": sides["strata"]}
+    if plan.udf == "weighted":    # the column's name travels in the weight files
+        return "sample", {"udf": plan.udf, "weighting": sides["weighting"], "params":
+                          format_params({k: v for k, v in p.items() if k != "weights"})}
     if plan.composed:
         raise ParameterError(f"UDF {plan.udf!r} composes training sets; on Hive only the "
                              "built-in kfold does (kfold.hql)")
-    return "sample", {"udf": plan.udf, "params": format_params(plan.params)}
+    return "sample", {"udf": plan.udf, "params": format_params(plan.params),
+                      "weighting": "none"}
 
 
 def _flag(params, name):

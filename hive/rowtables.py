@@ -25,7 +25,7 @@ from samplegen.jobs import fs as fsmod
 from samplegen.jobs import keys
 from samplegen.jobs.phases import partners
 from samplegen.jobs.plan import format_params
-from samplegen.jobs.strata import remove_strata, strata_by_row_id, write_strata
+from samplegen.jobs.strata import remove_side, strata_by_row_id, write_strata
 from samplegen.udfs import arrivals
 from samplegen.udfs.custom import load_udf
 from samplegen.udfs.errors import ParameterError
@@ -48,6 +48,9 @@ ARRIVALS_KINDS = {"python": "program", "zip": "word", "stage": "word", "seed": "
                   "windows": "int", "targets": "params", "output": "typed_columns",
                   "position": "position", "table": "identifier", "files": "path",
                   "streams": "params", "bins": "params"}
+#: the sides a row table's run can ship: classes and groups (its weights
+#: are refused)
+ROW_SIDES = ("strata", "grouping")
 #: columns of the result besides the source's
 RESERVED = ("sample", "samplegen_position")
 
@@ -195,6 +198,9 @@ def sample_row_table(url, table, result, udf, params, seed, key, overwrite=False
         if types[key].lower().startswith("map<"):
             raise ParameterError(f"key column {key!r} is a map, which has no stable text")
         asked = {field: (params or {}).get(param) for field, param in SIDES.items()}
+        if asked.pop("weighting") is not None or udf == "weighted":
+            raise ParameterError("weighted samples of a row table are not supported: import "
+                                 "the table as a matrix (samplegen import) and sample that")
         params = keys.keyed_params(udf, {p: v for p, v in (params or {}).items()
                                          if p not in SIDES.values()}, f"table {table}")
         integral = keys.is_integral(types[key])
@@ -226,7 +232,7 @@ def sample_row_table(url, table, result, udf, params, seed, key, overwrite=False
             sides = {field: _side_of(client, table, key, column, field == "strata", log)
                      if column is not None else None for field, column in asked.items()}
         else:
-            sides = dict.fromkeys(SIDES)
+            sides = dict.fromkeys(ROW_SIDES)
         udf_obj = load_udf(udf, n_rows, params, sides["strata"], sides["grouping"])
         if by_cutoffs:
             udf_obj = load_udf(udf, n_rows, dict(params, cutoffs=_rank_cutoffs(
@@ -256,7 +262,7 @@ def sample_row_table(url, table, result, udf, params, seed, key, overwrite=False
                   "files": conf["files"], "zip": PENDING_ZIP,
                   "python": conf["python"], "udf": udf_obj.spec[0],
                   "params": format_params(udf_obj.spec[1]), "seed": check_seed(seed),
-                  "n_rows": n_rows, **dict.fromkeys(SIDES, "none")}
+                  "n_rows": n_rows, **dict.fromkeys(ROW_SIDES, "none")}
         sql.render(sql.load_script("rows"), values, KINDS)  # every value checked
         values["zip"] = ship_zip(conf["files"], udf_obj.spec[0])
         shipped = {field: write_strata(fsmod.join(conf["files"], f"{result}-{uuid.uuid4().hex}"
@@ -279,7 +285,7 @@ def sample_row_table(url, table, result, udf, params, seed, key, overwrite=False
                 client.execute(statement, fetch=False)
         finally:
             for base in shipped.values():
-                remove_strata(base)
+                remove_side(base)
     log(f"result table {result}: {len(udf_obj.sample_names())} samples of {table} "
         f"({n} rows) keyed by {key}; views {', '.join(name for name, _ in views[:4])}"
         + (", ..." if len(views) > 4 else ""))

@@ -17,8 +17,11 @@
 --                samplegen.* properties)
 --   seed         random seed, 0 <= seed < 2**64
 --
---   udf          holdout | kfold | bootstrap | MODULE:FUNCTION
+--   udf          holdout | kfold | bootstrap | weighted | MODULE:FUNCTION
 --   params       KEY=VALUE,KEY=VALUE... (may be empty)
+--   weighting    the rows' weights for a weighted run: the base path of the
+--                weight files (<base>.json, .weights, .chunks:
+--                samplegen.jobs.strata), as the tasks see it; none otherwise
 --   bin_bits     shuffle bins per (sample, column of blocks): 0 = one bin (the
 --                reducer merges a whole group in memory); n = 2**n bins;
 --                one value, or one per sample separated by commas
@@ -47,20 +50,20 @@ ADD FILE ${hivevar:files}/${hivevar:zip};
 -- (the lines between the finish markers: the samplegen driver's own query
 -- leaves them out and writes the metadata itself).
 SELECT TRANSFORM (route, sample, v_index, payload)
-  USING '${hivevar:python} ${hivevar:zip} finish --output ${hivevar:output} --input ${hivevar:input} --udf ${hivevar:udf} --params=${hivevar:params} --seed ${hivevar:seed} --rows ${hivevar:rows} --cols ${hivevar:cols} --block-size ${hivevar:block_size} --kind ${hivevar:kind} --bin-bits ${hivevar:bin_bits} --records ${hivevar:records}'
+  USING '${hivevar:python} ${hivevar:zip} finish --output ${hivevar:output} --input ${hivevar:input} --udf ${hivevar:udf} --params=${hivevar:params} --seed ${hivevar:seed} --rows ${hivevar:rows} --cols ${hivevar:cols} --block-size ${hivevar:block_size} --kind ${hivevar:kind} --bin-bits ${hivevar:bin_bits} --records ${hivevar:records} --weighting ${hivevar:weighting}'
   AS (route INT, sample INT, v_index INT, payload STRING)
 FROM (
   SELECT route, sample, v_index, payload, 0 AS task FROM (
 -- finish]
     -- streaming-re-block: one buffer block at a time, written to <output>
     SELECT TRANSFORM (sample, v_index, relative_pos, row_id, row_partition)
-      USING '${hivevar:python} ${hivevar:zip} reblock --output ${hivevar:output} --udf ${hivevar:udf} --params=${hivevar:params} --seed ${hivevar:seed} --rows ${hivevar:rows} --cols ${hivevar:cols} --block-size ${hivevar:block_size} --kind ${hivevar:kind} --bin-bits ${hivevar:bin_bits} --records ${hivevar:records}'
+      USING '${hivevar:python} ${hivevar:zip} reblock --output ${hivevar:output} --udf ${hivevar:udf} --params=${hivevar:params} --seed ${hivevar:seed} --rows ${hivevar:rows} --cols ${hivevar:cols} --block-size ${hivevar:block_size} --kind ${hivevar:kind} --bin-bits ${hivevar:bin_bits} --records ${hivevar:records} --weighting ${hivevar:weighting}'
       AS (route INT, sample INT, v_index INT, payload STRING)
     FROM (
       SELECT * FROM (
         -- local-sampling: the sampling UDTF over the blocks of the table
         SELECT TRANSFORM (h_index, v_index, block)
-          USING '${hivevar:python} ${hivevar:zip} sample --udf ${hivevar:udf} --params=${hivevar:params} --seed ${hivevar:seed} --rows ${hivevar:rows} --cols ${hivevar:cols} --block-size ${hivevar:block_size} --kind ${hivevar:kind} --bin-bits ${hivevar:bin_bits} --records ${hivevar:records}'
+          USING '${hivevar:python} ${hivevar:zip} sample --udf ${hivevar:udf} --params=${hivevar:params} --seed ${hivevar:seed} --rows ${hivevar:rows} --cols ${hivevar:cols} --block-size ${hivevar:block_size} --kind ${hivevar:kind} --bin-bits ${hivevar:bin_bits} --records ${hivevar:records} --weighting ${hivevar:weighting}'
           AS (sample INT, v_index INT, relative_pos STRING, row_id BIGINT, row_partition STRING)
         FROM ${hivevar:table}
       ) occurrences

@@ -115,7 +115,7 @@ from samplegen.jobs.phases import (
     write_sample,
 )
 from samplegen.jobs.store import META, SUCCESS, read_json
-from samplegen.jobs.strata import open_strata
+from samplegen.jobs.strata import open_side
 from samplegen.udfs.base import Occurrences
 from samplegen.udfs.custom import load_udf
 from samplegen.udfs.errors import InputError, ParameterError, SamplegenError
@@ -588,7 +588,7 @@ def build_parser():
     p.add_argument("--params", default="", help="KEY=VALUE[,KEY=VALUE...]")
     p.add_argument("--seed", type=int, required=True)
     p.add_argument("--n-rows", type=int, required=True)
-    for side in SIDES:   # --strata, --grouping: jobs.strata files, or none
+    for side in SIDES:   # --strata, --grouping, --weighting: jobs.strata files, or none
         p.add_argument(f"--{side}", default="none")
     for name in ("arrivals-histogram", "arrivals-boundary"):
         p = sub.add_parser(name)
@@ -652,7 +652,7 @@ def main(argv=None, stdin=None, stdout=None):
     try:
         args = build_parser().parse_args(argv)
         if args.command == "rows":
-            sides = [None if getattr(args, side) == "none" else open_strata(getattr(args, side))
+            sides = [None if getattr(args, side) == "none" else open_side(getattr(args, side))
                      for side in SIDES]
             udf = load_udf(args.udf, args.n_rows, plan_codec.parse_params(args.params), *sides)
             run_rows(udf, PositionRNG(args.seed), stdin, stdout)

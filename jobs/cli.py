@@ -102,6 +102,10 @@ def add_commands(sub):
     p = sub.add_parser("bootstrap", help="bootstrap samples: sample-<i>, with replacement")
     _add_run_options(p)
     add_method_options(p, "bootstrap")
+    p = sub.add_parser("weighted", help="weighted samples: sample-<i>, rows drawn in proportion "
+                                        "to a weight column")
+    _add_run_options(p)
+    add_method_options(p, "weighted")
 
     p = sub.add_parser("sample", help="run your own sampling-UDF")
     _add_run_options(p)
@@ -202,6 +206,8 @@ def dispatch(args, log):
         _run(args, udf, params, log, materialize=args.materialize)
     elif cmd == "bootstrap":
         _run(args, "bootstrap", method_params("bootstrap", args), log)
+    elif cmd == "weighted":
+        _run(args, "weighted", method_params("weighted", args), log)
     elif cmd == "sample":
         _run(args, args.udf, dict(parse_param(p) for p in args.param), log)
     elif cmd == "info":

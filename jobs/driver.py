@@ -56,7 +56,7 @@ from .store import (
 )
 from .strata import RECORDED as STRATA_RECORDED
 from .strata import RUN as STRATA_RUN
-from .strata import remove_strata, strata_for, strata_of_values, write_strata
+from .strata import remove_side, side_for, strata_of_values, write_side, write_strata
 
 RUN_FORMAT = "samplegen-run/1"
 
@@ -113,14 +113,18 @@ def generate(src, dest, udf_spec, params, seed, runner="embedded", overwrite=Fal
     check_run_limits(shaped, matrix.meta, dest, runner)
     sides = sides or row_sides(matrix, udf_spec, params, log)
     udf = load_udf(udf_spec, matrix.rows, params, *(sides[field][0] for field in SIDES))
+    prepared = udf.prepare(PositionRNG(seed)) if hasattr(udf, "prepare") else {}
+    if prepared:    # what only the whole column gives (a weighted sample's cutoff keys)
+        params = dict(params, **prepared)
+        udf = load_udf(udf_spec, matrix.rows, params, *(sides[field][0] for field in SIDES))
     staged = StagedOutput(dest, overwrite, inputs=[src])
     with staged as staging:
         plan = make_plan(udf, seed, matrix.meta, staging, bin_budget)
         written = []
         for field, param in SIDES.items():
-            strata, base = sides[field]
-            if strata is not None and base is None:
-                base = write_strata(fsmod.join(staging, STRATA_RUN[field]), strata, params[param])
+            side, base = sides[field]
+            if side is not None and base is None:
+                base = write_side(fsmod.join(staging, STRATA_RUN[field]), side, params[param])
                 written.append(base)
             setattr(plan, field, base)
         log(f"{udf.name}: {matrix.rows} x {matrix.cols} {matrix.kind} matrix, "
@@ -134,7 +138,7 @@ def generate(src, dest, udf_spec, params, seed, runner="embedded", overwrite=Fal
                                                           on_progress=progress))
             progress.update(progress.total)
         for base in written:
-            remove_strata(base)
+            remove_side(base)
         engine_info = {"runner": runner, **{k: v for k, v in options.items()
                                             if isinstance(v, (str, int, float, list))}}
         manifest = write_run(plan, matrix.meta, src, summaries, staging, engine_info, started)
@@ -149,30 +153,35 @@ def generate(src, dest, udf_spec, params, seed, runner="embedded", overwrite=Fal
 
 
 def row_sides(matrix, udf_spec, params, log=None):
-    """``{plan field: (strata, base)}``: the classes (``stratify``) and the
-    groups (``groups``) a built-in UDF's *params* ask for, of *matrix*'s
-    rows (:func:`jobs.strata.strata_for`); ``(None, None)`` for those not
-    asked for."""
+    """``{plan field: (side, base)}``: the classes (``stratify``), the
+    groups (``groups``) and the weights (``weights``) a built-in UDF's
+    *params* ask for, of *matrix*'s rows (:func:`jobs.strata.side_for`);
+    ``(None, None)`` for those not asked for."""
     log = log or (lambda message, progress=False: None)
-    return {field: _side(matrix, udf_spec, params, param, field == "strata", log)
+    return {field: _side(matrix, udf_spec, params, field, param, log)
             for field, param in SIDES.items()}
 
 
-def _side(matrix, udf_spec, params, param, ranked, log):
-    """``(strata, base)`` of a built-in UDF's *param* (``stratify``: the
-    classes of a label column; ``groups``: a group column), from
-    :func:`jobs.strata.strata_for`, or ``(None, None)`` without it."""
+#: what a pre-pass reads, by the plan's field (for the log)
+_SIDE_WORDS = {"strata": "classes", "grouping": "groups", "weighting": "weights"}
+
+
+def _side(matrix, udf_spec, params, field, param, log):
+    """``(side, base)`` of a built-in UDF's *param* (``stratify``: the
+    classes of a label column; ``groups``: a group column; ``weights``: a
+    weight column), from :func:`jobs.strata.side_for`, or ``(None, None)``
+    without it."""
     column = params.get(param)
     if column is None or ":" in udf_spec:
         return None, None
     if not isinstance(column, str):
         raise ParameterError(f"{param} must name a column, got {column!r}")
     blocks = -(-matrix.rows // matrix.block_size)
-    log(f"{'classes' if ranked else 'groups'} of column {column!r}", progress=True)
+    log(f"{_SIDE_WORDS[field]} of column {column!r}", progress=True)
     make_progress = getattr(log, "progress", None)
     with (make_progress(blocks, "column blocks", param) if make_progress
           else Progress(0, mode="off")) as progress:
-        return strata_for(matrix, column, progress, ranked)
+        return side_for(matrix, field, column, progress)
 
 
 def write_run(plan, input_meta, src, summaries, root, engine_info, started=None):

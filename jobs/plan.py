@@ -26,7 +26,7 @@ from samplegen.udfs.errors import ParameterError
 from samplegen.udfs.rng import PositionRNG
 from samplegen.udfs.strata import SIDES
 
-from .strata import open_strata
+from .strata import open_side
 
 DEFAULT_BIN_BUDGET = 16 << 20
 MAX_BIN_BITS = 24
@@ -55,6 +55,7 @@ class Plan:
     bin_budget: int = DEFAULT_BIN_BUDGET   # bytes of shuffle records per bin (--bin-mib)
     strata: str = None            # base URI of the rows' classes (jobs.strata; stratified runs)
     grouping: str = None          # base URI of the rows' groups (jobs.strata; grouped runs)
+    weighting: str = None         # base URI of the rows' weights (jobs.strata; weighted runs)
     fold_group: int = 0           # folds per set for composition (phases.partners; 0: all)
 
     def to_json(self):
@@ -68,9 +69,9 @@ class Plan:
     def sampler(self):
         udf = getattr(self, "_udf_obj", None)
         if udf is None:
-            strata, grouping = (open_strata(base) if base else None
-                                for base in (self.strata, self.grouping))
-            udf = self._udf_obj = load_udf(self.udf, self.rows, self.params, strata, grouping)
+            sides = [open_side(base) if base else None
+                     for base in (getattr(self, field) for field in SIDES)]
+            udf = self._udf_obj = load_udf(self.udf, self.rows, self.params, *sides)
         return udf
 
     def rng(self):
@@ -165,10 +166,9 @@ def add_options(parser):
     parser.add_argument("--kind", choices=("dense", "sparse"), required=True)
     parser.add_argument("--bin-bits", default="0",
                         help="shuffle-bin bits: one value for every sample, or one per sample")
-    parser.add_argument("--strata", default="none",
-                        help="base path of the rows' class files (jobs.strata), or none")
-    parser.add_argument("--grouping", default="none",
-                        help="base path of the rows' group files (jobs.strata), or none")
+    for side, what in (("strata", "class"), ("grouping", "group"), ("weighting", "weight")):
+        parser.add_argument(f"--{side}", default="none",
+                            help=f"base path of the rows' {what} files (jobs.strata), or none")
 
 
 def from_options(args, output=""):
@@ -179,7 +179,7 @@ def from_options(args, output=""):
     for name, param in SIDES.items():
         base = getattr(args, name, "none")
         if base != "none":      # the column's name travels in its class files
-            sides[name] = (base, open_strata(base))
+            sides[name] = (base, open_side(base))
             params.setdefault(param, sides[name][1].label)
     udf = load_udf(args.udf, args.rows, params, *(sides.get(n, (None, None))[1] for n in SIDES))
     meta = {"rows": args.rows, "cols": args.cols, "block_size": args.block_size,

@@ -23,22 +23,32 @@ only each row's group and the rows per group.
 ``samplegen import --label NAME`` records them in the matrix directory
 (``_label.json``, ``_label.codes``, ``_label.table``), so a run stratified
 by the recorded label reads no block before it starts.
+
+A weighted run's weights (:class:`udfs.weighted.RowWeights`) travel the
+same way, as ``<base>.json`` (``{"format": "samplegen-weights/1", "label":
+name, "n_rows": n, "positive": rows of positive weight}``),
+``<base>.weights`` (one little-endian float64 per row) and ``<base>.chunks``
+(the row-id tree's chunk totals, float64, read whole by a weighted
+bootstrap).  :func:`side_for`, :func:`write_side`, :func:`open_side` and
+:func:`remove_side` take either kind.
 """
 import numpy as np
 
 from samplegen.udfs.errors import InputError, ParameterError
 from samplegen.udfs.strata import TABLE_ROWS, Strata, code_dtype
+from samplegen.udfs.weighted import RowWeights
 
 from . import fs as fsmod
 from .blocks import column_of_line
 from .store import read_json, to_json
 
 FORMAT = "samplegen-strata/1"
+WEIGHTS_FORMAT = "samplegen-weights/1"
 #: base name of the label's classes recorded in a matrix directory
 RECORDED = "_label"
 #: base names of a run's classes and groups (by the plan's field), in its
 #: staging directory while it runs
-RUN = {"strata": "_strata", "grouping": "_groups"}
+RUN = {"strata": "_strata", "grouping": "_groups", "weighting": "_weights"}
 
 
 def label_column(meta, label):
@@ -190,9 +200,71 @@ def strata_for(matrix, label, progress=None, ranked=True):
     return strata_of_values(read_label(matrix, column, progress), label, ranked), None
 
 
-def remove_strata(base):
-    """Remove the files :func:`write_strata` wrote at *base*."""
+def remove_side(base):
+    """Remove the files :func:`write_side` wrote at *base*."""
     fs = fsmod.get_fs(base)
-    for suffix in (".json", ".codes", ".table"):
+    for suffix in (".json", ".codes", ".table", ".weights", ".chunks"):
         if fs.exists(base + suffix):
             fs.rmtree(base + suffix)
+
+
+# -- every kind of side -------------------------------------------------------------
+def side_for(matrix, field, column, progress=None):
+    """``(side, base)`` of the plan's *field* (``strata``, ``grouping``,
+    ``weighting``) by *column* of *matrix*: :func:`strata_for`, or the
+    weights read by a pre-pass over the column (*base* None)."""
+    if field == "weighting":
+        return RowWeights.of(read_label(matrix, label_column(matrix.meta, column), progress),
+                             column), None
+    return strata_for(matrix, column, progress, ranked=field == "strata")
+
+
+def write_side(base, side, label):
+    """Write *side* (classes, groups or weights of column *label*) at *base*."""
+    if isinstance(side, RowWeights):
+        return write_weights(base, side, label)
+    return write_strata(base, side, label)
+
+
+def open_side(base):
+    """The side :func:`write_side` wrote at *base*, read range by range."""
+    doc = read_json(base + ".json", "rows' side file")
+    if doc.get("format") == WEIGHTS_FORMAT:
+        return open_weights(base, doc)
+    return open_strata(base)
+
+
+def write_weights(base, weights, label):
+    """Write *weights* (:class:`RowWeights` of column *label*) as
+    ``<base>.json``, ``<base>.weights`` and ``<base>.chunks``; returns *base*."""
+    fs = fsmod.get_fs(base)
+    fs.write_bytes(base + ".weights",
+                   weights.weights(0, weights.n_rows).astype("<f8").tobytes())
+    fs.write_bytes(base + ".chunks", np.asarray(weights.chunk_totals(), "<f8").tobytes())
+    fs.write_bytes(base + ".json", to_json({
+        "format": WEIGHTS_FORMAT, "label": label, "n_rows": weights.n_rows,
+        "positive": weights.positive}))
+    return base
+
+
+def open_weights(base, doc=None):
+    """The :class:`RowWeights` that :func:`write_weights` wrote at *base*:
+    a range's weights read when asked, the chunk totals when first needed."""
+    doc = doc or read_json(base + ".json", "weights")
+    if doc.get("format") != WEIGHTS_FORMAT:
+        raise InputError(f"{base}.json is not a {WEIGHTS_FORMAT} file")
+    fs = fsmod.get_fs(base)
+    n_rows = int(doc["n_rows"])
+
+    def read(start, stop):
+        if stop <= start:
+            return np.empty(0)
+        data = fs.read_range(base + ".weights", start * 8, (stop - start) * 8)
+        if len(data) != (stop - start) * 8:
+            raise InputError(f"{base}.weights is truncated")
+        return np.frombuffer(data, "<f8")
+
+    def chunks():
+        return np.frombuffer(fs.read_bytes(base + ".chunks"), "<f8")
+
+    return RowWeights(n_rows, read, chunks, doc.get("label"), doc.get("positive"))

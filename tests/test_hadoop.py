@@ -150,3 +150,31 @@ def test_samplegen_hadoop_runner_gives_the_inline_bytes(hadoop, hdfs_dir, tmp_pa
         manifest = json.load(f)
     assert manifest["engine"]["runner"] == "hadoop"
     assert os.path.exists(tmp_path / "from-hdfs" / "_SUCCESS")
+
+
+def test_weighted_samples_on_hdfs_give_the_inline_bytes(hadoop, hdfs_dir, tmp_path):
+    """A weighted bootstrap through the hadoop runner: the driver writes the
+    weights next to the run on HDFS, and the YARN tasks read their rows'
+    weights and the tree's chunk totals from there."""
+    import numpy as np
+    samplegen = [sys.executable, "-m", "samplegen"]
+    rng = np.random.default_rng(5)
+    X = rng.normal(size=(1500, 5))
+    X[:, 1] = rng.gamma(0.5, size=1500) * (np.arange(1500) % 7 != 0)
+    np.save(tmp_path / "x.npy", X)
+    local = tmp_path / "m"
+    run(hadoop, *samplegen, "-q", "import", tmp_path / "x.npy", local, "--block-size", 200)
+    run(hadoop, "hdfs", "dfs", "-put", local, f"{hdfs_dir}/wm")
+    conf = tmp_path / "mrjob.conf"
+    conf.write_text(f"include: {ROOT}/conf/mrjob-local-hadoop.conf\n"
+                    f"runners:\n  hadoop:\n    hadoop_streaming_jar: {hadoop['streaming_jar']}\n")
+    params = ["--weights", "1", "--size", 1200, "--replace", "--samples", 2, "--seed", 7]
+    run(hadoop, *samplegen, "-q", "weighted", f"hdfs://{hdfs_dir}/wm", f"hdfs://{hdfs_dir}/wo",
+        *params, "--runner", "hadoop", "--mrjob-conf", conf, timeout=900)
+    run(hadoop, *samplegen, "-q", "weighted", local, tmp_path / "inline", *params,
+        "--runner", "inline")
+    run(hadoop, "hdfs", "dfs", "-get", f"{hdfs_dir}/wo", tmp_path / "from-hdfs")
+    on_hadoop = sample_digests(tmp_path / "from-hdfs")
+    assert sorted(on_hadoop) == ["sample-0", "sample-1"]
+    assert on_hadoop == sample_digests(tmp_path / "inline")
+    assert not [n for n in os.listdir(tmp_path / "from-hdfs") if n.startswith("_weights")]

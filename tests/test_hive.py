@@ -93,15 +93,16 @@ def test_same_bytes_as_inline(tmp_path, tmp_path_factory, inputs, hive_server, l
 
 @pytest.fixture(scope="module")
 def labelled(tmp_path_factory):
-    """A matrix whose column y holds classes (recorded at import) and column
-    g groups, both in the second column block."""
+    """A matrix whose column y holds classes (recorded at import), column w
+    weights and column g groups, all in the second column block."""
     base = tmp_path_factory.mktemp("hive-labelled")
     rng = np.random.default_rng(12)
     X = rng.normal(size=(640, 70))
     X[:, 66] = rng.integers(0, 3, 640)
+    X[:, 67] = rng.gamma(0.5, size=640) * (np.arange(640) % 9 != 0)   # weights, some zero
     X[:, 68] = rng.integers(0, 40, 640)
     names = [f"c{j}" for j in range(70)]
-    names[66], names[68] = "y", "g"
+    names[66], names[67], names[68] = "y", "w", "g"
     np.savetxt(base / "x.csv", X, delimiter=",", header=",".join(names), comments="")
     driver.import_file(str(base / "x.csv"), str(base / "m"), 64, label="y")
     return str(base / "m")
@@ -136,6 +137,21 @@ def test_stratified_and_grouped_samples(tmp_path, tmp_path_factory, labelled, hi
                              tmp_path / "printed", "--k", 3, "--groups", "g", "--seed", SEED,
                              "--hive-url", url, "--print")
     assert code == 2 and out == "" and "without --print" in err, err
+
+
+def test_weighted_samples(tmp_path, tmp_path_factory, labelled, hive_server):
+    """Every mode of weighted sampling: the scripts read each row's weight
+    from the files the driver wrote next to the run, and the cutoffs travel
+    as a parameter: the inline runner's bytes."""
+    for i, params in enumerate([{"size": 50, "samples": 2}, {"size": 300, "replace": True},
+                                {"expected": 80}]):
+        params = dict(params, weights="w")
+        ref = reference(tmp_path_factory, labelled, "weighted", params)
+        dest = str(tmp_path / f"hive{i}")
+        driver.generate(labelled, dest, "weighted", params, SEED, runner="hive",
+                        options={"hive_url": hive_server["url"]})
+        assert sample_digests(dest) == sample_digests(ref), params
+        assert not [n for n in os.listdir(dest) if n.startswith("_weights")]
 
 
 def _user_module(tmp_path, monkeypatch, prefix, source):

@@ -33,9 +33,10 @@ from .builtin import Bootstrap, HoldOut, KFold, TimeSeries
 from .errors import MissingParameterError, ParameterError
 from .rng import SkipAheadRNG, check_seed
 from .strata import SIDES
+from .weighted import Weighted
 
 BUILTIN = {"holdout": HoldOut, "kfold": KFold, "bootstrap": Bootstrap,
-           "timeseries": TimeSeries}
+           "timeseries": TimeSeries, "weighted": Weighted}
 
 _SCALAR_MARK = "__samplegen_scalar__"
 
@@ -169,16 +170,18 @@ def parse_seed(text):
                                          f"got {text!r}") from None
 
 
-def load_udf(spec, n_rows, params=None, strata=None, grouping=None):
+def load_udf(spec, n_rows, params=None, strata=None, grouping=None, weighting=None):
     """Instantiate the sampling-UDF named by *spec* for a matrix of *n_rows*.
 
-    *spec* is a built-in name (``holdout``, ``kfold``, ``bootstrap``) or
-    ``module:attribute``.  *strata* and *grouping*
+    *spec* is a built-in name (``holdout``, ``kfold``, ``bootstrap``,
+    ``weighted``) or ``module:attribute``.  *strata* and *grouping*
     (:class:`udfs.strata.Strata`): the classes and the groups of the rows,
-    for a built-in UDF with a ``stratify`` or a ``groups`` parameter.
+    for a built-in UDF with a ``stratify`` or a ``groups`` parameter;
+    *weighting* (:class:`udfs.weighted.RowWeights`): their weights, for one
+    with ``weights``.
     """
     params = dict(params or {})
-    given = {"strata": strata, "grouping": grouping}
+    given = {"strata": strata, "grouping": grouping, "weighting": weighting}
     for keyword, param in SIDES.items():
         if params.get(param) is not None and spec in BUILTIN:
             params[keyword] = given[keyword]

@@ -58,7 +58,15 @@ class _Chunk:
 
 
 class MultinomialTree:
-    """Occurrence counts of one bootstrap sample, for any range of rows."""
+    """Occurrence counts of one bootstrap sample, for any range of rows.
+
+    A subclass may draw in other proportions (:mod:`udfs.weighted`): it
+    overrides :meth:`_share` (a node's left share of occurrences) and
+    :meth:`_picks` (the rows a chunk's occurrences fall on), and names its
+    own streams."""
+
+    node_purpose = Purpose.BOOTSTRAP_NODE
+    chunk_purpose = Purpose.BOOTSTRAP_CHUNK
 
     def __init__(self, rng, n_rows, total, sample, part=0, cache_chunks=8):
         self.rng = rng
@@ -76,14 +84,22 @@ class MultinomialTree:
         key = (depth, index)
         left = self._node_counts.get(key)
         if left is None:
-            if count == 0:
+            share = self._share(depth, index, size)
+            if count == 0 or share <= 0.0:
                 left = 0
+            elif share >= 1.0:
+                left = count
             else:
-                draws = self.rng.keyed(stream(Purpose.BOOTSTRAP_NODE, self.sample,
+                draws = self.rng.keyed(stream(self.node_purpose, self.sample,
                                               self.part << 6 | depth), index)
-                left = int(draws.binomial(count, (size // 2) / size))
+                left = int(draws.binomial(count, share))
             self._node_counts[key] = left
         return left
+
+    def _share(self, depth, index, size):
+        """The probability that an occurrence of node (depth, index) of
+        *size* rows falls in its left half: the half's share of the rows."""
+        return (size // 2) / size
 
     def _split(self, depth, index, size, count):
         left = self._left_count(depth, index, size, count)
@@ -101,8 +117,8 @@ class MultinomialTree:
         if chunk is not None:
             self._chunks.move_to_end(index)
             return chunk
-        draws = self.rng.keyed(stream(Purpose.BOOTSTRAP_CHUNK, self.sample, self.part), index)
-        picks = draws.integers(0, size, count)
+        draws = self.rng.keyed(stream(self.chunk_purpose, self.sample, self.part), index)
+        picks = self._picks(draws, lo, size, count)
         rows = np.repeat(np.arange(lo, lo + size, dtype=np.int64),
                          np.bincount(picks, minlength=size))
         relpos = draws.raw(count)
@@ -111,6 +127,11 @@ class MultinomialTree:
         if len(self._chunks) > self._cache_chunks:
             self._chunks.popitem(last=False)
         return chunk
+
+    def _picks(self, draws, lo, size, count):
+        """The offsets in chunk ``[lo, lo + size)`` its *count* occurrences
+        fall on: uniform picks."""
+        return draws.integers(0, size, count)
 
     def occurrences(self, start, stop):
         """Rows (absolute ids, non-decreasing) and relative positions of the

@@ -67,6 +67,21 @@ OPTIONS = {
                        help="also write each bag's out-of-bag rows (drawn 0 times) as oob-<i>")),
         _stratify("every bag holds every class of column LABEL in proportion"),
     ],
+    "weighted": [
+        ("--weights", dict(required=True, metavar="COLUMN",
+                           help="the column of each row's weight (a name or number): finite, "
+                                "not negative; a row of weight 0 is never drawn")),
+        [("--size", dict(type=int, default=None,
+                         help="exactly this many rows per sample: successive weighted draws "
+                              "(each next row in proportion to its weight among those not "
+                              "drawn yet), in draw order")),
+         ("--expected", dict(type=int, default=None,
+                             help="this many rows expected per sample: each row included "
+                                  "with probability min(1, c x weight) (Poisson sampling)"))],
+        ("--replace", dict(action="store_true",
+                           help="with --size: draws with replacement (a weighted bootstrap)")),
+        ("--samples", dict(type=int, default=1, help="number of samples N (default 1)")),
+    ],
 }
 
 #: ``kfold --time-series``: expanding-window folds (the ``timeseries`` UDF)

@@ -116,6 +116,10 @@ class Purpose(enum.IntEnum):
     BOOTSTRAP_OOB = 16   # lanes; index = sample: lane 0 orders the out-of-bag rows
     GROUP = 17           # lanes; index = repeat, position = group code: lane 0 its coin or order
     WEIGHTED = 18        # draws; index = 0 uniform sampler, 1 sum tree; position = call number
+    WEIGHTED_KEY = 19    # lanes; index = sample: lane 0 the row's exponential key (udfs/weighted)
+    WEIGHTED_NODE = 20   # draws; index = sample, sub = depth, position = node (weighted tree)
+    WEIGHTED_CHUNK = 21  # draws; index = sample, position = chunk node (weighted tree)
+    WEIGHTED_POISSON = 22  # lanes; index = sample: lane 0 inclusion, lane 1 order
     USER = 0x100         # free for user UDFs (choose your own index / sub)
 
 

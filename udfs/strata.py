@@ -20,10 +20,11 @@ import numpy as np
 
 from .errors import ParameterError
 
-#: the rows' classes and groups a built-in UDF is given: its keyword (also
-#: the plan's field) -> the UDF parameter naming their column.  Classes are
-#: ranked (a row's rank in its class is known), groups are not.
-SIDES = {"strata": "stratify", "grouping": "groups"}
+#: what a built-in UDF is given of every row beside the row itself -- the
+#: classes, the groups, the weights (udfs.weighted.RowWeights): its keyword
+#: (also the plan's field) -> the UDF parameter naming their column.
+#: Classes are ranked (a row's rank in its class is known), groups are not.
+SIDES = {"strata": "stratify", "grouping": "groups", "weighting": "weights"}
 
 #: rows between two entries of the running class counts
 TABLE_ROWS = 1024

@@ -53,7 +53,7 @@ def check_weights(weights, name="weight"):
     if bad.any():
         i = int(np.argmax(bad))
         what = "NaN" if np.isnan(w[i]) else "infinite" if np.isinf(w[i]) else "negative"
-        raise ParameterError(f"{name} {i} is {what} ({w[i]!r}): {name}s must be finite "
+        raise ParameterError(f"{name} {i} is {what} ({float(w[i])!r}): {name}s must be finite "
                              "and not negative")
     return w
 
