@@ -39,6 +39,7 @@ from samplegen.udfs.custom import load_udf
 from samplegen.udfs.errors import ParameterError
 from samplegen.udfs.rng import PositionRNG
 from samplegen.udfs.strata import Strata
+from samplegen.udfs.weighted import RowWeights, Weighted
 
 from .driver import info, open_sample
 from .phases import composed_ids, relpos_order
@@ -346,6 +347,28 @@ def bootstrap(X, samples, seed, size=None, *, oob=False, stratify=None, y=None, 
     inputs = _inputs(X, y, groups)
     return _samples(Bootstrap(inputs[0], samples, size, oob, *_strata(inputs[0], stratify,
                                                                       inputs[2])), inputs, seed)
+
+
+def weighted_sample(X, weights, seed, size=None, *, expected=None, replace=False, samples=1,
+                    y=None, groups=None):
+    """Weighted samples ``sample-<i>`` of the rows of X, in proportion to
+    *weights* (one per row, finite, not negative; or the name of a column of
+    a pandas X): exactly *size* rows as successive weighted draws, in draw
+    order (*replace*: *size* draws with replacement), or *expected* rows
+    expected by Poisson sampling (see :class:`udfs.weighted.Weighted`).
+    The same rows as ``samplegen weighted`` with the same seed and weights."""
+    inputs = _inputs(X, y, groups)
+    n, data = inputs[0], inputs[1]
+    if isinstance(weights, str) and weights in getattr(data, "columns", ()):
+        values, label = data[weights], weights
+    else:
+        values, label = _aligned(n, "weights", weights), "weights"
+    side = RowWeights.of(_labels(values), label)
+    params = {"weights": label, "size": size, "expected": expected, "replace": replace,
+              "samples": samples}
+    udf = Weighted(n, weighting=side, **params)
+    udf = Weighted(n, weighting=side, **params, **udf.prepare(PositionRNG(seed)))
+    return _samples(udf, inputs, seed)
 
 
 def sample(X, udf, seed, block_size=1000, *, y=None, groups=None, **params):

@@ -12,6 +12,7 @@ The public API::
     s["train-0"]                  # X[s.indices("train-0")]
     samplegen.kfold(X, 10, seed=7)
     samplegen.bootstrap(X, 20, seed=7, size=50_000)
+    samplegen.weighted_sample(X, losses, seed=7, size=1000)   # in proportion to the losses
     samplegen.sample(X, "mymodule:subsample", seed=7, p=0.1)
     samplegen.read_run("out/")    # a job's output, the same interface
     samplegen.tbs.RTBS(...)       # time-biased samplers (docs/TBS.md)
@@ -34,7 +35,8 @@ __version__ = "0.1.0"
 
 #: public name -> the module that defines it
 _API = {name: "samplegen.jobs.api"
-        for name in ("holdout", "kfold", "bootstrap", "sample", "read_run", "Samples")}
+        for name in ("holdout", "kfold", "bootstrap", "weighted_sample", "sample", "read_run",
+                     "Samples")}
 _API.update({name: "samplegen.udfs.errors"
              for name in ("SamplegenError", "ParameterError", "InputError", "OutputError",
                           "EngineError")})

@@ -243,3 +243,30 @@ def test_the_spark_runner_writes_the_inline_bytes(spark, tmp_path, weighted_matr
         driver.generate(src, dest, "weighted", params, 7, runner="spark",
                         options={"spark_conf": [f"{job.INPUT_PARTITIONS}=5"]})
         assert sample_digests(dest) == sample_digests(inline), name
+
+
+def test_the_python_api_gives_the_jobs_rows(tmp_path, weighted_matrices):
+    """samplegen.weighted_sample on the array in memory: the rows (in order)
+    that the job writes with the same seed and weights; a pandas column by
+    name; bad weights refused."""
+    import pandas as pd
+
+    import samplegen
+    X = weighted_matrices["X"]
+    for name, params in MODES:
+        dest = str(tmp_path / name)
+        driver.generate(weighted_matrices[500], dest, "weighted", dict(params, weights="w"), 7,
+                        runner="embedded", options=NO_CONF)
+        s = samplegen.weighted_sample(X, X[:, 2], seed=7, **params)
+        for sample in s.names:
+            rows = Matrix.open(os.path.join(dest, sample)).to_numpy()[0]
+            assert np.array_equal(s.indices(sample), rows), (name, sample)
+            assert np.array_equal(s[sample], X[rows])
+    df = pd.DataFrame(X, columns=["a", "b", "w", "c", "d", "e"])
+    by_name = samplegen.weighted_sample(df, "w", seed=3, size=20)
+    by_array = samplegen.weighted_sample(X, X[:, 2], seed=3, size=20)
+    assert np.array_equal(by_name.indices("sample-0"), by_array.indices("sample-0"))
+    with pytest.raises(InputError, match="is negative"):
+        samplegen.weighted_sample(X, X[:, 0], seed=1, size=5)
+    with pytest.raises(ParameterError, match="weights has 1999 rows but X has 2000"):
+        samplegen.weighted_sample(X, X[1:, 2], seed=1, size=5)
