@@ -6,6 +6,7 @@ a column.
     pairs = sg.holdout(df, ratio=0.8, seed=7, key="id", repeats=10)  # [(train, test), ...]
     folds = sg.kfold(df, 10, seed=7, key="id")                       # [(train, test), ...]
     boots = sg.bootstrap(df, 20, seed=7, key="row_id")               # [DataFrame, ...]
+    [drawn] = sg.weighted(df, "loss", seed=7, key="id", size=10_000)  # in draw order
     parts = sg.sample(df, "mymodule:subsample", seed=7, key="id", p=0.1)  # {name: DataFrame}
     sg.tag(df, "holdout", 7, "id", ratio=0.8, repeats=10) \\
         .write.partitionBy("sample").parquet("out")                  # every sample, one pass
@@ -16,6 +17,13 @@ recomputation; the results are lazy DataFrames.  How keys become positions,
 and what each function promises: :mod:`samplegen.jobs.engines.spark.frames`
 (docs/SPARK.md).
 """
-from samplegen.jobs.engines.spark.frames import bootstrap, holdout, kfold, sample, tag
+from samplegen.jobs.engines.spark.frames import (
+    bootstrap,
+    holdout,
+    kfold,
+    sample,
+    tag,
+    weighted,
+)
 
-__all__ = ["holdout", "kfold", "bootstrap", "sample", "tag"]
+__all__ = ["holdout", "kfold", "bootstrap", "weighted", "sample", "tag"]

@@ -270,3 +270,31 @@ def test_the_python_api_gives_the_jobs_rows(tmp_path, weighted_matrices):
         samplegen.weighted_sample(X, X[:, 0], seed=1, size=5)
     with pytest.raises(ParameterError, match="weights has 1999 rows but X has 2000"):
         samplegen.weighted_sample(X, X[1:, 2], seed=1, size=5)
+
+
+@pytest.mark.spark
+def test_a_dataframe_keyed_by_row_id_gets_the_jobs_rows_in_draw_order(spark, tmp_path,
+                                                                      weighted_matrices):
+    """samplegen.spark.weighted on the rows as a DataFrame keyed by their row
+    ids, in 7 partitions and shuffled: the block job's rows, in its order;
+    a negative weight fails in one line naming the row."""
+    from pyspark.sql import SparkSession
+
+    from samplegen import spark as sg
+    session = SparkSession.builder.getOrCreate()
+    X = weighted_matrices["X"]
+    rows = [(int(i), float(X[i, 0]), float(X[i, 2])) for i in range(X.shape[0])]
+    df = session.createDataFrame(rows, ["id", "a", "w"]).repartition(7)
+    dest = str(tmp_path / "job")
+    driver.generate(weighted_matrices[64], dest, "weighted",
+                    {"weights": "w", "size": 150, "samples": 2}, 7, runner="inline",
+                    options=NO_CONF)
+    parts = sg.weighted(df, "w", 7, "id", size=150, samples=2)
+    for i, part in enumerate(parts):
+        got = [r["id"] for r in part.collect()]
+        expected = Matrix.open(os.path.join(dest, f"sample-{i}")).to_numpy()[0]
+        assert got == expected.tolist()
+    with pytest.raises(InputError, match="weight column 'a' is -[0-9.]+ at key position"):
+        sg.weighted(df, "a", 7, "id", size=5)
+    with pytest.raises(ParameterError, match="only 1846 rows have a positive weight"):
+        sg.weighted(df, "w", 7, "id", size=1900)

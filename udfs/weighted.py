@@ -69,6 +69,23 @@ def chunk_totals(w):
     return totals
 
 
+def exponential_keys(words, w):
+    """The keys ``E / w`` of rows whose lane-0 words of stream (WEIGHTED_KEY,
+    sample) are *words* and whose weights are *w*: E = -log(1 - u), u the
+    word's uniform (finite, as u < 1); +inf for a zero weight."""
+    exp = -np.log1p(-to_unit(words))
+    keys = np.full(exp.size, np.inf)
+    np.divide(exp, w, out=keys, where=w > 0)
+    return keys
+
+
+def poisson_included(words, rate, w):
+    """Whether each row is in a Poisson sample of inclusion probabilities
+    ``min(1, rate w)``, its lane-0 word of stream (WEIGHTED_POISSON, sample)
+    being *words*."""
+    return to_unit(words) < np.minimum(1.0, rate * w)
+
+
 def format_cutoffs(cutoffs):
     """``(key, row)`` per sample as one word, ``key:row/key:row...`` (the
     keys' shortest round-trip decimals): a parameter that survives JSON and
@@ -305,14 +322,9 @@ class Weighted(SamplingUDF):
         return {"cutoffs": format_cutoffs(cutoffs)}
 
     def _keys(self, rng, i, start, stop):
-        """The keys ``E / w`` of rows ``[start, stop)`` in sample i (+inf
-        for a zero weight)."""
-        u = to_unit(rng.lane(stream(Purpose.WEIGHTED_KEY, i), start, stop))
-        exp = -np.log1p(-u)                     # u < 1: finite, >= 0
-        w = self.weighting.weights(start, stop)
-        keys = np.full(u.size, np.inf)
-        np.divide(exp, w, out=keys, where=w > 0)
-        return keys
+        """The keys of rows ``[start, stop)`` in sample i."""
+        return exponential_keys(rng.lane(stream(Purpose.WEIGHTED_KEY, i), start, stop),
+                                self.weighting.weights(start, stop))
 
     # -- the tasks --------------------------------------------------------
     def occurrences(self, start, stop, rng):
@@ -334,8 +346,8 @@ class Weighted(SamplingUDF):
             if self.rate is None:
                 raise ParameterError("the inclusion rate is missing: run through the driver")
             lanes = rng.block(stream(Purpose.WEIGHTED_POISSON, i), start, stop)
-            p = np.minimum(1.0, self.rate * self.weighting.weights(start, stop))
-            offset = np.flatnonzero(to_unit(lanes[:, 0]) < p)
+            offset = np.flatnonzero(poisson_included(lanes[:, 0], self.rate,
+                                                     self.weighting.weights(start, stop)))
             relpos = lanes[offset, 1]
         else:
             if self.cutoffs is None:

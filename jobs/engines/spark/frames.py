@@ -633,3 +633,99 @@ def sample(df, udf, seed, key, persist=False, **params):
     frame, names = _frame_and_names(df, udf, seed, key, params)
     parts, _ = _per_sample(frame, len(names), persist)
     return dict(zip(names, parts))
+
+
+# ---------------------------------------------------------------------------
+# weighted samples: exactly K rows as successive weighted draws
+# ---------------------------------------------------------------------------
+#: the internal columns of a weighted sample: each row's key and position
+WEIGHT_KEY_COLUMN = "__samplegen_weight_key"
+
+
+def _weight_keys(seed, sample, weights_name):
+    """The Arrow UDF of the rows' keys ``E / w`` in *sample* (the block jobs'
+    keys at the same positions, :func:`udfs.weighted.exponential_keys`):
+    only the position and the weight cross to Python; a NULL, NaN, infinite
+    or negative weight fails the task, naming the row's position."""
+    import pyarrow as pa
+
+    from samplegen.jobs.engines.task_errors import reported
+    from samplegen.udfs.errors import InputError
+    from samplegen.udfs.rng import PositionRNG, Purpose, stream
+    from samplegen.udfs.weighted import exponential_keys
+
+    state = {}
+
+    def keyed(positions, weights):
+        with reported():                # a bad weight: its error, by the task protocol
+            return _keys_of(positions, weights)
+
+    def _keys_of(positions, weights):
+        rng = state.get("rng") or state.setdefault("rng", PositionRNG(seed))
+        pos = _positions(positions)
+        w = weights.to_numpy(zero_copy_only=False).astype(np.float64, copy=False)
+        bad = ~(np.isfinite(w) & (w >= 0))
+        if bad.any():               # a NULL weight arrives as NaN
+            i = int(np.argmax(bad))
+            what = "NULL or NaN" if np.isnan(w[i]) else repr(float(w[i]))
+            raise InputError(f"weight column {weights_name!r} is {what} at key position "
+                             f"{int(pos[i])}: a weight must be finite and not negative")
+        words = rng.at(stream(Purpose.WEIGHTED_KEY, sample), pos)[:, 0] if pos.size else \
+            np.empty(0, np.uint64)
+        return pa.array(exponential_keys(words, w), pa.float64())
+
+    keyed.__annotations__ = {"positions": pa.Array, "weights": pa.Array, "return": pa.Array}
+    return keyed
+
+
+def weighted(df, weights, seed, key, size, samples=1):
+    """*samples* weighted samples of exactly *size* rows each, in the law and
+    the order of successive weighted draws (each next row in proportion to
+    its weight among those not drawn yet): a list of DataFrames whose rows
+    come in draw order.  *weights*: the column of each row's weight (finite,
+    not negative; a zero is never drawn).
+
+    Each row's key ``E / w`` (E an exponential variate keyed by the row's
+    position, as the block jobs draw it) is computed by an Arrow UDF that
+    sees only the position and the weight; the K-th smallest key comes from
+    Spark's top-K (each task keeps its K smallest, the driver merges them),
+    and the sample is the rows with a key up to it, sorted by key in one
+    partition.  With the key column holding the row ids 0..N-1, the rows
+    and their order are the block jobs' (``samplegen weighted --size``)."""
+    from pyspark.sql import functions as F
+    from pyspark.sql.types import DoubleType
+
+    seed = check_seed(seed)
+    size = check_int("size", size, lo=1)
+    samples = check_int("samples", samples, lo=1, hi=1 << 10)
+    if not isinstance(weights, str) or weights not in df.columns:
+        raise ParameterError(f"weights must name a column of the DataFrame, got {weights!r} "
+                             f"(columns: {', '.join(df.columns)})")
+    if WEIGHT_KEY_COLUMN in df.columns or KEY_COLUMN in df.columns:
+        raise ParameterError("the DataFrame has a column named like samplegen's own; rename it")
+    position = _key_position(df, key)
+    ship(df, "weighted")
+    weight = F.col(f"`{weights}`").cast("double")
+    out = []
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", category=FutureWarning, module=r"pyspark\.")
+        for i in range(samples):
+            key_of = F.arrow_udf(_weight_keys(seed, i, weights), DoubleType())(position, weight)
+            try:
+                smallest = df.select(key_of.alias("k"), position.alias("p")) \
+                    .orderBy("k", "p").limit(size).collect()
+            except Exception as exc:    # a task's error: the same error here
+                from .context import task_failure
+                raise task_failure(exc) from None
+            finite = [row for row in smallest if row["k"] != float("inf")]
+            if len(finite) < size:
+                raise ParameterError(f"size = {size} distinct rows, but only {len(finite)} rows "
+                                     f"have a positive weight in {weights!r}")
+            last_key, last_position = finite[-1]["k"], finite[-1]["p"]
+            keyed = df.withColumn(WEIGHT_KEY_COLUMN, key_of).withColumn(KEY_COLUMN, position)
+            k, p = F.col(WEIGHT_KEY_COLUMN), F.col(KEY_COLUMN)
+            chosen = keyed.where((k < F.lit(last_key)) | ((k == F.lit(last_key))
+                                                          & (p <= F.lit(last_position))))
+            out.append(chosen.coalesce(1).sortWithinPartitions(WEIGHT_KEY_COLUMN, KEY_COLUMN)
+                       .drop(WEIGHT_KEY_COLUMN, KEY_COLUMN))
+    return out
