@@ -687,11 +687,13 @@ def weighted(df, weights, seed, key, size, samples=1):
 
     Each row's key ``E / w`` (E an exponential variate keyed by the row's
     position, as the block jobs draw it) is computed by an Arrow UDF that
-    sees only the position and the weight; the K-th smallest key comes from
-    Spark's top-K (each task keeps its K smallest, the driver merges them),
-    and the sample is the rows with a key up to it, sorted by key in one
-    partition.  With the key column holding the row ids 0..N-1, the rows
-    and their order are the block jobs' (``samplegen weighted --size``)."""
+    sees only the position and the weight; the sample is the *size* rows of
+    smallest key, ``orderBy(key).limit(size)``, which Spark runs as a top-K
+    (each task keeps its *size* smallest, one task merges them): one pass
+    over the rows, nothing shuffled but the candidates.  One aggregate over
+    the weight column comes first (the rows of positive weight).  With the
+    key column holding the row ids 0..N-1, the rows and their order are the
+    block jobs' (``samplegen weighted --size``)."""
     from pyspark.sql import functions as F
     from pyspark.sql.types import DoubleType
 
@@ -706,26 +708,16 @@ def weighted(df, weights, seed, key, size, samples=1):
     position = _key_position(df, key)
     ship(df, "weighted")
     weight = F.col(f"`{weights}`").cast("double")
+    positive = df.where(weight > 0).count()
+    if positive < size:
+        raise ParameterError(f"size = {size} distinct rows, but only {positive} rows have a "
+                             f"positive weight in {weights!r}")
     out = []
     with warnings.catch_warnings():
         warnings.filterwarnings("ignore", category=FutureWarning, module=r"pyspark\.")
         for i in range(samples):
             key_of = F.arrow_udf(_weight_keys(seed, i, weights), DoubleType())(position, weight)
-            try:
-                smallest = df.select(key_of.alias("k"), position.alias("p")) \
-                    .orderBy("k", "p").limit(size).collect()
-            except Exception as exc:    # a task's error: the same error here
-                from .context import task_failure
-                raise task_failure(exc) from None
-            finite = [row for row in smallest if row["k"] != float("inf")]
-            if len(finite) < size:
-                raise ParameterError(f"size = {size} distinct rows, but only {len(finite)} rows "
-                                     f"have a positive weight in {weights!r}")
-            last_key, last_position = finite[-1]["k"], finite[-1]["p"]
-            keyed = df.withColumn(WEIGHT_KEY_COLUMN, key_of).withColumn(KEY_COLUMN, position)
-            k, p = F.col(WEIGHT_KEY_COLUMN), F.col(KEY_COLUMN)
-            chosen = keyed.where((k < F.lit(last_key)) | ((k == F.lit(last_key))
-                                                          & (p <= F.lit(last_position))))
-            out.append(chosen.coalesce(1).sortWithinPartitions(WEIGHT_KEY_COLUMN, KEY_COLUMN)
+            out.append(df.withColumn(WEIGHT_KEY_COLUMN, key_of).withColumn(KEY_COLUMN, position)
+                       .orderBy(WEIGHT_KEY_COLUMN, KEY_COLUMN).limit(size)
                        .drop(WEIGHT_KEY_COLUMN, KEY_COLUMN))
     return out
