@@ -20,7 +20,8 @@ is byte-exact for which rows, in which order, with which values; the
 encoding of the part files is pinned by the format tests, not here.  TBS
 samples are digested the same way: the in-memory samplers' ``sample()`` (the
 int64 item ids, in the order returned, no values), as are the sampling
-primitives' calls (``samplegen.weighted``), and the micro-batch job's
+primitives' calls (``samplegen.weighted``) and the weighted samples of rows
+(``weighted_sample``, the jobs' rows), and the micro-batch job's
 current sample, sorted by key (as "row ids" the triples ``_sg_batch``,
 ``_sg_row``, ``id`` row after row; as values its column ``x``).
 
@@ -120,6 +121,15 @@ GOLDEN_TBS_JOB = {
     (8, "rtbs-exp"): "48791034d8fe4d2b919fea8104a43cb14d9da9e38030d03ec1159fba6d6b8186",
     (8, "rtbs-poly"): "3a3e4486332e0d4acdffac572f84852431ce006e5b1143018c22c741a88a17c9",
     (8, "ttbs-exp"): "34a75f00b591bf895d3c0ae06a5d2c8e19403f745b6fe6a175c8d5a5e3ceec33",
+}
+
+GOLDEN_WEIGHTED = {
+    (7, "size"): "c3fb36825fab6c95a3ac6e489900d4c2db37fa001b24ed81a722b3ac91f50cdb",
+    (7, "replace"): "684abf184f93f139e205cf3c0ec2188ae37d5fd632f2151da54ddd501e05eb5c",
+    (7, "expected"): "6626cb1fb82a4245fc6f3df3f445005205eeb78b4e3e4dc0ad4ca4d7fc68506a",
+    (8, "size"): "c17b92c2ae6e9bf6a04895178a530e415327da235a9774d4070e22c3792f4c97",
+    (8, "replace"): "bf7da4d7efac6a86c594bb86ec4e4068da9f1d54a63db1e4d089e68aa0d6c1bf",
+    (8, "expected"): "001cb420156dda79aece302facce4ee60cceaac9be583979483e4b0faf60059d",
 }
 
 GOLDEN_PRIMITIVES = {
@@ -279,6 +289,25 @@ def test_tbs_jobs_are_pinned(tbs_batches, tmp_path, monkeypatch, seed):
     assert got == {key: value for key, value in GOLDEN_TBS_JOB.items() if key[0] == seed}
 
 
+# -- weighted samples of rows -------------------------------------------------------
+WEIGHTED = {"size": {"size": 300, "samples": 2}, "replace": {"size": 1500, "replace": True},
+            "expected": {"expected": 400, "samples": 2}}
+
+
+def _weighted(seed, name):
+    """The weighted UDF's samples (through the API: the jobs' rows) over
+    ROWS rows weighing ``(i % 11) / 2`` (every 11th row zero)."""
+    weights = (np.arange(ROWS) % 11) * 0.5
+    s = api.weighted_sample(ROWS, weights, seed, **WEIGHTED[name])
+    return [(n, s.indices(n), None) for n in s.names]
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+def test_weighted_samples_are_pinned(seed):
+    got = {(seed, name): digest(_weighted(seed, name)) for name in WEIGHTED}
+    assert got == {key: value for key, value in GOLDEN_WEIGHTED.items() if key[0] == seed}
+
+
 # -- sampling primitives ------------------------------------------------------------
 def _primitives(seed):
     """A fixed sequence of calls of the in-memory primitives: each result in turn."""
@@ -324,6 +353,8 @@ def _regenerate(tmp):  # pragma: no cover - run by hand after a SAMPLER_VERSION 
     print("GOLDEN_API =", {(seed, n): digest(_api(seed, n)) for seed in SEEDS for n in RUNS})
     print("GOLDEN_TBS =", {(seed, n): digest(_in_memory(n, seed))
                            for seed in SEEDS for n in IN_MEMORY})
+    print("GOLDEN_WEIGHTED =", {(seed, n): digest(_weighted(seed, n))
+                                for seed in SEEDS for n in WEIGHTED})
     print("GOLDEN_PRIMITIVES =", {(seed, "calls"): digest(_primitives(seed)) for seed in SEEDS})
     from tests.tbs_jobs_util import write_batch
     folder = str(tmp / "batches")
