@@ -93,3 +93,20 @@ def spearman(x, y):
     rx = np.argsort(np.argsort(x)).astype(float)
     ry = np.argsort(np.argsort(y)).astype(float)
     return float(np.corrcoef(rx, ry)[0, 1])
+
+
+def successive_law(weights, k):
+    """``{ordered k-tuple of indices: probability}`` of k successive weighted
+    draws without replacement from *weights* (each next index in proportion
+    to its weight among those not drawn yet), by enumeration."""
+    import itertools
+
+    w = np.asarray(weights, dtype=float)
+    law = {}
+    for order in itertools.permutations(np.flatnonzero(w > 0).tolist(), k):
+        p, left = 1.0, w.sum()
+        for i in order:
+            p *= w[i] / left
+            left -= w[i]
+        law[order] = p
+    return law

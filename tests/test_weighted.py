@@ -13,21 +13,7 @@ import pytest
 from samplegen.udfs.errors import ParameterError
 from samplegen.udfs.sumtree import PrioritizedBuffer, SumTree, UniformSampler, partial_shuffle
 
-from .stats import ALPHA, binomial_p, chisq_gof
-
-
-def successive_law(weights, k):
-    """{ordered k-tuple: probability} of k successive weighted draws without
-    replacement, by enumeration."""
-    w = np.asarray(weights, dtype=float)
-    law = {}
-    for order in itertools.permutations(np.flatnonzero(w > 0).tolist(), k):
-        p, left = 1.0, w.sum()
-        for i in order:
-            p *= w[i] / left
-            left -= w[i]
-        law[order] = p
-    return law
+from .stats import ALPHA, binomial_p, chisq_gof, successive_law
 
 
 # ---------------------------------------------------------------------------

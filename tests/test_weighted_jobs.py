@@ -5,7 +5,6 @@ bytes on every runner and blocking; bad weights refused.
 
 Statistical tests: fixed seeds, level ALPHA (tests/stats.py) divided by the
 comparisons a test makes; expected values from the weights alone."""
-import itertools
 import json
 import os
 
@@ -20,7 +19,7 @@ from samplegen.udfs.rng import PositionRNG
 from samplegen.udfs.weighted import RowWeights, chunk_bounds, chunk_totals, inclusion_rate
 
 from .conftest import NO_CONF, run_cli, sample_digests
-from .stats import ALPHA, binomial_p, chisq_gof
+from .stats import ALPHA, binomial_p, chisq_gof, successive_law
 
 
 def udf_for(weights, seed, **params):
@@ -44,17 +43,6 @@ def drawn(udf, seed, start=0, stop=None, splits=()):
     relpos = np.concatenate([o.relpos for o in occ])
     order = np.lexsort((rows, relpos, sample))
     return [rows[order][sample[order] == i] for i in range(udf.samples)]
-
-
-def successive_law(w, k):
-    law = {}
-    for order in itertools.permutations(np.flatnonzero(np.asarray(w) > 0).tolist(), k):
-        p, left = 1.0, float(np.sum(w))
-        for i in order:
-            p *= w[i] / left
-            left -= w[i]
-        law[order] = p
-    return law
 
 
 # ---------------------------------------------------------------------------

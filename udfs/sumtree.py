@@ -49,13 +49,22 @@ def check_weights(weights, name="weight"):
         raise ParameterError(f"{name}s must be numbers") from None
     if w.ndim != 1:
         raise ParameterError(f"{name}s must be a 1-D array, got shape {w.shape}")
-    bad = ~(np.isfinite(w) & (w >= 0))
-    if bad.any():
-        i = int(np.argmax(bad))
-        what = "NaN" if np.isnan(w[i]) else "infinite" if np.isinf(w[i]) else "negative"
+    bad = first_bad_weight(w)
+    if bad is not None:
+        i, what = bad
         raise ParameterError(f"{name} {i} is {what} ({float(w[i])!r}): {name}s must be finite "
                              "and not negative")
     return w
+
+
+def first_bad_weight(w):
+    """``(index, "NaN" | "infinite" | "negative")`` of the first weight of
+    the float array *w* that is not finite and not negative, or None."""
+    bad = ~(np.isfinite(w) & (w >= 0))
+    if not bad.any():
+        return None
+    i = int(np.argmax(bad))
+    return i, "NaN" if np.isnan(w[i]) else "infinite" if np.isinf(w[i]) else "negative"
 
 
 # ---------------------------------------------------------------------------

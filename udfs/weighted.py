@@ -34,6 +34,7 @@ from .errors import InputError, ParameterError, check_bool, check_int
 from .multinomial import MultinomialTree
 from .rng import Purpose, stream, to_unit
 from .splittree import chunk_depth
+from .sumtree import first_bad_weight
 
 #: rows whose keys the driver's top-K computes at once
 KEY_BATCH = 1 << 20
@@ -134,12 +135,11 @@ class RowWeights:
         if w.dtype.kind not in "fiub":
             raise ParameterError(f"{what} must be numbers, got {w.dtype}")
         w = w.astype(np.float64)
-        bad = ~(np.isfinite(w) & (w >= 0))
-        if bad.any():
-            row = int(np.argmax(bad))
-            kind = "NaN" if np.isnan(w[row]) else "infinite" if np.isinf(w[row]) else "negative"
-            raise InputError(f"{what} is {kind} ({float(w[row])!r}) at row {row}: a weight must be "
-                             "finite and not negative (zero: never drawn)")
+        bad = first_bad_weight(w)
+        if bad is not None:
+            row, kind = bad
+            raise InputError(f"{what} is {kind} ({float(w[row])!r}) at row {row}: a weight "
+                             "must be finite and not negative (zero: never drawn)")
         return cls(w.size, lambda a, b: w[a:b], chunk_totals(w), label,
                    int(np.count_nonzero(w)))
 

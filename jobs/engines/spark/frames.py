@@ -652,6 +652,7 @@ def _weight_keys(seed, sample, weights_name):
     from samplegen.jobs.engines.task_errors import reported
     from samplegen.udfs.errors import InputError
     from samplegen.udfs.rng import PositionRNG, Purpose, stream
+    from samplegen.udfs.sumtree import first_bad_weight
     from samplegen.udfs.weighted import exponential_keys
 
     state = {}
@@ -664,10 +665,10 @@ def _weight_keys(seed, sample, weights_name):
         rng = state.get("rng") or state.setdefault("rng", PositionRNG(seed))
         pos = _positions(positions)
         w = weights.to_numpy(zero_copy_only=False).astype(np.float64, copy=False)
-        bad = ~(np.isfinite(w) & (w >= 0))
-        if bad.any():               # a NULL weight arrives as NaN
-            i = int(np.argmax(bad))
-            what = "NULL or NaN" if np.isnan(w[i]) else repr(float(w[i]))
+        bad = first_bad_weight(w)
+        if bad is not None:         # a NULL weight arrives as NaN
+            i, kind = bad
+            what = "NULL or NaN" if kind == "NaN" else repr(float(w[i]))
             raise InputError(f"weight column {weights_name!r} is {what} at key position "
                              f"{int(pos[i])}: a weight must be finite and not negative")
         words = rng.at(stream(Purpose.WEIGHTED_KEY, sample), pos)[:, 0] if pos.size else \
