@@ -113,7 +113,7 @@ def generate(src, dest, udf_spec, params, seed, runner="embedded", overwrite=Fal
     check_run_limits(shaped, matrix.meta, dest, runner)
     sides = sides or row_sides(matrix, udf_spec, params, log)
     udf = load_udf(udf_spec, matrix.rows, params, *(sides[field][0] for field in SIDES))
-    prepared = udf.prepare(PositionRNG(seed)) if hasattr(udf, "prepare") else {}
+    prepared = udf.prepare(PositionRNG(seed))
     if prepared:    # what only the whole column gives (a weighted sample's cutoff keys)
         params = dict(params, **prepared)
         udf = load_udf(udf_spec, matrix.rows, params, *(sides[field][0] for field in SIDES))

@@ -149,6 +149,14 @@ class SamplingUDF(abc.ABC):
         """The parameters, JSON-able, as recorded in the run manifest."""
         return {}
 
+    def prepare(self, rng):
+        """Parameters that only the whole input gives, computed once by the
+        driver before any task starts (for *rng*'s seed) and added to the
+        UDF's own; the UDF is then built again with them (a weighted
+        sample's cutoff keys: :class:`udfs.weighted.Weighted`).  None by
+        default."""
+        return {}
+
     @abc.abstractmethod
     def occurrences(self, start, stop, rng):
         """Occurrences of the rows ``[start, stop)``, drawn from *rng*
