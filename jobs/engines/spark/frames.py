@@ -701,6 +701,10 @@ def weighted(df, weights, seed, key, size, samples=1):
     seed = check_seed(seed)
     size = check_int("size", size, lo=1)
     samples = check_int("samples", samples, lo=1, hi=1 << 10)
+    if not hasattr(F, "arrow_udf"):
+        import pyspark
+        raise ParameterError(f"weighted samples of a DataFrame need Spark 4.1 or later (Arrow "
+                             f"UDFs); this is Spark {pyspark.__version__}")
     if not isinstance(weights, str) or weights not in df.columns:
         raise ParameterError(f"weights must name a column of the DataFrame, got {weights!r} "
                              f"(columns: {', '.join(df.columns)})")
