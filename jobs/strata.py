@@ -144,10 +144,10 @@ def write_strata(base, strata, label):
     return base
 
 
-def open_strata(base):
+def open_strata(base, doc=None):
     """The :class:`Strata` that :func:`write_strata` wrote at *base*, reading
-    the codes of a range when asked."""
-    doc = read_json(base + ".json", "label classes")
+    the codes of a range when asked (*doc*: its ``.json``, when read already)."""
+    doc = doc or read_json(base + ".json", "label classes")
     if doc.get("format") != FORMAT:
         raise InputError(f"{base}.json is not a {FORMAT} file")
     fs = fsmod.get_fs(base)
@@ -231,7 +231,7 @@ def open_side(base):
     doc = read_json(base + ".json", "rows' side file")
     if doc.get("format") == WEIGHTS_FORMAT:
         return open_weights(base, doc)
-    return open_strata(base)
+    return open_strata(base, doc)
 
 
 def write_weights(base, weights, label):
