@@ -264,8 +264,9 @@ def test_the_python_api_gives_the_jobs_rows(tmp_path, weighted_matrices):
 def test_a_dataframe_keyed_by_row_id_gets_the_jobs_rows_in_draw_order(spark, tmp_path,
                                                                       weighted_matrices):
     """samplegen.spark.weighted on the rows as a DataFrame keyed by their row
-    ids, in 7 partitions and shuffled: the block job's rows, in its order;
-    a negative weight fails in one line naming the row."""
+    ids, in 7 partitions and shuffled: the block job's rows, in its order
+    (exactly K without replacement), and its rows with replacement and
+    Poisson; a negative weight fails in one line naming the row."""
     from pyspark.sql import SparkSession
 
     from samplegen import spark as sg
@@ -282,7 +283,22 @@ def test_a_dataframe_keyed_by_row_id_gets_the_jobs_rows_in_draw_order(spark, tmp
         got = [r["id"] for r in part.collect()]
         expected = Matrix.open(os.path.join(dest, f"sample-{i}")).to_numpy()[0]
         assert got == expected.tolist()
+    for name, params in MODES[1:]:       # with replacement, Poisson: the same rows (any order)
+        dest = str(tmp_path / f"job-{name}")
+        driver.generate(weighted_matrices[64], dest, "weighted", dict(params, weights="w"), 7,
+                        runner="inline", options=NO_CONF)
+        parts = sg.weighted(df, "w", 7, "id", **params)
+        for i, part in enumerate(parts):
+            got = sorted(r["id"] for r in part.collect())
+            expected = Matrix.open(os.path.join(dest, f"sample-{i}")).to_numpy()[0]
+            assert got == sorted(expected.tolist()), (name, i)
     with pytest.raises(Exception, match="weight column 'a' is -[0-9.]+ at key position"):
         sg.weighted(df, "a", 7, "id", size=5)[0].collect()   # the job that reads it fails
+    with pytest.raises(InputError, match="weight column 'a' is -[0-9.]+ at key position"):
+        sg.weighted(df, "a", 7, "id", expected=5)
+    with pytest.raises(ParameterError, match="hold the row ids"):
+        sg.weighted(df.withColumn("id", df["id"] + 1), "w", 7, "id", size=5, replace=True)
+    with pytest.raises(ParameterError, match="exactly one of --size"):
+        sg.weighted(df, "w", 7, "id")
     with pytest.raises(ParameterError, match="only 1846 rows have a positive weight"):
         sg.weighted(df, "w", 7, "id", size=1900)

@@ -29,7 +29,13 @@ Weights are finite and not negative; a zero weight is never drawn.
 """
 import numpy as np
 
-from .base import Occurrences, SamplingUDF, empty_occurrences
+from .base import (
+    Occurrences,
+    SamplingUDF,
+    concat_occurrences,
+    empty_occurrences,
+    occurrences_of_ids,
+)
 from .errors import InputError, ParameterError, check_bool, check_int
 from .multinomial import MultinomialTree
 from .rng import Purpose, stream, to_unit
@@ -334,13 +340,31 @@ class Weighted(SamplingUDF):
             return empty_occurrences()
         return Occurrences(*(np.concatenate(cols) for cols in zip(*parts)))
 
+    def occurrences_at(self, positions, rng):
+        """Occurrences of the rows with ids *positions* (any order): the
+        trees' draws at those rows (with replacement), else the rows' own
+        keys or coins, from ranges covering them (their weights are read by
+        range)."""
+        positions = np.asarray(positions, dtype=np.int64)
+        if positions.size and (positions.min() < 0 or positions.max() >= self.n_rows):
+            raise ParameterError(f"weighted row ids must lie in [0, {self.n_rows})")
+        if not self.replace:
+            return occurrences_of_ids(self, positions, rng)
+        parts = []
+        for i in range(self.samples):
+            where, relpos = self._tree(rng, i).occurrences_at(positions)
+            parts.append(Occurrences(where, np.full(where.size, i, np.int64), relpos))
+        return concat_occurrences(parts)
+
+    def _tree(self, rng, i):
+        tree = self._trees.get((rng.seed, i))
+        if tree is None:
+            tree = self._trees[(rng.seed, i)] = WeightedTree(rng, self.weighting, self.size, i)
+        return tree
+
     def _sample(self, rng, i, start, stop):
         if self.replace:
-            tree = self._trees.get((rng.seed, i))
-            if tree is None:
-                tree = self._trees[(rng.seed, i)] = WeightedTree(rng, self.weighting,
-                                                                 self.size, i)
-            rows, relpos = tree.occurrences(start, stop)
+            rows, relpos = self._tree(rng, i).occurrences(start, stop)
             offset = rows - start
         elif self.expected is not None:
             if self.rate is None:

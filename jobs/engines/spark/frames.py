@@ -679,27 +679,78 @@ def _weight_keys(seed, sample, weights_name):
     return keyed
 
 
-def weighted(df, weights, seed, key, size, samples=1):
-    """*samples* weighted samples of exactly *size* rows each, in the law and
-    the order of successive weighted draws (each next row in proportion to
-    its weight among those not drawn yet): a list of DataFrames whose rows
-    come in draw order.  *weights*: the column of each row's weight (finite,
-    not negative; a zero is never drawn).
+def _poisson_coins(seed, sample, rate):
+    """The Arrow UDF of whether each row is in Poisson sample *sample* of
+    inclusion probabilities ``min(1, rate w)``: the block jobs' coins
+    (stream WEIGHTED_POISSON, lane 0) at the rows' positions."""
+    import pyarrow as pa
 
-    Each row's key ``E / w`` (E an exponential variate keyed by the row's
-    position, as the block jobs draw it) is computed by an Arrow UDF that
-    sees only the position and the weight; the sample is the *size* rows of
-    smallest key, ``orderBy(key).limit(size)``, which Spark runs as a top-K
-    (each task keeps its *size* smallest, one task merges them): one pass
-    over the rows, nothing shuffled but the candidates.  One aggregate over
-    the weight column comes first (the rows of positive weight).  With the
-    key column holding the row ids 0..N-1, the rows and their order are the
-    block jobs' (``samplegen weighted --size``)."""
+    from samplegen.udfs.rng import PositionRNG, Purpose, stream
+    from samplegen.udfs.weighted import poisson_included
+
+    state = {}
+
+    def coins(positions, weights):
+        rng = state.get("rng") or state.setdefault("rng", PositionRNG(seed))
+        pos = _positions(positions)
+        w = weights.to_numpy(zero_copy_only=False).astype(np.float64, copy=False)
+        words = rng.at(stream(Purpose.WEIGHTED_POISSON, sample), pos)[:, 0] if pos.size else \
+            np.empty(0, np.uint64)
+        return pa.array(poisson_included(words, rate, w), pa.bool_())
+
+    coins.__annotations__ = {"positions": pa.Array, "weights": pa.Array, "return": pa.Array}
+    return coins
+
+
+def _weights_by_position(df, key, weights):
+    """``(positions, weights)`` of every row, collected as Arrow (16 bytes a
+    row reach the driver); a NULL, NaN, infinite or negative weight is
+    refused naming its row's key position."""
     from pyspark.sql import functions as F
-    from pyspark.sql.types import DoubleType
+
+    from samplegen.udfs.errors import InputError
+    from samplegen.udfs.sumtree import first_bad_weight
+
+    table = df.select(_key_position(df, key).alias("p"),
+                      F.col(f"`{weights}`").cast("double").alias("w")).toArrow()
+    positions = _positions(table.column("p").combine_chunks())
+    w = table.column("w").to_numpy().astype(np.float64, copy=False)   # NULL: NaN
+    bad = first_bad_weight(w)
+    if bad is not None:
+        i, kind = bad
+        what = "NULL or NaN" if kind == "NaN" else repr(float(w[i]))
+        raise InputError(f"weight column {weights!r} is {what} at key position "
+                         f"{int(positions[i])}: a weight must be finite and not negative")
+    return positions, w
+
+
+def weighted(df, weights, seed, key, size=None, *, expected=None, replace=False, samples=1):
+    """*samples* weighted samples of the rows, in proportion to the column
+    *weights* (finite, not negative; a zero is never drawn), as a list of
+    DataFrames: exactly *size* rows in the law and the order of successive
+    weighted draws (rows in draw order); with *replace*, *size* draws with
+    replacement (a weighted bootstrap: a row drawn c times appears c times;
+    the key column must hold the row ids 0..N-1); or *expected* rows
+    expected, each row in with probability ``min(1, c w)`` (Poisson
+    sampling).  With the key column holding the row ids 0..N-1, the rows are
+    the block jobs' (``samplegen weighted``).
+
+    Without replacement each row's key ``E / w`` (E an exponential variate
+    keyed by the row's position, as the block jobs draw it) comes from an
+    Arrow UDF that sees only the position and the weight; the sample is the
+    *size* rows of smallest key, ``orderBy(key).limit(size)``, which Spark
+    runs as a top-K (each task keeps its *size* smallest, one task merges
+    them): one pass over the rows, after one aggregate over the weight
+    column (the rows of positive weight).  Poisson sampling and the
+    bootstrap collect every row's position and weight first (16 bytes a row
+    reach the driver: the rate c, the weighted tree's sums), then decide
+    the rows in one pass."""
+    from pyspark.sql import functions as F
+    from pyspark.sql.types import BooleanType, DoubleType
+
+    from samplegen.udfs.weighted import RowWeights, Weighted, inclusion_rate
 
     seed = check_seed(seed)
-    size = check_int("size", size, lo=1)
     samples = check_int("samples", samples, lo=1, hi=1 << 10)
     if not hasattr(F, "arrow_udf"):
         import pyspark
@@ -710,19 +761,39 @@ def weighted(df, weights, seed, key, size, samples=1):
                              f"(columns: {', '.join(df.columns)})")
     if WEIGHT_KEY_COLUMN in df.columns or KEY_COLUMN in df.columns:
         raise ParameterError("the DataFrame has a column named like samplegen's own; rename it")
+    params = {"weights": weights, "size": size, "expected": expected, "replace": replace,
+              "samples": samples}
+    Weighted(1 << 62, weighting=RowWeights.uniform(1 << 62), **params)   # the parameters
     position = _key_position(df, key)
     ship(df, "weighted")
     weight = F.col(f"`{weights}`").cast("double")
-    positive = df.where(weight > 0).count()
-    if positive < size:
-        raise ParameterError(f"size = {size} distinct rows, but only {positive} rows have a "
-                             f"positive weight in {weights!r}")
-    out = []
     with warnings.catch_warnings():
         warnings.filterwarnings("ignore", category=FutureWarning, module=r"pyspark\.")
+        if replace:
+            rows, row_ids = _key_stats(df, key)
+            if not row_ids:
+                raise ParameterError(f"a weighted bootstrap of a DataFrame needs key column "
+                                     f"{key!r} to hold the row ids 0..{rows - 1} (each once)")
+            positions, w = _weights_by_position(df, key, weights)
+            by_id = np.empty(rows)
+            by_id[positions] = w
+            side = RowWeights.of(by_id, weights)
+            frame, udf_obj = tagged_frame(df, Weighted.name, seed, key, params, rows,
+                                          (None, None, side))
+            return _per_sample(frame, samples, False)[0]
+        if expected is not None:
+            _, w = _weights_by_position(df, key, weights)
+            rate = inclusion_rate(w, expected)
+            return [df.where(F.arrow_udf(_poisson_coins(seed, i, rate), BooleanType())(
+                position, weight)) for i in range(samples)]
+        positive = df.where(weight > 0).count()
+        if positive < size:
+            raise ParameterError(f"size = {size} distinct rows, but only {positive} rows "
+                                 f"have a positive weight in {weights!r}")
+        out = []
         for i in range(samples):
             key_of = F.arrow_udf(_weight_keys(seed, i, weights), DoubleType())(position, weight)
             out.append(df.withColumn(WEIGHT_KEY_COLUMN, key_of).withColumn(KEY_COLUMN, position)
                        .orderBy(WEIGHT_KEY_COLUMN, KEY_COLUMN).limit(size)
                        .drop(WEIGHT_KEY_COLUMN, KEY_COLUMN))
-    return out
+        return out
