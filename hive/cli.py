@@ -80,6 +80,10 @@ def add_commands(sub):
     p = _sampling(sub, "bootstrap", "bootstrap samples into a result table")
     add_method_options(p, "bootstrap")
 
+    p = _sampling(sub, "weighted", "weighted samples (rows in proportion to a weight column) "
+                  "into a result table")
+    add_method_options(p, "weighted")
+
     p = _sampling(sub, "sample", "your own sampling-UDF into a result table")
     p.add_argument("--udf", required=True, help="MODULE:FUNCTION (or holdout/kfold/bootstrap)")
     p.add_argument("--param", action="append", default=[], metavar="KEY=VALUE",
@@ -104,7 +108,7 @@ def add_commands(sub):
 def _method(args):
     if args.command == "kfold":
         return kfold_method(args)
-    if args.command in ("holdout", "bootstrap"):
+    if args.command in ("holdout", "bootstrap", "weighted"):
         return args.command, method_params(args.command, args)
     return args.udf, dict(parse_param(p) for p in args.param)
 

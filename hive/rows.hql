@@ -26,6 +26,9 @@
 --                  tasks see it; none: not stratified
 --   grouping       the rows' groups for a grouped run (files as for strata);
 --                  none: not grouped
+--   weighting      the rows' weights for a weighted run (keys: the row ids):
+--                  the base path of the weight files (samplegen.jobs.strata);
+--                  none: not weighted
 --
 -- The rows pass through the TRANSFORM script as LazySimpleSerDe writes them
 -- (named on both sides: Hive's default for scripts writes nested types as
@@ -47,7 +50,7 @@ INSERT OVERWRITE TABLE ${hivevar:result} PARTITION (sample)
 SELECT TRANSFORM (samplegen_position, ${hivevar:columns})
   ROW FORMAT SERDE 'org.apache.hadoop.hive.serde2.lazy.LazySimpleSerDe'
     WITH SERDEPROPERTIES ('escape.delim' = '\\', 'serialization.escape.crlf' = 'true')
-  USING '${hivevar:python} ${hivevar:zip} rows --udf ${hivevar:udf} --params=${hivevar:params} --seed ${hivevar:seed} --n-rows ${hivevar:n_rows} --strata ${hivevar:strata} --grouping ${hivevar:grouping}'
+  USING '${hivevar:python} ${hivevar:zip} rows --udf ${hivevar:udf} --params=${hivevar:params} --seed ${hivevar:seed} --n-rows ${hivevar:n_rows} --strata ${hivevar:strata} --grouping ${hivevar:grouping} --weighting ${hivevar:weighting}'
   AS (${hivevar:typed_columns}, sample STRING)
   ROW FORMAT SERDE 'org.apache.hadoop.hive.serde2.lazy.LazySimpleSerDe'
     WITH SERDEPROPERTIES ('escape.delim' = '\\', 'serialization.escape.crlf' = 'true')

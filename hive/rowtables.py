@@ -25,11 +25,11 @@ from samplegen.jobs import fs as fsmod
 from samplegen.jobs import keys
 from samplegen.jobs.phases import partners
 from samplegen.jobs.plan import format_params
-from samplegen.jobs.strata import remove_side, strata_by_row_id, write_strata
+from samplegen.jobs.strata import remove_side, strata_by_row_id, weights_by_row_id, write_side
 from samplegen.udfs import arrivals
 from samplegen.udfs.custom import load_udf
 from samplegen.udfs.errors import ParameterError
-from samplegen.udfs.rng import check_seed
+from samplegen.udfs.rng import PositionRNG, check_seed
 from samplegen.udfs.strata import SIDES
 
 from . import sql
@@ -42,15 +42,12 @@ KEY_SPACE_ROWS = (1 << 63) - 1
 KINDS = {"table": "identifier", "result": "identifier", "columns": "columns",
          "typed_columns": "typed_columns", "position": "position", "files": "path",
          "zip": "word", "python": "program", "udf": "word", "params": "params", "seed": "int",
-         "n_rows": "int", "strata": "word", "grouping": "word"}
+         "n_rows": "int", "strata": "word", "grouping": "word", "weighting": "word"}
 ARRIVALS_KINDS = {"python": "program", "zip": "word", "stage": "word", "seed": "int",
                   "n_rows": "int", "size": "int", "samples": "int", "bits": "int",
                   "windows": "int", "targets": "params", "output": "typed_columns",
                   "position": "position", "table": "identifier", "files": "path",
                   "streams": "params", "bins": "params"}
-#: the sides a row table's run can ship: classes and groups (its weights
-#: are refused)
-ROW_SIDES = ("strata", "grouping")
 #: columns of the result besides the source's
 RESERVED = ("sample", "samplegen_position")
 
@@ -80,16 +77,19 @@ def _key_stats(client, table, key, integral):
     return keys.row_count(key, f"table {table}", client.execute(query + f" FROM {table}")[0])
 
 
-def _side_of(client, table, key, column, ranked, log):
-    """The :class:`~udfs.strata.Strata` of *column* (classes, or groups
-    when not *ranked*) of the rows of *table*, whose *key* holds the row ids:
-    one query reads the column."""
+def _side_of(client, table, key, column, field, log):
+    """The classes (*field* ``strata``), groups (``grouping``) or weights
+    (``weighting``) of *column* of the rows of *table*, whose *key* holds
+    the row ids: one query reads the column."""
     import numpy as np
 
-    log(f"{'classes' if ranked else 'groups'} of column {column!r}", progress=True)
+    words = {"strata": "classes", "grouping": "groups", "weighting": "weights"}
+    log(f"{words[field]} of column {column!r}", progress=True)
     rows = client.execute(f"SELECT CAST(`{key}` AS BIGINT), `{column}` FROM {table}")
-    return strata_by_row_id([r[0] for r in rows], np.array([r[1] for r in rows]), column,
-                            ranked)
+    ids, values = [r[0] for r in rows], np.array([r[1] for r in rows])
+    if field == "weighting":
+        return weights_by_row_id(ids, values, column)
+    return strata_by_row_id(ids, values, column, field == "strata")
 
 
 def _rank_cutoffs(client, conf, table, key, key_type, seed, udf_obj):
@@ -198,23 +198,24 @@ def sample_row_table(url, table, result, udf, params, seed, key, overwrite=False
         if types[key].lower().startswith("map<"):
             raise ParameterError(f"key column {key!r} is a map, which has no stable text")
         asked = {field: (params or {}).get(param) for field, param in SIDES.items()}
-        if asked.pop("weighting") is not None or udf == "weighted":
-            raise ParameterError("weighted samples of a row table are not supported: import "
-                                 "the table as a matrix (samplegen import) and sample that")
+        if udf == "weighted" and asked["weighting"] is None:
+            raise ParameterError("weighted samples of a row table need --weights: the column "
+                                 "of each row's weight")
         params = keys.keyed_params(udf, {p: v for p, v in (params or {}).items()
                                          if p not in SIDES.values()}, f"table {table}")
         integral = keys.is_integral(types[key])
         n, row_ids = _key_stats(client, table, key, integral)
         if any(asked.values()):
             if print_only:
-                raise ParameterError("a stratified or grouped run reads the rows' classes "
-                                     "first and ships them with the query; run it without "
-                                     "--print")
+                raise ParameterError("a stratified, grouped or weighted run reads the rows' "
+                                     "classes, groups or weights first and ships them with "
+                                     "the query; run it without --print")
             for field, column in asked.items():
                 if column is not None and column not in types:
                     raise ParameterError(f"{SIDES[field]} column {column!r} is not a column "
                                          f"of {table} (columns: {', '.join(types)})")
-            keys.exact_rows(key, f"table {table}", n, row_ids, "stratified or grouped samples")
+            keys.exact_rows(key, f"table {table}", n, row_ids,
+                            "stratified, grouped or weighted samples")
             params.update({SIDES[f]: c for f, c in asked.items() if c is not None})
         by_cutoffs = keys.is_exact(udf, params) and not row_ids and udf != "timeseries"
         if by_cutoffs:      # exact sizes of other keys: two aggregations first
@@ -229,11 +230,15 @@ def sample_row_table(url, table, result, udf, params, seed, key, overwrite=False
             n_rows = KEY_SPACE_ROWS if udf in ("holdout", "kfold") else n
         if any(asked.values()):
             n_rows = n
-            sides = {field: _side_of(client, table, key, column, field == "strata", log)
+            sides = {field: _side_of(client, table, key, column, field, log)
                      if column is not None else None for field, column in asked.items()}
         else:
-            sides = dict.fromkeys(ROW_SIDES)
-        udf_obj = load_udf(udf, n_rows, params, sides["strata"], sides["grouping"])
+            sides = dict.fromkeys(SIDES)
+        udf_obj = load_udf(udf, n_rows, params, *(sides[field] for field in SIDES))
+        prepared = udf_obj.prepare(PositionRNG(seed))
+        if prepared:    # a weighted sample's cutoff keys or rate, from every row's weight
+            params.update(prepared)
+            udf_obj = load_udf(udf, n_rows, params, *(sides[field] for field in SIDES))
         if by_cutoffs:
             udf_obj = load_udf(udf, n_rows, dict(params, cutoffs=_rank_cutoffs(
                 client, conf, table, key, types[key], seed, udf_obj)))
@@ -262,12 +267,12 @@ def sample_row_table(url, table, result, udf, params, seed, key, overwrite=False
                   "files": conf["files"], "zip": PENDING_ZIP,
                   "python": conf["python"], "udf": udf_obj.spec[0],
                   "params": format_params(udf_obj.spec[1]), "seed": check_seed(seed),
-                  "n_rows": n_rows, **dict.fromkeys(ROW_SIDES, "none")}
+                  "n_rows": n_rows, **dict.fromkeys(SIDES, "none")}
         sql.render(sql.load_script("rows"), values, KINDS)  # every value checked
         values["zip"] = ship_zip(conf["files"], udf_obj.spec[0])
-        shipped = {field: write_strata(fsmod.join(conf["files"], f"{result}-{uuid.uuid4().hex}"
-                                                  f"-{field}"), strata, asked[field])
-                   for field, strata in sides.items() if strata is not None}
+        shipped = {field: write_side(fsmod.join(conf["files"], f"{result}-{uuid.uuid4().hex}"
+                                                f"-{field}"), side, asked[field])
+                   for field, side in sides.items() if side is not None}
         values.update({field: server_path(base) for field, base in shipped.items()})
         script = sql.render(sql.load_script("rows"), values, KINDS)
         after = [statement for _, statement in views] + [

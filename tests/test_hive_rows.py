@@ -181,6 +181,33 @@ def test_stratified_and_grouped_by_row_id_are_the_block_jobs(row_table, capsys):
     assert _rows(url, "SHOW TABLES") == before
 
 
+def test_weighted_by_row_id_are_the_block_jobs(row_table, capsys):
+    """--weights W on a row table keyed by the row ids: one query reads the
+    weights, the driver finds the cut, and every mode's samples are the
+    block jobs' (the Python API's, the same rows); a row-table run without
+    row-id keys is refused in one line."""
+    url, table = row_table["url"], row_table["name"]
+    weighted = "wt_" + uuid.uuid4().hex[:6]
+    with hive_client.Client(url) as c:
+        c.execute(f"CREATE TABLE {weighted} AS SELECT id, name, "
+                  f"CAST(id % 5 AS DOUBLE) * 0.5 AS w FROM {table}", fetch=False)
+    w = (np.arange(N) % 5) * 0.5
+    for argv, params in ((["--size", 40, "--samples", 2], {"size": 40, "samples": 2}),
+                         (["--size", 300, "--replace"], {"size": 300, "replace": True}),
+                         (["--expected", 60], {"expected": 60})):
+        result = "ws_" + uuid.uuid4().hex[:6]
+        code, _, err = run_cli(capsys, "hive", "weighted", weighted, result, "--key", "id",
+                               "--weights", "w", "--seed", SEED, "--hive-url", url, *argv)
+        assert code == 0, err
+        ref = api.weighted_sample(N, w, SEED, **params)
+        got = _ids_by_sample(url, result)
+        assert got == {n: sorted(ref.indices(n).tolist()) for n in ref.names}, params
+    code, _, err = run_cli(capsys, "hive", "weighted", weighted, "x_" + uuid.uuid4().hex[:6],
+                           "--key", "name", "--weights", "w", "--size", 5, "--seed", SEED,
+                           "--hive-url", url)
+    assert code == 2 and "need key column 'name'" in err and err.count("\n") == 1, err
+
+
 def test_kfold_by_a_string_key_and_the_training_views(row_table, capsys):
     url, table = row_table["url"], row_table["name"]
     result = "kf_" + uuid.uuid4().hex[:6]
