@@ -228,9 +228,27 @@ def side_for(matrix, field, column, progress=None):
     ``weighting``) by *column* of *matrix*: :func:`strata_for`, or the
     weights read by a pre-pass over the column (*base* None)."""
     if field == "weighting":
+        if column.endswith(".npy") and column not in (matrix.meta.get("columns") or []):
+            return weights_file(column, matrix.rows), None
         return RowWeights.of(read_label(matrix, label_column(matrix.meta, column), progress),
                              column), None
     return strata_for(matrix, column, progress, ranked=field == "strata")
+
+
+def weights_file(uri, rows):
+    """The :class:`RowWeights` of a ``.npy`` file (a path or URL) holding one
+    weight per row of a matrix of *rows* rows, in row-id order."""
+    try:
+        with fsmod.local_copy(uri) as path:
+            values = np.load(path, allow_pickle=False)
+    except FileNotFoundError:
+        raise InputError(f"weights file not found: {uri}") from None
+    except (OSError, ValueError) as exc:
+        raise InputError(f"{uri} is not a .npy file of numbers: {exc}") from None
+    if values.ndim != 1 or values.size != rows:
+        raise InputError(f"{uri} holds {values.size if values.ndim == 1 else values.shape} "
+                         f"values; the matrix has {rows} rows (one weight per row)")
+    return RowWeights.of(values, uri)
 
 
 def write_side(base, side, label):

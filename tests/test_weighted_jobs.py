@@ -208,6 +208,31 @@ def test_the_command_line_runs_it_and_refuses_bad_weights_in_one_line(tmp_path, 
     assert code == 2 and "not allowed with" in err
 
 
+def test_weights_from_a_file_beside_the_matrix_are_the_columns_samples(tmp_path,
+                                                                      weighted_matrices):
+    """--weights FILE.npy (one weight per row, row-id order): the same
+    samples as the column holding the same weights; a file of the wrong
+    length or missing is refused before anything is written."""
+    X = weighted_matrices["X"]
+    np.save(tmp_path / "w.npy", X[:, 2])
+    src = weighted_matrices[64]
+    for i, params in enumerate(m for _, m in MODES):
+        by_column = str(tmp_path / f"col{i}")
+        by_file = str(tmp_path / f"file{i}")
+        driver.generate(src, by_column, "weighted", dict(params, weights="w"), 3,
+                        options=NO_CONF)
+        driver.generate(src, by_file, "weighted",
+                        dict(params, weights=str(tmp_path / "w.npy")), 3, options=NO_CONF)
+        assert sample_digests(by_file) == sample_digests(by_column)
+    np.save(tmp_path / "short.npy", X[1:, 2])
+    for name, message in (("short.npy", "holds 1999 values; the matrix has 2000 rows"),
+                          ("none.npy", "weights file not found")):
+        with pytest.raises(InputError, match=message):
+            driver.generate(src, str(tmp_path / "bad"), "weighted",
+                            {"weights": str(tmp_path / name), "size": 5}, 3, options=NO_CONF)
+        assert not os.path.exists(tmp_path / "bad")
+
+
 def test_weights_with_a_nan_are_refused_naming_the_row():
     with pytest.raises(InputError, match=r"weight column 'w' is NaN \(nan\) at row 3"):
         RowWeights.of([1.0, 2.0, 0.0, np.nan, -1.0], "w")

@@ -69,8 +69,10 @@ OPTIONS = {
     ],
     "weighted": [
         ("--weights", dict(required=True, metavar="COLUMN",
-                           help="the column of each row's weight (a name or number): finite, "
-                                "not negative; a row of weight 0 is never drawn")),
+                           help="the column of each row's weight (a name or number), or a "
+                                ".npy file of one weight per row in row-id order (a path or "
+                                "URL ending in .npy): finite, not negative; a row of weight 0 "
+                                "is never drawn")),
         [("--size", dict(type=int, default=None,
                          help="exactly this many rows per sample: successive weighted draws "
                               "(each next row in proportion to its weight among those not "
