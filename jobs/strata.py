@@ -105,12 +105,15 @@ def strata_by_row_id(ids, values, column, ranked=True, nulls=None):
 def weights_by_row_id(ids, values, column):
     """The :class:`~udfs.weighted.RowWeights` of a column's *values* given
     beside their rows' *ids* (the row ids ``0..n-1``, each once, any
-    order); a NULL (None) is refused with its row."""
-    ids, values = np.asarray(ids, np.int64), np.asarray(values, dtype=object)
-    nulls = np.equal(values, None)
-    if nulls.any():
-        raise InputError(f"weight column {column!r} is NULL at row {int(ids[nulls].min())}: "
-                         "every row needs a weight")
+    order; a Hive table's rows, a DataFrame's); a NULL (None in an object
+    array) is refused with its row, as is any weight :meth:`RowWeights.of`
+    refuses."""
+    ids, values = np.asarray(ids, np.int64), np.asarray(values)
+    if values.dtype == object:
+        nulls = np.equal(values, None)
+        if nulls.any():
+            raise InputError(f"weight column {column!r} is NULL at row "
+                             f"{int(ids[nulls].min())}: every row needs a weight")
     out = np.empty(values.size)
     out[ids] = values.astype(np.float64)
     return RowWeights.of(out, column)

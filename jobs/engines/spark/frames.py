@@ -43,6 +43,7 @@ import warnings
 import numpy as np
 
 from samplegen.jobs import keys
+from samplegen.jobs.strata import weights_by_row_id
 from samplegen.udfs import arrivals
 from samplegen.udfs.builtin import Bootstrap, HoldOut, KFold
 from samplegen.udfs.custom import load_udf
@@ -650,9 +651,7 @@ def _weight_keys(seed, sample, weights_name):
     import pyarrow as pa
 
     from samplegen.jobs.engines.task_errors import reported
-    from samplegen.udfs.errors import InputError
     from samplegen.udfs.rng import PositionRNG, Purpose, stream
-    from samplegen.udfs.sumtree import first_bad_weight
     from samplegen.udfs.weighted import exponential_keys
 
     state = {}
@@ -664,13 +663,7 @@ def _weight_keys(seed, sample, weights_name):
     def _keys_of(positions, weights):
         rng = state.get("rng") or state.setdefault("rng", PositionRNG(seed))
         pos = _positions(positions)
-        w = weights.to_numpy(zero_copy_only=False).astype(np.float64, copy=False)
-        bad = first_bad_weight(w)
-        if bad is not None:         # a NULL weight arrives as NaN
-            i, kind = bad
-            what = "NULL or NaN" if kind == "NaN" else repr(float(w[i]))
-            raise InputError(f"weight column {weights_name!r} is {what} at key position "
-                             f"{int(pos[i])}: a weight must be finite and not negative")
+        w = _checked_weights(weights_name, weights, pos)
         words = rng.at(stream(Purpose.WEIGHTED_KEY, sample), pos)[:, 0] if pos.size else \
             np.empty(0, np.uint64)
         return pa.array(exponential_keys(words, w), pa.float64())
@@ -708,20 +701,27 @@ def _weights_by_position(df, key, weights):
     refused naming its row's key position."""
     from pyspark.sql import functions as F
 
-    from samplegen.udfs.errors import InputError
-    from samplegen.udfs.sumtree import first_bad_weight
-
     table = df.select(_key_position(df, key).alias("p"),
                       F.col(f"`{weights}`").cast("double").alias("w")).toArrow()
     positions = _positions(table.column("p").combine_chunks())
-    w = table.column("w").to_numpy().astype(np.float64, copy=False)   # NULL: NaN
+    return positions, _checked_weights(weights, table.column("w"), positions)
+
+
+def _checked_weights(name, weights, positions):
+    """The Arrow weights *weights* of the rows at key *positions* as floats;
+    a NULL (arriving as NaN), NaN, infinite or negative one is refused
+    naming its row's key position."""
+    from samplegen.udfs.errors import InputError
+    from samplegen.udfs.sumtree import first_bad_weight
+
+    w = weights.to_numpy(zero_copy_only=False).astype(np.float64, copy=False)
     bad = first_bad_weight(w)
     if bad is not None:
         i, kind = bad
         what = "NULL or NaN" if kind == "NaN" else repr(float(w[i]))
-        raise InputError(f"weight column {weights!r} is {what} at key position "
+        raise InputError(f"weight column {name!r} is {what} at key position "
                          f"{int(positions[i])}: a weight must be finite and not negative")
-    return positions, w
+    return w
 
 
 def weighted(df, weights, seed, key, size=None, *, expected=None, replace=False, samples=1):
@@ -774,10 +774,7 @@ def weighted(df, weights, seed, key, size=None, *, expected=None, replace=False,
             if not row_ids:
                 raise ParameterError(f"a weighted bootstrap of a DataFrame needs key column "
                                      f"{key!r} to hold the row ids 0..{rows - 1} (each once)")
-            positions, w = _weights_by_position(df, key, weights)
-            by_id = np.empty(rows)
-            by_id[positions] = w
-            side = RowWeights.of(by_id, weights)
+            side = weights_by_row_id(*_weights_by_position(df, key, weights), weights)
             frame, udf_obj = tagged_frame(df, Weighted.name, seed, key, params, rows,
                                           (None, None, side))
             return _per_sample(frame, samples, False)[0]
