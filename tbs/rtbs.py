@@ -40,7 +40,8 @@ from .latent import (
 )
 from .randomness import STREAM_APPLY, STREAM_DECIDE, STREAM_OUTPUT, Scratch, open_uniform
 
-__all__ = ["RTBS", "ExpStep", "exp_step", "GeneralStep", "general_step"]
+__all__ = ["RTBS", "ExpStep", "exp_step", "GeneralStep", "general_step", "ConsolidatedMass",
+           "consolidation_weight"]
 
 
 @dataclass(frozen=True)
@@ -127,6 +128,68 @@ def general_step(decay, max_weight, consolidation_rate, rho, times, sizes,
             thetas = _factor_at_most_one(ratio)
     cons_theta = 1.0 if dt is None else (new_rho / rho) * cons_factor
     return GeneralStep(w, new_rho, thetas, cons_factor, cons_theta)
+
+
+class ConsolidatedMass:
+    """An upper bound U_k on the decayed weight of the consolidated batches,
+    sum_i |B_i| f(t_k - t_i), for any sequence of batch times.
+
+    The consolidated batches are kept as at most ``capacity`` groups (oldest
+    first), each with its total size and the arrival time of its *newest*
+    batch; since f is nonincreasing, evaluating a group at its newest batch's
+    age bounds each member's decayed weight from above.  When a new batch
+    makes one group too many, the two neighbouring groups whose merge raises
+    U_k least are merged, so U_k stays close to the true weight while memory
+    stays constant.  Algorithm 8 merges a batch into the consolidated sample
+    only while U_k plus that batch's decayed weight stays below delta2, which
+    keeps Theorem 4.6(ii) exact under irregular times (see docs/TBS.md)."""
+
+    capacity = 64
+
+    def __init__(self, times=(), sizes=()):
+        self.times = np.array(times, dtype=np.float64)
+        self.sizes = np.array(sizes, dtype=np.float64)
+        if self.times.shape != self.sizes.shape or self.times.ndim != 1:
+            raise TBSError("consolidated mass: times and sizes must be 1-d arrays of one length")
+
+    @classmethod
+    def covering(cls, batches, bstar, time):
+        """A bound for consolidated batches known only by count: ``batches``
+        batches of at most ``bstar`` items, none newer than ``time`` (states
+        saved before the groups were recorded)."""
+        if batches <= 0 or time is None:
+            return cls()
+        return cls([float(time)], [float(batches) * float(bstar)])
+
+    def bound(self, decay, t):
+        """U_k at time ``t``."""
+        if not self.sizes.size:
+            return 0.0
+        return float(np.dot(self.sizes, np.asarray(decay(t - self.times), dtype=np.float64)))
+
+    def add(self, decay, t, time, size):
+        """Record a batch of ``size`` items that arrived at ``time`` (newer
+        than every recorded batch); returns U_k at time ``t``."""
+        self.times = np.append(self.times, float(time))
+        self.sizes = np.append(self.sizes, float(size))
+        if self.sizes.size > self.capacity:
+            f = np.asarray(decay(t - self.times), dtype=np.float64)
+            j = int(np.argmin(self.sizes[:-1] * (f[1:] - f[:-1])))
+            self.sizes[j + 1] += self.sizes[j]
+            self.times = np.delete(self.times, j)
+            self.sizes = np.delete(self.sizes, j)
+        return self.bound(decay, t)
+
+
+def consolidation_weight(decay, delta1, delta2, mass, age, size):
+    """Algorithm 8, line 23, for the oldest recent batch (``size`` items of age
+    ``age``) given the bound ``mass`` of :class:`ConsolidatedMass`: its decayed
+    weight factor f(age) when it may join the consolidated sample -- f(age) <
+    delta1 and mass + size f(age) < delta2 -- else None."""
+    fa = float(decay(age))
+    if fa < delta1 and mass + size * fa < delta2:
+        return fa
+    return None
 
 
 def _take_from_batch(items, plan, rng, scratch=None):
@@ -228,7 +291,7 @@ class RTBS(Sampler):
         self._cons_W = 0.0         # its (modified) total weight
         self._cons_batches = 0     # number of batches consolidated so far (m - 1)
         self._bstar = 0            # largest batch size so far
-        self._gap = None           # smallest gap between successive batch times
+        self._mass = ConsolidatedMass()   # bound on the consolidated batches' decayed weight
 
     # ------------------------------------------------------------------ properties
     @property
@@ -321,8 +384,6 @@ class RTBS(Sampler):
     def _update_general(self, items, t, dt):
         b = int(items.size)
         self._bstar = max(self._bstar, b)
-        if dt is not None:
-            self._gap = dt if self._gap is None else min(self._gap, dt)
         if self._cons is None and b:
             self._cons = LatentSample(items.dtype)
         recent = self._recent
@@ -377,19 +438,17 @@ class RTBS(Sampler):
 
     def _consolidate_old(self, t, dec):
         """Merge the oldest recent latent samples into the consolidated one while
-        f(age) < delta1 and the weight bound of the consolidated batches stays
+        f(age) < delta1 and the decayed weight of the consolidated batches stays
         below delta2 (Algorithm 8, lines 23-26; see docs/TBS.md for the bound)."""
-        if not self._consolidate or self._gap is None:
+        if not self._consolidate:
             return
         recent = self._recent
         merged = 0
+        mass = self._mass.bound(self.decay, t) if len(recent) > 1 else 0.0
         while merged < len(recent) - 1:
             bt, bsize, ls = recent[merged]
-            age = t - bt
-            fa = float(self.decay(age))
-            if not fa < self.delta1:
-                break
-            if not self._bstar * self.decay.tail_sum(age, self._gap) < self.delta2:
+            fa = consolidation_weight(self.decay, self.delta1, self.delta2, mass, t - bt, bsize)
+            if fa is None:
                 break
             cons = self._cons
             plan = plan_union(cons.size, cons.has_partial, cons.weight, ls.size, ls.has_partial,
@@ -397,6 +456,7 @@ class RTBS(Sampler):
             apply_union(cons, ls, plan)
             self._cons_W += bsize * fa
             self._cons_batches += 1
+            mass = self._mass.add(self.decay, t, bt, bsize)
             merged += 1
         if merged:
             del recent[:merged]
@@ -481,7 +541,9 @@ class RTBS(Sampler):
         arrays["cons_partial"] = empty if no_partial else cons.partial.copy()
         meta.update(cons_weight=0.0 if cons is None else cons.weight, has_cons=cons is not None,
                     cons_W=self._cons_W, cons_batches=self._cons_batches, bstar=self._bstar,
-                    gap=self._gap, consolidate=self._consolidate)
+                    consolidate=self._consolidate)
+        arrays["cons_mass_time"] = self._mass.times.copy()
+        arrays["cons_mass_size"] = self._mass.sizes.copy()
 
     def _load(self, arrays, meta):
         self._W = float(meta["W"])
@@ -513,8 +575,13 @@ class RTBS(Sampler):
         self._cons_W = float(meta["cons_W"])
         self._cons_batches = int(meta["cons_batches"])
         self._bstar = int(meta["bstar"])
-        self._gap = None if meta["gap"] is None else float(meta["gap"])
         self._consolidate = bool(meta["consolidate"])
+        if "cons_mass_time" in arrays:
+            self._mass = ConsolidatedMass(get_array(arrays, "cons_mass_time", np.float64),
+                                          get_array(arrays, "cons_mass_size", np.float64))
+        else:       # saved before the groups were recorded: every batch is older than the oldest
+            newest = self._recent[0][0] if self._recent else self._time    # recent one
+            self._mass = ConsolidatedMass.covering(self._cons_batches, self._bstar, newest)
 
 
 def _factor_at_most_one(factors):

@@ -103,12 +103,12 @@ GOLDEN_API = {
 
 GOLDEN_TBS = {
     (7, "rtbs-exp"): "827521ba86df1bedecd559c54827f326bb5f63a407143249421625dcdd2253a2",
-    (7, "rtbs-poly"): "d23dc7ee8253690e8d37cf25a31d9dda2424919cb2e6b80fe2fde09b47fb3e13",
+    (7, "rtbs-poly"): "d5265165e36fc2535c748e29d709e059f45726ed13f8a9a00e2f30cb5f46d87c",
     (7, "ttbs-exp"): "a40f70344b8af8e7c5d93f5e90a6726feb66b2ff75caff53d7d531f6c9ff5399",
     (7, "reservoir"): "dc486343d7ed475a406d3b6d953b66bafbeb05e4a3dd204e68c2060070faffe0",
     (7, "bchao"): "8da9ed43fd89671802fa3d5fb44352326dc30bf054f78bf6bdaac7d9bc046006",
     (8, "rtbs-exp"): "e9ab0cd3ceb1e605299629f014cab72dbb9839ef55d1ed74f7a10e536301ee16",
-    (8, "rtbs-poly"): "1698b64dc9e27228a8c7ff624505956c38ea1036ee37ec05241359df207d88e8",
+    (8, "rtbs-poly"): "2f87040cf34eadcbb0fb657585937eec250c09859bc9eafc565d190968e6ff8c",
     (8, "ttbs-exp"): "c55af6d68bcd2a205e8376da11fa6f8283f66be318e27f0d3fe69f6fdd2e43c1",
     (8, "reservoir"): "d1a38477dc67934d3a1ad8f2cbbcaa0e9413d32120a885ceebc0202494289735",
     (8, "bchao"): "d0c76b00357095147b810caf8b9ffa2e057ef3f90cf2ad77484edf7b71e21cbd",
@@ -116,10 +116,10 @@ GOLDEN_TBS = {
 
 GOLDEN_TBS_JOB = {
     (7, "rtbs-exp"): "f93a73fac19cc216e60951297e07e839fe9155ff5f36b073415aae87487d021f",
-    (7, "rtbs-poly"): "0b1df29da6acb918fb05b5818bd4051fab9cbc1823378f684a3fb4e2a88d32bf",
+    (7, "rtbs-poly"): "60d1cd4ea2da4ee173862bfbc72cc342813e581c585c11f518878f1454e8491d",
     (7, "ttbs-exp"): "ed94b0d8a91e0f551f59dd4ff692f783572083157d59bdff04586c5c731c28b6",
     (8, "rtbs-exp"): "48791034d8fe4d2b919fea8104a43cb14d9da9e38030d03ec1159fba6d6b8186",
-    (8, "rtbs-poly"): "3a3e4486332e0d4acdffac572f84852431ce006e5b1143018c22c741a88a17c9",
+    (8, "rtbs-poly"): "45a609c5b7b81398382dbe4b55975a53b9417613d9d10eecc57dbe5c729fda31",
     (8, "ttbs-exp"): "34a75f00b591bf895d3c0ae06a5d2c8e19403f745b6fe6a175c8d5a5e3ceec33",
 }
 

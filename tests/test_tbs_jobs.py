@@ -528,3 +528,39 @@ def test_rows_read_by_offset_equal_the_decoded_rows(tmp_path, name):
             got = stack(_source_parts(store, src, rows, "test"))
             pd.testing.assert_frame_equal(got, expected.iloc[rows].reset_index(drop=True))
         assert source["points"] == found      # found on the first read, kept
+
+
+def test_driver_consolidates_as_rtbs_under_irregular_times():
+    # The job's driver merges the same batches into the consolidated sample
+    # as RTBS after every batch of a schedule with one very short gap and
+    # bursts; a driver state without the consolidated-weight groups (written
+    # before they were recorded) resumes with a covering bound that keeps
+    # Theorem 4.6(ii): sum over consolidated batches of |B_i| f(age) < delta2.
+    from samplegen.tbs.stream.decide import Driver, initial_state
+    from samplegen.tbs.stream.job import new_params
+    given = dict(algorithm="rtbs", decay="poly", size=100, power=2.0, shift=1.0, delta1=0.2,
+                 delta2=3.0, seed=7)
+    p = new_params(dict(given, partitions=2), [])
+    gaps = np.where(np.arange(300) % 30 < 20, 1e-3, 1.0)
+    gaps[5] = 0.01
+    times = np.cumsum(gaps)
+    sizes = np.random.default_rng(3).integers(1, 80, times.size)
+    f = Polynomial(2.0, shift=1.0)
+    driver = Driver(p, initial_state(p, 2), 2, None)
+    s = RTBS(100, f, seed=0, delta1=0.2, delta2=3.0, max_weight=100)
+    for k in range(150):
+        driver.step(k + 1, [int(sizes[k]) // 2, int(sizes[k]) - int(sizes[k]) // 2], times[k])
+        s.update(np.arange(int(sizes[k]), dtype=np.int64), time=float(times[k]))
+        assert driver.state["cons_batches"] == s.consolidated_batches
+        assert len(driver.state["recent"]) + 1 == s.latent_count
+    assert s.consolidated_batches >= 30
+    state = json.loads(json.dumps(driver.state))
+    del state["cons_mass"]
+    resumed = Driver(p, state, 2, float(times[149]))
+    for k in range(150, 300):
+        resumed.step(k + 1, [int(sizes[k]), 0], times[k])
+        driver.step(k + 1, [int(sizes[k]), 0], times[k])
+        m = resumed.state["cons_batches"]
+        assert float(np.sum(sizes[:m] * np.asarray(f(times[k] - times[:m])))) < 3.0
+    # The covering bound delays consolidation by less than one cycle of the schedule.
+    assert resumed.state["cons_batches"] >= driver.state["cons_batches"] - 30

@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 
 from samplegen.tbs import RTBS, Exponential, Polynomial, TBSError
+from samplegen.tbs.rtbs import ConsolidatedMass
 from tests.tbs_stats import assert_means, feed
 
 
@@ -149,6 +150,144 @@ def test_cutoff_bound_includes_delta1():
     for _ in feed(s, np.full(200, 20), np.arange(1, 201, dtype=np.float64)):
         assert s.latent_count <= n1 + 2
     assert s.latent_count == n1 + 1
+
+
+# -- consolidation under irregular batch times ------------------------------------------
+def _schedules():
+    """Batch times that break the regular spacing Theorem 4.6 assumes."""
+    rng = np.random.default_rng(11)
+    k = 500
+    regular = np.arange(1.0, k + 1.0)
+    one_short = regular.copy()
+    one_short[10:] -= 0.99                                   # a single gap of 0.01
+    bursts = np.cumsum(np.where(np.arange(k) % 50 < 40, 1e-4, 5.0))   # 40 near-equal times
+    alternating = np.cumsum(np.where(np.arange(k) % 2 == 0, 1e-3, 2.0))
+    shrinking = np.cumsum(16.0 * 0.5 ** (np.arange(k) % 25))  # gaps 16, 8, ..., 2^-20, again
+    exponential = np.cumsum(rng.exponential(1.0, k))
+    sizes = rng.integers(0, 201, k)
+    sizes[rng.random(k) < 0.1] = 0
+    return {"one short gap": (np.full(k, 100), one_short),
+            "bursts": (np.full(k, 100), bursts),
+            "alternating": (np.full(k, 100), alternating),
+            "shrinking gaps": (np.full(k, 100), shrinking),
+            "poisson times, random sizes": (sizes, exponential),
+            "regular, random sizes": (sizes, regular)}
+
+
+def _history_bound(f, delta1, delta2, sizes, ages):
+    """1 + the number of batches no older than max(A1, A2) at one time, where
+    f(a) >= delta1 up to age A1 and A2 is the largest batch age whose batches
+    of that age or older weigh at least delta2 (sum of |B_i| f(age_i)).  The
+    oldest recent batch either has f >= delta1 or, with the batches older than
+    it, weighs at least delta2 (otherwise it would have been consolidated), so
+    no recent batch is older than max(A1, A2): a footprint bound for any times."""
+    a1 = f.age_below(delta1)
+    order = np.argsort(-ages)                          # oldest first
+    tail = np.cumsum(sizes[order] * np.asarray(f(ages[order])))
+    heavy = ages[order][tail >= delta2]
+    a2 = float(heavy[0]) if heavy.size else -1.0
+    return 1 + int(np.sum(ages <= max(a1, a2)))
+
+
+@pytest.mark.parametrize("exact", [True, False], ids=["by batch", "grouped"])
+@pytest.mark.parametrize("name", list(_schedules()))
+def test_consolidation_bounds_hold_for_any_batch_times(name, exact, monkeypatch):
+    # Theorem 4.6 (i) and (ii) after every batch, whatever the gaps.  With the
+    # consolidated weight tracked batch by batch (a capacity above the batch
+    # count) the footprint is at most the history bound of _history_bound;
+    # with the default groups, whose bound is within 10 % of the true weight
+    # (test_consolidated_mass_bounds_the_true_weight_in_bounded_memory), at
+    # most that bound for delta2 / 1.1.
+    if exact:
+        monkeypatch.setattr(ConsolidatedMass, "capacity", 10 ** 6)
+    slack = 1.0 if exact else 1.1
+    sizes, times = _schedules()[name]
+    f, delta1, delta2 = Polynomial(2, shift=10), 0.05, 100.0
+    s = RTBS(500, f, seed=2, delta1=delta1, delta2=delta2)
+    kept = sizes > 0
+    for k, _ in enumerate(feed(s, sizes, times)):
+        done = kept[:k + 1]
+        b, ages = sizes[:k + 1][done].astype(float), times[k] - times[:k + 1][done]
+        m = s.consolidated_batches
+        f_cons = np.asarray(f(ages[:m]))
+        assert np.all(f_cons < delta1)                                    # Thm 4.6(i)
+        assert float(np.sum(b[:m] * f_cons)) < delta2                      # Thm 4.6(ii)
+        assert s.latent_count <= _history_bound(f, delta1, delta2 / slack, b, ages)
+    # The bound is not vacuous: most batches must have been consolidated.
+    assert _history_bound(f, delta1, delta2, b, ages) < 0.5 * b.size
+
+
+def test_a_single_short_gap_does_not_stop_consolidation():
+    # Polynomial(2, shift=10), delta2 = 100, batches of 100 items: with one
+    # gap of 0.01 among gaps of 1 the number of latent samples stays within
+    # one of the regular schedule's, which is at most N + 2 (Theorem 4.6(iii),
+    # N from the regular spacing) -- not one per batch.
+    f, b, delta2 = Polynomial(2, shift=10), 100, 100.0
+    fi = np.asarray(f(np.arange(0, 10 ** 6, dtype=np.float64)))
+    tails = np.cumsum(fi[::-1])[::-1]
+    big_n = int(np.argmax(tails <= delta2 / b))
+    n1 = math.floor(f.age_below(0.01)) + 1
+    bound = max(big_n, n1) + 2
+    regular = np.arange(1.0, 801.0)
+    for times in (regular, np.concatenate([regular[:10], regular[10:] - 0.99])):
+        s = RTBS(1000, f, seed=1, delta2=delta2)
+        most = 0
+        for _ in feed(s, np.full(800, b), times):
+            most = max(most, s.latent_count)
+        assert most <= bound + (times is not regular)
+        assert s.consolidated_batches >= 800 - bound
+
+
+def _true_mass(f, sizes, times, t):
+    return float(np.sum(sizes * np.asarray(f(t - times))))
+
+
+@pytest.mark.parametrize("f", [Polynomial(2, shift=10), Polynomial(1.2), Exponential(0.3)])
+def test_consolidated_mass_bounds_the_true_weight_in_bounded_memory(f):
+    # U_k >= sum_i |B_i| f(t_k - t_i) at every time (f is nonincreasing and a
+    # group is evaluated at its newest batch), at most `capacity` groups, and
+    # U_k close to the true weight.
+    rng = np.random.default_rng(5)
+    times = np.cumsum(rng.choice([1e-3, 0.1, 1.0, 7.0], 3000))
+    sizes = rng.integers(1, 300, times.size).astype(float)
+    mass, worst = ConsolidatedMass(), 1.0
+    for i in range(times.size):
+        t = times[i] + 50.0
+        u = mass.add(f, t, times[i], sizes[i])
+        true = _true_mass(f, sizes[:i + 1], times[:i + 1], t)
+        assert u >= true * (1 - 1e-12)
+        worst = max(worst, u / true)
+        assert mass.sizes.size <= ConsolidatedMass.capacity
+        assert mass.sizes.sum() == pytest.approx(sizes[:i + 1].sum())
+    later = times[-1] + 500.0
+    assert mass.bound(f, later) >= _true_mass(f, sizes, times, later) * (1 - 1e-12)
+    assert worst < 1.1
+
+
+def test_a_state_saved_without_the_mass_groups_is_resumed_with_a_covering_bound():
+    # States written before the groups were recorded hold only the number of
+    # consolidated batches and the largest batch size: the resumed sampler
+    # bounds their weight by count * b* * f(age of the oldest recent batch),
+    # which keeps Theorem 4.6(ii) and lets consolidation go on.
+    f, delta1, delta2 = Polynomial(2, shift=10), 0.05, 60.0
+    sizes, times = np.full(600, 50), np.arange(1.0, 601.0)
+    s = RTBS(300, f, seed=4, delta1=delta1, delta2=delta2)
+    ids = feed(s, sizes[:300], times[:300])
+    for _ in ids:
+        pass
+    arrays, meta = s.to_state()
+    del arrays["cons_mass_time"], arrays["cons_mass_size"]
+    meta["gap"] = 1.0
+    old = RTBS.from_state(arrays, meta)
+    before = old.consolidated_batches
+    assert before > 0
+    nxt = int(sizes[:300].sum())
+    for k in range(300, 600):
+        old.update(np.arange(nxt, nxt + 50, dtype=np.int64), time=float(times[k]))
+        nxt += 50
+        m = old.consolidated_batches
+        assert float(np.sum(sizes[:m] * np.asarray(f(times[k] - times[:m])))) < delta2
+    assert old.consolidated_batches > before + 200
 
 
 @pytest.mark.slow

@@ -53,7 +53,14 @@ from ..randomness import (
     open_uniform,
     split_count,
 )
-from ..rtbs import RTBS, _factor_at_most_one, exp_step, general_step
+from ..rtbs import (
+    RTBS,
+    ConsolidatedMass,
+    _factor_at_most_one,
+    consolidation_weight,
+    exp_step,
+    general_step,
+)
 from ..ttbs import TTBS
 
 CONS = -1          # id of the consolidated group (Algorithm 8)
@@ -111,7 +118,7 @@ def initial_state(params, P):
         s["groups"] = [_group(0, P)]
     else:
         s.update(recent=[], cons=_group(CONS, P), cons_W=0.0, cons_batches=0, cons_upto=None,
-                 bstar=0, gap=None)
+                 bstar=0, cons_mass={"times": [], "sizes": []})
     return s
 
 
@@ -326,8 +333,6 @@ class Driver:
         r = self.sampler
         b = int(sizes.sum())
         s["bstar"] = max(s["bstar"], b)
-        if dt is not None:
-            s["gap"] = dt if s["gap"] is None else min(s["gap"], dt)
         recent = s["recent"]
         count = len(recent)
         step = general_step(r.decay, r.max_weight, r.consolidation_rate, s["rho"],
@@ -367,17 +372,20 @@ class Driver:
         """Algorithm 8, lines 23-26, as in RTBS._consolidate_old."""
         r = self.sampler
         s = self.state
-        if not r._consolidate or s["gap"] is None:
-            return
         recent, cons = s["recent"], s["cons"]
+        if not r._consolidate or len(recent) < 2:
+            return
+        stored = s.get("cons_mass")
+        if stored is None:      # a state saved before the groups were recorded
+            bound = ConsolidatedMass.covering(s["cons_batches"], s["bstar"], recent[0]["time"])
+        else:
+            bound = ConsolidatedMass(stored["times"], stored["sizes"])
+        mass = bound.bound(r.decay, t)
         merged = 0
         while merged < len(recent) - 1:
             g = recent[merged]
-            age = t - g["time"]
-            fa = float(r.decay(age))
-            if not fa < r.delta1:
-                break
-            if not s["bstar"] * r.decay.tail_sum(age, s["gap"]) < r.delta2:
+            fa = consolidation_weight(r.decay, r.delta1, r.delta2, mass, t - g["time"], g["size"])
+            if fa is None:
                 break
             plan = plan_union(sum(cons["n"]), cons["partial"] is not None, cons["weight"],
                               sum(g["n"]), g["partial"] is not None, g["weight"], open_uniform(rng))
@@ -388,9 +396,11 @@ class Driver:
             s["cons_W"] += g["size"] * fa
             s["cons_batches"] += 1
             s["cons_upto"] = g["id"]
+            mass = bound.add(r.decay, t, g["time"], g["size"])
             merged += 1
         if merged:
             del recent[:merged]
+            s["cons_mass"] = {"times": bound.times.tolist(), "sizes": bound.sizes.tolist()}
 
     def _output_general(self, k):
         """Algorithm 8, lines 27-28: the union of the latent samples, capped at n.
