@@ -1,25 +1,48 @@
-"""Inclusion frequencies of the distributed jobs match the in-memory samplers'
-theory.
+"""Inclusion frequencies of the distributed jobs (D-R-TBS, D-T-TBS) match the
+paper's theory.
 
-For each algorithm, R independent runs (seeds 0..R-1) of the whole job
-(in-process runner, 3 partitions, a snapshot after batch 3; two runs at a
-time) over the same batches with irregular arrival times; in each run, the
-number of sampled items of every cell (batch, partition, first or second half
-of the partition's rows) is counted in S_k after the last batch.  Its mean
-over the runs must be |cell| * pi(batch), where pi is what the in-memory
-sampler's theory gives for the same sizes and times:
+Two tests per algorithm:
 
-* R-TBS, exponential decay: rho_k f(t_k - t_j) (Theorem 4.3), saturated
-  (C_k = n) and not (C_k = W_k fractional: the partial item is in S_k with
-  probability frac(C_k), so also E|S_k| = C_k);
-* R-TBS, polynomial decay with the output cap at n active (n' = 2n, as the
-  in-memory sampler's default; the jobs' default n' = n has no cap):
-  sample_rho_k f(t_k - t_j) (Proposition 4.7; nothing is consolidated
-  here);
-* T-TBS, polynomial decay: q f(t_k - t_j).
+* ``test_inclusion_frequencies_match_the_theory`` drives the job's own
+  planning and decision code in memory (tests/tbs_jobs_util.mirror_run: the
+  job's parameter handling, ``decide.Driver`` and, per partition, the task's
+  draws -- ``select_for_downsample``, ``_choose_rows``, ``priorities`` -- in
+  the task's order, without Parquet files), hundreds of times per second,
+  over large batches.  In each replicate (seed r) the number of sampled items
+  of every cell (batch, partition, first or second half of the partition's
+  rows) is counted in S_k after the last batch; its mean over the replicates
+  must be |cell| pi(batch).
+* ``test_the_job_runs_what_its_mirror_computes`` runs the real job (the
+  in-process runner, Parquet batches, snapshot after batch 3, deltas) for
+  several seeds and requires S_k to be exactly the mirror's S_k for the same
+  seed and batch layout -- so the statistics of the first test are the job's.
 
-Bonferroni-corrected two-sided z-tests (standard errors from the runs), at
-family-wise level ALPHA = 1e-3 per algorithm.  Every run must also respect
+pi comes from the paper's formulas, computed from the batch sizes and times
+and the decay parameters alone (tests/tbs_theory.py):
+
+* R-TBS, exponential decay: rho_k f(t_k - t_j), rho_k = min(1, n / W_k)
+  (Theorem 4.3), saturated (C_k = n) and not (C_k = W_k fractional: the
+  partial item is in S_k with probability frac(C_k), so also E|S_k| = C_k);
+* R-TBS, polynomial decay with the output cap at n active (n' = 2n; the
+  jobs' default n' = n has no cap): r_k f(t_k - t_j) with rho_k from
+  equation (13) and r_k = rho_k min(1, n / (rho_k W_k)) (nothing is
+  consolidated here);
+* T-TBS: q f(t_k - t_j) with q = n / (b F_inf), polynomial and exponential
+  decay (one group per batch, or one group in all).
+
+Bonferroni-corrected two-sided z-tests (standard errors from the
+replicates), at family-wise level ALPHA = 1e-3 per algorithm.  Power: a
+cell's count has variance at most m pi (1 - pi) (binomial for T-TBS, whose
+items are independent; R-TBS's fixed-size draws are negatively dependent),
+so against a relative bias of 5% in one cell the z-test at the corrected
+level alpha / c (c cells) has power 80% once the replicates number
+R >= (z_{alpha/2c} + z_{0.8})^2 (1 - pi) / (m pi) / 0.05^2 for the worst cell
+(tests/tbs_theory.replicates_for_power); with 24 cells that is
+(4.10 + 0.84)^2 = 24.4 times (1 - pi) / (m pi) / 0.0025.  Batches 100 times
+the end-to-end test's (cells of 300 to 1350 items) bring the worst cell
+(T-TBS, polynomial, batch 2: m = 300, pi = 0.0287) to R = 1100 (R-TBS,
+exponential: 222; polynomial: 565; T-TBS, exponential: 701); each case
+states its R and the test checks R against this bound.  Every replicate must also respect
 the size bounds (R-TBS: |S_k| <= n, exponential: floor or ceil of C_k).
 """
 import math
@@ -29,106 +52,173 @@ import shutil
 import numpy as np
 import pytest
 
-from samplegen.tbs import RTBS, TTBS, Exponential, Polynomial
-from samplegen.tbs.stream import current_sample, run, status
+from samplegen.tbs.stream import current_sample, run
 from samplegen.tbs.stream.batches import describe, list_batches, partition_bounds
-from tests.tbs_jobs_util import write_batches
+from tests.tbs_jobs_util import mirror_run, write_batches
 from tests.tbs_stats import ALPHA, assert_means
+from tests.tbs_theory import (
+    ages,
+    exp_decay,
+    exp_f_inf,
+    poly2_f_inf,
+    poly_decay,
+    replicates_for_power,
+    rtbs_exp_rho,
+    rtbs_general_rho,
+    ttbs_q,
+)
 
 pytestmark = pytest.mark.slow
 
 SIZES = [45, 30, 0, 54, 36]
 TIMES = [1.0, 1.5, 3.0, 4.0, 5.5]
 P = 3
-RUNS = 80
-CASES = {
-    "rtbs-exp": (dict(algorithm="rtbs", decay="exp", size=50, **{"lambda": 0.4}),
-                 lambda: RTBS(50, Exponential(0.4), seed=0)),
-    "rtbs-exp-unsaturated": (dict(algorithm="rtbs", decay="exp", size=400, **{"lambda": 0.4}),
-                             lambda: RTBS(400, Exponential(0.4), seed=0)),
-    "rtbs-poly": (dict(algorithm="rtbs", decay="poly", size=30, power=2.0, shift=1.0, delta1=0.01,
-                       delta2=0.5, max_weight=60.0),
-                  lambda: RTBS(30, Polynomial(2.0, shift=1.0), seed=0, delta1=0.01, delta2=0.5,
-                               max_weight=60.0)),
-    "ttbs-poly": (dict(algorithm="ttbs", decay="poly", size=40, power=2.0, shift=1.0,
-                       mean_batch_size=60.0),
-                  lambda: TTBS(40, Polynomial(2.0, shift=1.0), 60.0, seed=0)),
-}
+SCALE = 100          # the in-memory replicates' batches are SCALE times larger (n too)
+#: rows per row group of each file of each batch, for the in-memory runs
+#: (unequal partitions; batch 2 in two files; batch 5 with more row groups than P)
+ROW_GROUPS = [[[1500] * 3], [[600, 1400], [1000]], [], [[1200, 2700, 1500]], [[900] * 4]]
 
 
-def _replicate(args):
-    """One run of the job with seed r; the count of sampled items per cell,
-    where a cell is (batch, partition, first or second half of the
-    partition's rows) -- the halves catch a bias in *which* rows a partition
-    takes, not only in how many."""
-    name, batches, state, r, cells = args
-    os.environ["SAMPLEGEN_TBS_FSYNC"] = "0"
-    params = CASES[name][0]
-    run(batches, state, dict(params, seed=r, partitions=P, compact_every=3))
-    sample = current_sample(state)
-    info = status(state)
-    counts = np.zeros(len(cells))
-    for j, row in zip(sample["_sg_batch"].tolist(), sample["_sg_row"].tolist()):
-        i = next(i for i, (jj, lo, hi) in enumerate(cells) if jj == j and lo <= row < hi)
-        counts[i] += 1
-    shutil.rmtree(state)
-    return counts, len(sample), info["sample_weight"]
+def case_params(name, scale=1):
+    """The job's parameters for case ``name`` with batches ``scale`` times SIZES."""
+    s = scale
+    return {
+        "rtbs-exp": dict(algorithm="rtbs", decay="exp", size=50 * s, **{"lambda": 0.4}),
+        "rtbs-exp-unsaturated": dict(algorithm="rtbs", decay="exp", size=400 * s,
+                                     **{"lambda": 0.4}),
+        "rtbs-poly": dict(algorithm="rtbs", decay="poly", size=30 * s, power=2.0, shift=1.0,
+                          delta1=0.01, delta2=0.5, max_weight=60.0 * s),
+        "ttbs-poly": dict(algorithm="ttbs", decay="poly", size=40 * s, power=2.0, shift=1.0,
+                          mean_batch_size=60.0 * s),
+        "ttbs-exp": dict(algorithm="ttbs", decay="exp", size=40 * s, mean_batch_size=60.0 * s,
+                         **{"lambda": 0.4}),
+    }[name]
 
 
-def cells_of(batches):
-    """(batch, lo, hi) per half of every partition of every non-empty batch,
-    with the partitions the job uses (from the batches' footers)."""
-    fs, root, found = list_batches(batches)
+#: replicates of the in-memory test per case (each above its power bound, checked)
+REPLICATES = {"rtbs-exp": 300, "rtbs-exp-unsaturated": 300, "rtbs-poly": 600, "ttbs-poly": 1200,
+              "ttbs-exp": 800}
+
+
+def theory(name, sizes, times):
+    """(pi per batch, C_k) from the paper's formulas (see the module docstring)."""
+    p = case_params(name, sizes[0] // SIZES[0])
+    n = p["size"]
+    if p["algorithm"] == "rtbs" and p["decay"] == "exp":
+        rho, c = rtbs_exp_rho(n, sizes, times, p["lambda"])
+        return rho * exp_decay(p["lambda"])(ages(times)), c
+    if p["algorithm"] == "rtbs":
+        f = poly_decay(p["power"], p["shift"])
+        _, r, c = rtbs_general_rho(n, p["max_weight"], sizes, times, f)
+        return r * f(ages(times)), c
+    b = p["mean_batch_size"]
+    if p["decay"] == "exp":
+        q = ttbs_q(n, b, exp_f_inf(p["lambda"]))
+        return q * exp_decay(p["lambda"])(ages(times)), None
+    q = ttbs_q(n, b, poly2_f_inf(p["shift"]))
+    return q * poly_decay(p["power"], p["shift"])(ages(times)), None
+
+
+def cells_of(schedule):
+    """(batch, lo, hi) per half of every partition of every non-empty batch."""
     cells = []
-    for k in sorted(found):
-        b = describe(fs, root, k, *found[k])
-        for lo, hi in partition_bounds(b.row_groups, P):
+    for k, _t, bounds in schedule:
+        for lo, hi in bounds:
             mid = (lo + hi) // 2
             cells += [(k, lo, mid), (k, mid, hi)]
     return [c for c in cells if c[2] > c[1]]
 
 
-@pytest.mark.parametrize("name", list(CASES))
-def test_inclusion_frequencies_match_the_theory(tmp_path, name):
-    from concurrent.futures import ProcessPoolExecutor
-    params, make = CASES[name]
-    batches = str(tmp_path / "b")
-    write_batches(batches, SIZES, times=TIMES, dirs=(4,))
-    ref = make()
-    for b, t in zip(SIZES, TIMES):
-        ref.update(np.arange(b), time=t)
-    ages = TIMES[-1] - np.array(TIMES)
-    if name.startswith("rtbs-exp"):
-        pi = ref.rho * ref.decay(ages)
-    elif name == "rtbs-poly":
-        assert ref.latent_weight > ref.n and ref.consolidated_batches == 0   # the cap is active
-        pi = ref.sample_rho * ref.decay(ages)
-    else:
-        pi = ref.q * ref.decay(ages)
-    cells = cells_of(batches)
-    assert sum(hi - lo for _, lo, hi in cells) == sum(SIZES)
-    expected = np.array([(hi - lo) * pi[j - 1] for j, lo, hi in cells])
-    jobs = [(name, batches, str(tmp_path / f"s{r}"), r, cells) for r in range(RUNS)]
-    with ProcessPoolExecutor(2) as pool:
-        results = list(pool.map(_replicate, jobs))
-    counts = np.array([r[0] for r in results])
-    sizes = np.array([r[1] for r in results], dtype=np.float64)
-    for _, size, weight in results:
+def cell_counts(keys, cells):
+    """How many of the item keys ``(batch << 32) | row`` fall in each cell."""
+    edges = np.array([(k << 32) | lo for k, lo, _ in cells] + [(cells[-1][0] << 32) | cells[-1][2]],
+                     dtype=np.int64)
+    counts = np.histogram(keys, bins=edges)[0]
+    # cells are contiguous within a batch and batches follow each other: no key between them
+    assert counts.sum() == keys.size
+    return counts
+
+
+CASES = ["rtbs-exp", "rtbs-exp-unsaturated", "rtbs-poly", "ttbs-poly", "ttbs-exp"]
+
+
+@pytest.mark.parametrize("name", CASES)
+def test_inclusion_frequencies_match_the_theory(name):
+    sizes = [s * SCALE for s in SIZES]
+    schedule = [(k, t, partition_bounds(ROW_GROUPS[k - 1], P))
+                for k, t in zip(range(1, len(sizes) + 1), TIMES)]
+    assert [bounds[-1][1] for _, _, bounds in schedule] == sizes
+    params = case_params(name, SCALE)
+    n = params["size"]
+    pi, c_k = theory(name, sizes, TIMES)
+    cells = cells_of(schedule)
+    m = np.array([hi - lo for _, lo, hi in cells], dtype=np.float64)
+    p_cell = np.array([pi[k - 1] for k, _, _ in cells])
+    expected = m * p_cell
+    reps = REPLICATES[name]
+    needed = replicates_for_power(np.max((1 - p_cell) / (m * p_cell)), ALPHA, len(cells))
+    assert reps >= needed, f"{reps} replicates give less than 80% power (need {needed:.0f})"
+    counts = np.zeros((reps, len(cells)))
+    sizes_seen = np.zeros(reps)
+    for r in range(reps):
+        keys, state = mirror_run(dict(params, seed=r, compact_every=3), schedule, P)
+        counts[r] = cell_counts(keys, cells)
+        sizes_seen[r] = keys.size
         if params["algorithm"] == "rtbs":
-            assert size <= params["size"]
+            assert keys.size <= n
             if params["decay"] == "exp":
-                assert size in (math.floor(weight), math.ceil(weight))
+                assert keys.size in (math.floor(c_k), math.ceil(c_k))
+            else:
+                assert state["cons_batches"] == 0          # the theory assumes none consolidated
+    what = f"{name}: sampled items of (batch, partition, half)"
     if name == "rtbs-exp-unsaturated":
         # C_k = W_k is fractional: the partial item is in S_k with probability frac(C_k),
         # so E|S_k| = C_k
-        assert ref.sample_weight % 1 > 0.05 and ref.sample_weight < params["size"]
-        assert_means(np.column_stack([counts, sizes]), np.append(expected, ref.sample_weight),
-                     alpha=ALPHA,
-                     what=f"{name}: sampled items of (batch, partition, half), then |S_k|")
-    elif name == "rtbs-poly":
-        assert np.all(sizes == params["size"])          # capped at n
-        assert_means(counts, expected, alpha=ALPHA,
-                     what=f"{name}: sampled items of (batch, partition, half)")
+        assert c_k < n and c_k % 1 > 0.05
+        assert_means(np.column_stack([counts, sizes_seen]), np.append(expected, c_k),
+                     what=what + ", then |S_k|")
     else:
-        assert_means(counts, expected, alpha=ALPHA,
-                     what=f"{name}: sampled items of (batch, partition, half)")
+        if name == "rtbs-poly":
+            assert c_k > n                                   # the output cap is active ...
+            assert np.all(sizes_seen == n)                   # ... and takes exactly n items
+        assert_means(counts, expected, what=what)
+
+
+# ----------------------------------------------------------------------------- end to end
+
+SEEDS = 6
+
+
+def _job(args):
+    """S_k of one run of the real job (sorted item keys)."""
+    name, batches, state, seed = args
+    os.environ["SAMPLEGEN_TBS_FSYNC"] = "0"
+    run(batches, state, dict(case_params(name), seed=seed, partitions=P, compact_every=3))
+    sample = current_sample(state)
+    shutil.rmtree(state)
+    keys = (sample["_sg_batch"].to_numpy().astype(np.int64) << 32) | sample["_sg_row"].to_numpy()
+    return np.sort(keys.astype(np.int64))
+
+
+def test_the_job_runs_what_its_mirror_computes(tmp_path):
+    # The real job over Parquet batches (batch 4 a directory of two files; row
+    # groups of a third of a batch; an empty batch) with a snapshot after
+    # batch 3, for SEEDS seeds per case; the partition bounds come from the
+    # batches' footers as the job's driver reads them.
+    from concurrent.futures import ProcessPoolExecutor
+    batches = str(tmp_path / "b")
+    write_batches(batches, SIZES, times=TIMES, dirs=(4,))
+    fs, root, found = list_batches(batches)
+    schedule = []
+    for k in sorted(found):
+        b = describe(fs, root, k, *found[k])
+        schedule.append((k, b.time, partition_bounds(b.row_groups, P)))
+    assert [t for _, t, _ in schedule] == TIMES
+    assert [bounds[-1][1] for _, _, bounds in schedule] == SIZES
+    jobs = [(name, batches, str(tmp_path / f"{name}-{seed}"), seed)
+            for name in CASES for seed in range(SEEDS)]
+    with ProcessPoolExecutor(2) as pool:
+        results = list(pool.map(_job, jobs))
+    for (name, _, _, seed), got in zip(jobs, results):
+        want, _ = mirror_run(dict(case_params(name), seed=seed, compact_every=3), schedule, P)
+        assert got.size > 0 and np.array_equal(got, want), (name, seed, got.size, want.size)
