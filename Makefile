@@ -113,7 +113,7 @@ TBS_OUT := docs/tbs
 TBS_CLI := $(SAMPLEGEN) tbs
 TBS_SIM := $(TBS_CLI) simulate --n 1000 --batch-size 100 --batches 1000
 
-.PHONY: tbs-test tbs-sizes tbs-knn tbs-regression tbs-experiments bench-tbs
+.PHONY: tbs-test tbs-sizes tbs-knn tbs-knn-sizes tbs-regression tbs-online tbs-experiments bench-tbs
 
 tbs-test: setup
 	$(PY) -m pytest -q tests/test_tbs_*.py
@@ -133,21 +133,37 @@ tbs-sizes: setup
 	$(TBS_CLI) simulate --algorithms rtbs --decay poly --n 1000 --regime periodic --period 2000 --batches 6000 --batch-size 100 --high 300 --max-weight 2000 --show-weight --csv $(TBS_OUT)/fig3b_rtbs_periodic.csv --plot $(TBS_OUT)/fig3b_rtbs_periodic.png --title "Fig. 3(b): R-TBS, quadratic decay, b1 = 100, b2 = 300, n' = 2n"
 	$(TBS_CLI) simulate --algorithms rtbs --decay poly --n 1000 --regime periodic --period 2000 --batches 6000 --batch-size 50 --high 250 --max-weight 2000 --show-weight --csv $(TBS_OUT)/fig3c_rtbs_periodic.csv --plot $(TBS_OUT)/fig3c_rtbs_periodic.png --title "Fig. 3(c): R-TBS, quadratic decay, b1 = 50, b2 = 250, n' = 2n"
 
-# Section 6.4, Table 1 (30 runs per pattern; about 10 minutes).
+# Section 6.4, Table 1 and figures 13-14 (30 runs per pattern; about 10 minutes).
 tbs-knn: setup
 	@mkdir -p $(TBS_OUT)
 	$(TBS_CLI) knn --runs 30 --tune-runs 5 --table $(TBS_OUT)/knn_table.md --csv $(TBS_OUT)/knn_curves.csv --plot $(TBS_OUT)/knn_curves.png
 
-# Section 6.5: saturated (n = 1000) and unsaturated (n = 1600) samples; ridge penalty tuned
-# on a wide grid (default) and on a moderate grid (up to 10).
+# Section 6.4, figure 15: P(10,10) with uniform and 2%-growing batch sizes (about 3 minutes).
+tbs-knn-sizes: setup
+	@mkdir -p $(TBS_OUT)
+	$(TBS_CLI) knn --runs 30 --tune-runs 5 --patterns "P(10,10)" --schemes exp:0.07,poly:2.0,sw,unif --batch-sizes uniform --table $(TBS_OUT)/fig15a_knn_uniform.md --csv $(TBS_OUT)/fig15a_knn_uniform.csv --plot $(TBS_OUT)/fig15a_knn_uniform.png
+	$(TBS_CLI) knn --runs 30 --tune-runs 5 --patterns "P(10,10)" --schemes exp:0.07,poly:2.0,sw,unif --batch-sizes growing --growth 0.02 --table $(TBS_OUT)/fig15b_knn_growing.md --csv $(TBS_OUT)/fig15b_knn_growing.csv --plot $(TBS_OUT)/fig15b_knn_growing.png
+
+# Section 6.5, figure 16: saturated (n = 1000) and unsaturated (n = 1600) samples; ridge
+# penalty tuned on 0.01..1e6 (three per decade), with an intercept (default) and without
+# (about 1 minute).
 tbs-regression: setup
 	@mkdir -p $(TBS_OUT)
 	$(TBS_CLI) regression --n 1000 --patterns "P(10,10)" --table $(TBS_OUT)/regression_n1000.md --csv $(TBS_OUT)/regression_n1000.csv --plot $(TBS_OUT)/regression_n1000.png
 	$(TBS_CLI) regression --n 1600 --patterns "P(10,10),P(16,16)" --table $(TBS_OUT)/regression_n1600.md --csv $(TBS_OUT)/regression_n1600.csv --plot $(TBS_OUT)/regression_n1600.png
-	$(TBS_CLI) regression --n 1000 --patterns "P(10,10)" --penalties 0,0.01,0.1,1,10 --table $(TBS_OUT)/regression_n1000_moderate.md
-	$(TBS_CLI) regression --n 1600 --patterns "P(10,10),P(16,16)" --penalties 0,0.01,0.1,1,10 --table $(TBS_OUT)/regression_n1600_moderate.md
+	$(TBS_CLI) regression --n 1000 --patterns "P(10,10)" --no-intercept --table $(TBS_OUT)/regression_n1000_nointercept.md
+	$(TBS_CLI) regression --n 1600 --patterns "P(10,10),P(16,16)" --no-intercept --table $(TBS_OUT)/regression_n1600_nointercept.md
+	$(TBS_CLI) regression --n 1000 --patterns "P(10,10)" --no-intercept --penalties 0.01 --table $(TBS_OUT)/regression_n1000_leastsquares.md
 
-tbs-experiments: tbs-sizes tbs-knn tbs-regression
+# Section 6.5, figure 17: R-TBS against online gradient descent and a proximal learner
+# (about 10 minutes; 17(c) with 10 runs per point).
+tbs-online: setup
+	@mkdir -p $(TBS_OUT)
+	$(TBS_CLI) online --fixed-lambda 0.1 --table $(TBS_OUT)/fig17a_online.md --csv $(TBS_OUT)/fig17a_online.csv --plot $(TBS_OUT)/fig17a_online.png
+	$(TBS_CLI) online --scale 0.3333 --extra 198 --fixed-lambda 0.1 --table $(TBS_OUT)/fig17b_online.md --csv $(TBS_OUT)/fig17b_online.csv --plot $(TBS_OUT)/fig17b_online.png
+	$(TBS_CLI) online --scale 0.3333 --extra 0,8,18,48,98,198,398 --runs 10 --tune-runs 3 --table $(TBS_OUT)/fig17c_online_sweep.md --csv $(TBS_OUT)/fig17c_online_sweep.csv --plot $(TBS_OUT)/fig17c_online_sweep.png
+
+tbs-experiments: tbs-sizes tbs-knn tbs-knn-sizes tbs-regression tbs-online
 
 bench-tbs: setup
 	$(PY) bench/bench_tbs.py --update-doc docs/BENCHMARKS.md

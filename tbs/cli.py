@@ -4,6 +4,7 @@ Commands
   simulate    sample-size behaviour of T-TBS and R-TBS (section 6.2)
   knn         kNN accuracy and robustness on a two-mode stream (section 6.4, Table 1)
   regression  ridge regression on a two-mode stream (section 6.5)
+  online      R-TBS against online gradient descent and a proximal learner (figure 17)
   run         process new micro-batches into a STATE (D-R-TBS / D-T-TBS; docs/TBS_JOBS.md)
   sample      write the current sample S_k of a STATE
   status      batches processed, W_k, C_k, rho, sample size and footprint of a STATE
@@ -154,43 +155,13 @@ def _cmd_simulate(args):
 
 # ----------------------------------------------------------------------------- knn / regression
 
-def _stream_command(args, kind):
-    _check_output("--table", args.table)
-    _check_output("--csv", args.csv)
-    _check_output("--plot", args.plot)
-    patterns = args.patterns
-    if kind == "knn":
-        schemes = ex.default_schemes(args.n)
-        hyper = args.k
-        if any(k < 1 for k in hyper):
-            raise TBSError(f"--k must list integers >= 1, got {hyper}")
-        def make_data(rng, total, batch, flags):
-            return ex.gaussian_mixture_stream(rng, total, batch, flags)
+#: default ridge penalties: 0.01 to 1e6, three per decade
+DEFAULT_PENALTIES = ",".join(f"{v:g}" for v in ex.log_grid(0.01, 1e6))
 
-        def factory(points, labels):
-            return ex.knn_scores(points, labels, hyper)
-        loss, hname = "Miss%", "k"
-    else:
-        from .decay import Exponential
-        from .reservoir import BatchedReservoir
-        from .rtbs import RTBS
-        from .window import SlidingWindow
-        n, lam = args.n, args.lam
-        schemes = {f"R-TBS exp: lambda = {lam:.2f}":
-                   lambda seed: RTBS(n, Exponential(lam), seed=seed),
-                   "SW": lambda seed: SlidingWindow(n),
-                   "Unif": lambda seed: BatchedReservoir(n, seed=seed)}
-        hyper = args.penalties
-        if any(a < 0 for a in hyper):
-            raise TBSError(f"--penalties must be >= 0, got {hyper}")
-        def make_data(rng, total, batch, flags):
-            return ex.linear_stream(rng, total, batch, flags)
 
-        def factory(x, y):
-            return ex.ridge_scores(x, y, hyper)
-        loss, hname = "MSE", "penalty"
+def _check_counts(args):
     for name, value in (("--runs", args.runs), ("--test-batches", args.test_batches),
-                        ("--batch", args.batch)):
+                        ("--batch", args.batch), ("--n", args.n)):
         if value < 1:
             raise TBSError(f"{name} must be an integer >= 1, got {value}")
     if args.warmup < 0 or args.tune_runs < 0:
@@ -199,11 +170,77 @@ def _stream_command(args, kind):
     if args.test_batches < 20:
         raise TBSError(f"--test-batches must be >= 20 (the expected shortfall starts at t = 20), "
                        f"got {args.test_batches}")
-    results, curves = {}, {}
+
+
+def _warn(text):
+    import sys
+    sys.stderr.write(f"samplegen: warning: {text}\n")
+
+
+def _edge_notes(hname, hyper, tuned, natural_low):
+    """Lines about tuned values on an edge of the grid (also warned on stderr).
+    The lowest value is no grid artefact when it is the natural bound."""
+    notes = []
+    if len(hyper) == 1:                       # a fixed value, nothing was tuned
+        return notes
+    for name, side in ex.grid_edges(hyper, tuned).items():
+        if side == "lowest" and natural_low is not None and hyper[0] <= natural_low:
+            continue
+        value = hyper[tuned[name]]
+        text = (f"tuned {hname} of {name} is the {side} grid value {value:g}: "
+                f"the optimum may lie outside the grid")
+        _warn(text)
+        notes.append(text)
+    return notes
+
+
+def _fmt(value, paper, digits=1):
+    return f"{value:.{digits}f}" + ("" if paper is None else f" ({paper:g})")
+
+
+def _stream_command(args, kind):
+    _check_output("--table", args.table)
+    _check_output("--csv", args.csv)
+    _check_output("--plot", args.plot)
+    _check_counts(args)
+    patterns = args.patterns
+    schemes = ex.make_schemes(args.schemes or (ex.TABLE1_SCHEMES if kind == "knn"
+                                               else f"exp:{args.lam},sw,unif"), args.n)
+    if kind == "knn":
+        hyper = args.k
+        if any(k < 1 for k in hyper):
+            raise TBSError(f"--k must list integers >= 1, got {hyper}")
+        mixture = {"classes": args.classes, "box": args.box, "spread": args.spread,
+                   "ratio": args.ratio}
+        ex.gaussian_mixture_stream(np.random.default_rng(0), 1, 1, np.zeros(1, bool), **mixture)
+        sizes = ex.stream_sizes(args.batch_sizes, args.warmup, args.test_batches, args.batch,
+                                growth=args.growth, seed=args.seed)
+
+        def make_data(rng, total, batch, flags):
+            return ex.gaussian_mixture_stream(rng, total, batch, flags, **mixture)
+
+        def factory(points, labels):
+            return ex.knn_scores(points, labels, hyper)
+        loss, hname, natural_low = "Miss%", "k", 1
+    else:
+        hyper = args.penalties
+        if not hyper or any(not (a >= 0 and math.isfinite(a)) for a in hyper):
+            raise TBSError(f"--penalties must list finite numbers >= 0, got {hyper}")
+        if sorted(hyper) != hyper:
+            raise TBSError(f"--penalties must be increasing, got {hyper}")
+        sizes = args.batch
+
+        def make_data(rng, total, batch, flags):
+            return ex.linear_stream(rng, total, batch, flags)
+
+        def factory(x, y):
+            return ex.ridge_scores(x, y, hyper, intercept=args.intercept)
+        loss, hname, natural_low = "MSE", "penalty", 0.0
+    results, curves, ses, notes = {}, {}, {}, []
     for pattern in patterns:
         flags = ex.mode_pattern(pattern, args.test_batches)
         common = dict(runs=None, warmup=args.warmup, test_batches=args.test_batches,
-                      batch=args.batch, abnormal=flags)
+                      batch=sizes, abnormal=flags)
         if args.tune_runs:
             common.update(runs=args.tune_runs, seed=args.seed + 1_000_003)
             tuned = ex.tune(ex.stream_experiment(schemes, make_data, factory, hyper, **common))
@@ -212,27 +249,14 @@ def _stream_command(args, kind):
         if not args.tune_runs:
             tuned = ex.tune(scores)
         results[pattern] = ex.summarize(scores, hyper, tuned)
-        curves[pattern] = {name: scores[name][:, :, tuned[name]].mean(axis=0) for name in schemes}
+        ses[pattern] = ex.standard_errors(scores, tuned)
+        curves[pattern] = {name: np.nanmean(scores[name][:, :, tuned[name]], axis=0)
+                           for name in schemes}
+        notes += [f"{pattern}: {n}" for n in _edge_notes(hname, hyper, tuned, natural_low)]
         print(f"{pattern}: " + "; ".join(f"{name} {loss} {m:.1f} ES {e:.1f} ({hname}={h:g})"
                                          for name, (h, m, e) in results[pattern].items()))
     if args.table:
-        title = {p: "Single event" if p == "single" else p for p in patterns}
-        head = "| Alg. | " + " | ".join(f"{title[p]} {loss} | {title[p]} ES"
-                                        for p in patterns) + " |"
-        sep = "|---|" + "---:|---:|" * len(patterns)
-        lines = [head, sep]
-        for name in schemes:
-            cells = " | ".join(f"{results[p][name][1]:.1f} | {results[p][name][2]:.1f}"
-                               for p in patterns)
-            lines.append(f"| {name} | {cells} |")
-        notes = []
-        for p in patterns:
-            chosen = [results[p][name][0] for name in schemes]
-            common = max(set(chosen), key=chosen.count)
-            others = [f"{name} {h:g}" for name, h in zip(schemes, chosen) if h != common]
-            notes.append(f"{title[p]}: {common:g}"
-                         + (f" (except {', '.join(others)})" if others else ""))
-        text = "\n".join(lines) + f"\n\nTuned {hname}: " + "; ".join(notes) + ".\n"
+        text = _stream_table(args, kind, schemes, patterns, results, ses, loss, hname, notes)
         fsmod.write_atomic(args.table, text.encode())
     if args.csv:
         rows = []
@@ -243,23 +267,204 @@ def _stream_command(args, kind):
         _write_csv(args.csv, ["pattern", "scheme", "t", f"mean_{loss.lower().rstrip('%')}",
                               hname], rows)
     if args.plot:
-        plt = _pyplot()
-        fig, axes = plt.subplots(len(patterns), 1, figsize=(9, 2.6 * len(patterns)), squeeze=False)
-        rtbs = [n for n in schemes if n.startswith("R-TBS")]
-        preferred = [n for n in rtbs if n.endswith("= 0.07") or n.endswith("= 2.0")]
-        shown = (preferred or rtbs[:1]) + [n for n in schemes if not n.startswith("R-TBS")]
-        for ax, p in zip(axes[:, 0], patterns):
-            t = np.arange(1, args.test_batches + 1)
-            for name in shown:
-                ax.plot(t, curves[p][name], lw=1, label=name)
-            ax.set_title(f"{p}: mean over {args.runs} runs", fontsize=9)
-            ax.set_ylabel(loss)
-        axes[-1, 0].set_xlabel("test batch t")
-        axes[0, 0].legend(fontsize=7, loc="upper right")
-        fig.tight_layout()
-        _save_figure(fig, args.plot)
-        plt.close(fig)
+        _stream_plot(args, kind, schemes, patterns, curves, loss, sizes)
     return 0
+
+
+def _paper_value(kind, args, pattern, name):
+    """The paper's (loss, ES) for this cell, or None where the setup differs."""
+    if kind == "knn":
+        if args.batch_sizes != "constant" or args.n != 1000:
+            return None
+        return ex.PAPER_TABLE1.get(name, {}).get(pattern)
+    return ex.PAPER_REGRESSION.get((args.n, pattern), {}).get(name)
+
+
+def _stream_table(args, kind, schemes, patterns, results, ses, loss, hname, notes):
+    title = {p: "Single event" if p == "single" else p for p in patterns}
+    head = "| Alg. | " + " | ".join(f"{title[p]} {loss} | {title[p]} ES"
+                                    for p in patterns) + " |"
+    lines = [head, "|---|" + "---:|---:|" * len(patterns)]
+    any_paper = False
+    for name in schemes:
+        cells = []
+        for p in patterns:
+            paper = _paper_value(kind, args, p, name)
+            any_paper |= paper is not None
+            cells += [_fmt(results[p][name][1], paper and paper[0]),
+                      _fmt(results[p][name][2], paper and paper[1])]
+        lines.append(f"| {name} | " + " | ".join(cells) + " |")
+    out = ["\n".join(lines), ""]
+    if any_paper:
+        out.append("In parentheses: the paper's value for the same cell.")
+    tuned_notes = []
+    for p in patterns:
+        chosen = [results[p][name][0] for name in schemes]
+        common = max(set(chosen), key=chosen.count)
+        others = [f"{name} {h:g}" for name, h in zip(schemes, chosen) if h != common]
+        tuned_notes.append(f"{title[p]}: {common:g}"
+                           + (f" (except {', '.join(others)})" if others else ""))
+    out.append(f"Tuned {hname}: " + "; ".join(tuned_notes) + ".")
+    se_loss = max(v[0] for p in patterns for v in ses[p].values())
+    se_es = max(v[1] for p in patterns for v in ses[p].values())
+    out.append(f"Standard error of a mean over the {args.runs} runs: at most {se_loss:.2f} "
+               f"({loss}) and {se_es:.2f} (ES).")
+    ref = next((n for n in schemes if n == "R-TBS exp: lambda = 0.07"), None) or next(
+        (n for n in schemes if n.startswith("R-TBS")), None)
+    if ref:
+        paper_ratio = ex.PAPER_FIG15.get(args.batch_sizes, {}) if kind == "knn" else {}
+        for p in patterns:
+            parts = []
+            for name in ("SW", "Unif"):
+                if name in schemes:
+                    r_loss = results[p][name][1] / results[p][ref][1]
+                    r_es = results[p][name][2] / results[p][ref][2]
+                    pr = paper_ratio.get(name) if (p == "P(10,10)" and
+                                                   ref.endswith("0.07")) else None
+                    parts.append(f"{name} {r_loss:.2f}x" + (f" (paper {pr[0]:g}x)" if pr else "")
+                                 + f" {loss}, {r_es:.2f}x" + (f" (paper {pr[1]:g}x)" if pr else "")
+                                 + " ES")
+            if parts:
+                out.append(f"{title[p]}, relative to {ref}: " + "; ".join(parts) + ".")
+    for dk, symbol in (("exp", "lambda"), ("poly", "s")):
+        found = [(p, ex.best_decay(results[p], dk)) for p in patterns]
+        found = [(p, b) for p, b in found if b]
+        if found:
+            cells = [f"{title[p]} {b[0]:g} / {b[1]:g}" for p, b in found]
+            smaller = sum(b[1] < b[0] for _, b in found)
+            out.append(f"R-TBS {dk}, best {symbol} for {loss} / for ES: " + "; ".join(cells)
+                       + f" (ES optimum smaller in {smaller} of {len(found)}).")
+    out += [f"Grid edge: {n}." for n in notes]
+    return "\n".join(out) + "\n"
+
+
+def _stream_plot(args, kind, schemes, patterns, curves, loss, sizes):
+    plt = _pyplot()
+    fig, axes = plt.subplots(len(patterns), 1, figsize=(9, 2.6 * len(patterns)), squeeze=False)
+    rtbs = [n for n in schemes if n.startswith("R-TBS")]
+    preferred = [n for n in rtbs if n.endswith("= 0.07") or n.endswith("= 2.0")
+                 or (kind == "regression")]
+    shown = (preferred or rtbs[:1]) + [n for n in schemes if not n.startswith("R-TBS")]
+    for ax, p in zip(axes[:, 0], patterns):
+        t = np.arange(1, args.test_batches + 1)
+        for name in shown:
+            ax.plot(t, curves[p][name], lw=1, label=name)
+        if kind == "knn":
+            for level in (15, 40):
+                ax.axhline(level, color="gray", lw=0.6, ls=":")
+            ax.text(1, 41, "paper: about 15% normal, 40% at a switch", fontsize=7,
+                    color="gray")
+        ax.set_title(f"{p}: mean over {args.runs} runs"
+                     + ("" if kind != "knn" or args.batch_sizes == "constant"
+                        else f", {args.batch_sizes} batch sizes"), fontsize=9)
+        ax.set_ylabel(loss)
+    axes[-1, 0].set_xlabel("test batch t")
+    axes[0, 0].legend(fontsize=7, loc="upper right")
+    fig.tight_layout()
+    _save_figure(fig, args.plot)
+    plt.close(fig)
+
+
+# ----------------------------------------------------------------------------- online learners
+
+def _cmd_online(args):
+    for opt in ("--table", "--csv", "--plot"):
+        _check_output(opt, getattr(args, opt[2:]))
+    _check_counts(args)
+    if any(e < 0 for e in args.extra) or not args.extra:
+        raise TBSError(f"--extra must list integers >= 0, got {args.extra}")
+    for name, grid in (("--lambdas", args.lambdas), ("--rates", args.rates),
+                       ("--mus", args.mus)):
+        if not grid or any(not (v > 0 and math.isfinite(v)) for v in grid):
+            raise TBSError(f"{name} must list finite numbers > 0, got {grid}")
+    if args.fixed_lambda is not None and not (args.fixed_lambda > 0
+                                              and math.isfinite(args.fixed_lambda)):
+        raise TBSError(f"--fixed-lambda must be a finite number > 0, got {args.fixed_lambda}")
+    flags = ex.mode_pattern(args.pattern, args.test_batches)
+    methods = ("R-TBS", "Prox", "OGD") + (("R-TBS fixed",) if args.fixed_lambda else ())
+    hnames = {"R-TBS": "lambda", "Prox": "mu", "OGD": "rate", "R-TBS fixed": "lambda"}
+    rows, curves = [], {}
+    for extra in args.extra:
+        res = ex.online_experiment(lambdas=args.lambdas, rates=args.rates, mus=args.mus,
+                                   runs=args.runs, tune_runs=args.tune_runs,
+                                   warmup=args.warmup, test_batches=args.test_batches,
+                                   batch=args.batch, abnormal=flags, n=args.n,
+                                   scale=args.scale, extra=extra, seed=args.seed,
+                                   fixed_lambda=args.fixed_lambda)
+        for m, side in res["edges"].items():
+            _warn(f"stable parameters {extra}: tuned {hnames[m]} of {m} is the {side} grid "
+                  f"value {res['tuned'][m]:g}: the optimum may lie outside the grid")
+        summary = {}
+        for m in methods:
+            c = res["curves"][m]
+            es = np.mean([ex.expected_shortfall(run[19:]) for run in c])
+            summary[m] = (float(np.mean(c)), float(es), res["tuned"][m])
+        rows.append((extra, summary, res["edges"]))
+        curves[extra] = {m: res["curves"][m].mean(axis=0) for m in methods}
+        print(f"stable parameters {extra}: " + "; ".join(
+            f"{m} MSE {v[0]:.2f} ES {v[1]:.2f} ({hnames[m]}={v[2]:g})"
+            for m, v in summary.items()))
+    paper = {}
+    if args.pattern == "P(10,10)" and len(args.extra) == 1:
+        key = {(1.0, 0): "a", (0.3333, 198): "b"}.get((round(args.scale, 4), args.extra[0]))
+        paper = ex.PAPER_FIG17.get(key, {})
+    if args.table:
+        head = "| stable parameters | " + " | ".join(
+            f"{m} MSE | {m} ES | {m} {hnames[m]}" for m in methods) + " |"
+        lines = [head, "|---:|" + "---:|---:|---:|" * len(methods)]
+        for extra, summary, edges in rows:
+            cells = []
+            for m in methods:
+                mse, es, h = summary[m]
+                cells += [_fmt(mse, paper.get(m), 2), f"{es:.2f}",
+                          f"{h:g}" + (" (edge)" if m in edges else "")]
+            lines.append(f"| {extra} | " + " | ".join(cells) + " |")
+        text = "\n".join(lines) + "\n"
+        if paper:
+            text += "\nIn parentheses: the paper's MSE.\n"
+        fsmod.write_atomic(args.table, text.encode())
+    if args.csv:
+        out = []
+        for extra in args.extra:
+            for m in methods:
+                for t, v in enumerate(curves[extra][m], start=1):
+                    out.append([extra, m, t, f"{v:.4f}"])
+        _write_csv(args.csv, ["stable_parameters", "method", "t", "mean_mse"], out)
+    if args.plot:
+        _online_plot(args, rows, curves, methods)
+    return 0
+
+
+def _online_plot(args, rows, curves, methods):
+    plt = _pyplot()
+    fig, ax = plt.subplots(figsize=(9, 3.2))
+    if len(args.extra) == 1:
+        c = curves[args.extra[0]]
+        t = np.arange(1, args.test_batches + 1)
+        others = max(float(np.max(c[m])) for m in methods if m != "OGD")
+        others = max(others, float(np.max(c["OGD"])) if np.mean(c["OGD"]) <= 2 * np.mean(
+            c["Prox"]) else 0.0)
+        for m in methods:
+            off = m == "OGD" and np.mean(c[m]) > 2 * np.mean(c["Prox"])
+            ax.plot(t, np.minimum(c[m], 1.15 * others) if off else c[m], lw=1,
+                    label=m + (" (clipped)" if off else ""))
+        ax.set_xlabel("test batch t")
+        ax.set_ylabel("MSE")
+        ax.set_title(f"{args.pattern}, coefficients x {args.scale:g}, {args.extra[0]} stable "
+                     f"parameters: mean over {args.runs} runs", fontsize=9)
+    else:
+        x = [extra for extra, _, _ in rows]
+        for m in methods:
+            ax.plot(x, [summary[m][0] for _, summary, _ in rows], marker="o", lw=1, label=m)
+        ax.set_xlabel("stable parameters")
+        ax.set_ylabel("mean MSE")
+        ax.set_yscale("log")
+        ax.set_title(f"{args.pattern}, coefficients x {args.scale:g}: mean over {args.runs} runs",
+                     fontsize=9)
+    ax.legend(fontsize=7)
+    fig.tight_layout()
+    _save_figure(fig, args.plot)
+    plt.close(fig)
 
 
 # ----------------------------------------------------------------------------- parser
@@ -326,12 +531,67 @@ def add_commands(sub):
             q.add_argument("--k", type=_int_list, default="1,3,5,7,9,11,15",
                            help="comma-separated neighbour counts to tune over "
                                 "(default %(default)s)")
+            q.add_argument("--schemes", help="comma-separated exp:LAMBDA, poly:S, sw, unif "
+                                             f"(default {ex.TABLE1_SCHEMES})")
+            mix = ex.KNN_MIXTURE
+            q.add_argument("--classes", type=int, default=mix["classes"],
+                           help="number of classes (default %(default)s)")
+            q.add_argument("--box", type=float, default=mix["box"],
+                           help="centroids uniform in [0, BOX]^2 (default %(default)s)")
+            q.add_argument("--spread", type=float, default=mix["spread"],
+                           help="standard deviation of a class around its centroid "
+                                "(default %(default)s; the paper states 1)")
+            q.add_argument("--ratio", type=float, default=mix["ratio"],
+                           help="frequency ratio of frequent to rare classes "
+                                "(default %(default)s; the paper states 5)")
+            q.add_argument("--batch-sizes", choices=["constant", "uniform", "growing"],
+                           default="constant",
+                           help="constant --batch, uniform on [0, 2 --batch], or --batch "
+                                "growing by --growth per batch after warm-up (figure 15)")
+            q.add_argument("--growth", type=float, default=0.02,
+                           help="growth rate per batch for --batch-sizes growing "
+                                "(default %(default)s)")
         else:
             q.add_argument("--lambda", dest="lam", type=float, default=0.1,
                            help="decay rate of R-TBS exp (default 0.1)")
-            q.add_argument("--penalties", type=_float_list, default="0,0.1,1,10,100,1000",
-                           help="comma-separated ridge penalties to tune over "
-                                "(default %(default)s)")
+            q.add_argument("--schemes", help="comma-separated exp:LAMBDA, poly:S, sw, unif "
+                                             "(default exp:LAMBDA,sw,unif)")
+            q.add_argument("--penalties", type=_float_list, default=DEFAULT_PENALTIES,
+                           help="increasing comma-separated ridge penalties to tune over "
+                                "(default: 0.01 to 1e6, three per decade)")
+            q.add_argument("--intercept", action=argparse.BooleanOptionalAction, default=True,
+                           help="fit an unpenalized intercept (default: yes)")
+    q = sub.add_parser("online", help="R-TBS against online learners (section 6.5, figure 17)")
+    q.add_argument("--pattern", type=_one_pattern_arg, default="P(10,10)",
+                   help="one mode pattern (default %(default)s)")
+    q.add_argument("--scale", type=float, default=1.0,
+                   help="factor on both modes' coefficients (default 1)")
+    q.add_argument("--extra", type=_int_list, default="0",
+                   help="stable parameters added to the model; a list sweeps (default 0)")
+    q.add_argument("--runs", type=int, default=30, help="runs (default 30)")
+    q.add_argument("--tune-runs", type=int, default=5,
+                   help="separate runs used to tune each method (0: tune on the runs)")
+    q.add_argument("--test-batches", type=int, default=100,
+                   help="test batches per run, at least 20 (default 100)")
+    q.add_argument("--warmup", type=int, default=100,
+                   help="normal batches before the test batches (default 100)")
+    q.add_argument("--batch", type=int, default=100, help="items per batch (default 100)")
+    q.add_argument("--n", type=int, default=1000, help="R-TBS sample size (default 1000)")
+    q.add_argument("--lambdas", type=_float_list,
+                   default="0.01,0.02,0.03,0.05,0.07,0.1,0.15,0.2,0.3,0.5,0.7,1,1.5,2,3,5,10",
+                   help="R-TBS decay rates to tune over (default %(default)s)")
+    q.add_argument("--rates", type=_float_list,
+                   default=",".join(f"{v:g}" for v in ex.log_grid(1e-5, 10)),
+                   help="OGD learning rates to tune over (default 1e-5 to 10)")
+    q.add_argument("--mus", type=_float_list,
+                   default=",".join(f"{v:g}" for v in ex.log_grid(1e-4, 1e3)),
+                   help="proximal weights to tune over (default 1e-4 to 1e3)")
+    q.add_argument("--fixed-lambda", type=float,
+                   help="also run R-TBS with this decay rate, untuned ('R-TBS fixed')")
+    q.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
+    q.add_argument("--table", help="write the Markdown table here")
+    q.add_argument("--csv", help="write mean MSE per test batch here")
+    q.add_argument("--plot", help="write a PNG here (a sweep plots mean MSE per --extra)")
     _add_stream_commands(sub)
 
 
@@ -438,6 +698,13 @@ def _patterns_arg(text):
         raise argparse.ArgumentTypeError(str(exc)) from None
 
 
+def _one_pattern_arg(text):
+    patterns = _patterns_arg(text)
+    if len(patterns) != 1:
+        raise argparse.ArgumentTypeError(f"expected one pattern, got {text!r}")
+    return patterns[0]
+
+
 def dispatch(args, log):
     """Run the tbs command *args* (parsed by :mod:`samplegen.cli`); ``log``
     writes a line on stderr.  Returns the exit status."""
@@ -445,6 +712,8 @@ def dispatch(args, log):
         return _cmd_simulate(args)
     if args.command in ("knn", "regression"):
         return _stream_command(args, args.command)
+    if args.command == "online":
+        return _cmd_online(args)
     return {"run": _cmd_run, "sample": _cmd_sample, "status": _cmd_status}[args.command](args, log)
 
 

@@ -131,19 +131,66 @@ def expected_shortfall(losses, level=0.1):
     return float(losses[:m].mean())
 
 
-def gaussian_mixture_stream(rng, batches, batch, abnormal, classes=100,
-                            box=80.0, ratio=5.0):
-    """Points and labels for a kNN stream (section 6.4).  ``abnormal`` flags each
+#: the kNN stream of section 6.4 as the paper describes it: 100 classes in
+#: [0, 80]^2, unit spread, frequent classes 5 times as frequent as the others
+PAPER_MIXTURE = {"classes": 100, "box": 80.0, "spread": 1.0, "ratio": 5.0}
+#: the default kNN stream, calibrated so that a kNN classifier trained on 1000
+#: normal-mode items errs on about 15% of normal items and about 40% right
+#: after a mode switch, as in the paper's figure 13(a)
+KNN_MIXTURE = {"classes": 100, "box": 80.0, "spread": 1.3, "ratio": 6.5}
+
+
+def _batch_sizes(batches, batch):
+    sizes = np.broadcast_to(np.asarray(batch, dtype=np.int64), (batches,))
+    if sizes.size and sizes.min() < 0:
+        raise TBSError(f"batch sizes must be >= 0, got {int(sizes.min())}")
+    return sizes
+
+
+def gaussian_mixture_stream(rng, batches, batch, abnormal, classes=100, box=80.0,
+                            ratio=KNN_MIXTURE["ratio"], spread=KNN_MIXTURE["spread"]):
+    """Points and labels for a kNN stream (section 6.4).
+
+    ``classes`` centroids uniform in ``[0, box]^2``; a point of class c is its
+    centroid plus N(0, spread^2) noise per coordinate.  ``abnormal`` flags each
     batch; in normal mode the first half of the classes is ``ratio`` times more
-    frequent than the second half, in abnormal mode the reverse."""
+    frequent than the second half, in abnormal mode the reverse.  ``batch`` is
+    the number of items per batch, or one size per batch.  Overlap between
+    classes grows with ``spread`` and ``classes`` and shrinks with ``box``; the
+    error right after a mode switch grows with ``ratio``.
+    """
+    classes = check_int("classes", classes, 2)
+    box = check_real("box", box, low=0.0, low_open=True)
+    ratio = check_real("ratio", ratio, low=1.0)
+    spread = check_real("spread", spread, low=0.0)
+    sizes = _batch_sizes(batches, batch)
     centroids = rng.uniform(0.0, box, size=(classes, 2))
-    half = classes // 2
-    w_normal = np.where(np.arange(classes) < half, ratio, 1.0)
-    w_abnormal = w_normal[::-1].copy()
-    p = np.where(abnormal[:, None], w_abnormal / w_abnormal.sum(), w_normal / w_normal.sum())
-    labels = np.concatenate([rng.choice(classes, size=batch, p=p[i]) for i in range(batches)])
-    points = centroids[labels] + rng.standard_normal((labels.size, 2))
+    w_normal = np.where(np.arange(classes) < classes // 2, ratio, 1.0)
+    cdf = np.stack([np.cumsum(w_normal), np.cumsum(w_normal[::-1])])
+    cdf /= cdf[:, -1:]
+    mode = np.repeat(np.asarray(abnormal, dtype=np.int64), sizes)
+    u = rng.random(mode.size)
+    # inverse CDF of the batch's mode, vectorized over all items
+    labels = np.where(mode == 0, np.searchsorted(cdf[0], u, side="right"),
+                      np.searchsorted(cdf[1], u, side="right"))
+    labels = np.minimum(labels, classes - 1)
+    points = centroids[labels] + spread * rng.standard_normal((labels.size, 2))
     return points, labels
+
+
+def mode_switch_error(rng, *, k=3, n=1000, queries=2000, repeats=10, **mixture):
+    """(normal, switch) misclassification % of a kNN classifier trained on
+    ``n`` normal-mode items of :func:`gaussian_mixture_stream`, tested on
+    ``queries`` normal-mode and ``queries`` abnormal-mode items (a mode
+    switch); mean over ``repeats`` independent mixtures."""
+    out = np.empty((repeats, 2))
+    for r in range(repeats):
+        flags = np.array([False, False, True])
+        pts, lab = gaussian_mixture_stream(rng, 3, [n, queries, queries], flags, **mixture)
+        evaluate = knn_scores(pts, lab, [k])
+        out[r] = (evaluate(np.arange(n), np.arange(n, n + queries))[0],
+                  evaluate(np.arange(n), np.arange(n + queries, n + 2 * queries))[0])
+    return tuple(float(v) for v in out.mean(axis=0))
 
 
 def knn_scores(points, labels, ks):
@@ -153,6 +200,8 @@ def knn_scores(points, labels, ks):
     kmax = int(ks.max())
 
     def evaluate(sample_ids, batch_ids):
+        if batch_ids.size == 0:
+            return np.full(ks.size, np.nan)
         if sample_ids.size == 0:
             return np.full(ks.size, 100.0)
         train, train_y = points[sample_ids], labels[sample_ids]
@@ -177,46 +226,178 @@ def knn_scores(points, labels, ks):
     return evaluate
 
 
-def linear_stream(rng, batches, batch, abnormal, scale=1.0):
+#: regression coefficients (b1, b2) of section 6.5 in normal and abnormal mode
+NORMAL_COEF = (4.2, -0.4)
+ABNORMAL_COEF = (-3.6, 3.8)
+
+
+def linear_stream(rng, batches, batch, abnormal, scale=1.0, extra=0, extra_std=1.0):
     """(x, y) for the regression stream of section 6.5: y = b . x + N(0, 1) with
-    b = (4.2, -0.4) in normal and (-3.6, 3.8) in abnormal mode, x ~ U(0, 1)^2."""
-    b = np.where(abnormal[:, None], [-3.6, 3.8], [4.2, -0.4]) * scale
-    x = rng.uniform(0.0, 1.0, size=(batches * batch, 2))
-    y = np.einsum("ij,ij->i", x, np.repeat(b, batch, axis=0)) + rng.standard_normal(batches * batch)
+    b = (4.2, -0.4) in normal and (-3.6, 3.8) in abnormal mode, times ``scale``,
+    x ~ U(0, 1)^2.  ``extra`` adds that many stable parameters (same in both
+    modes, coefficients N(0, extra_std^2) drawn once per stream) and as many
+    U(0, 1) features.  ``batch``: items per batch, or one size per batch."""
+    extra = check_int("extra", extra, 0)
+    sizes = _batch_sizes(batches, batch)
+    mode = np.repeat(np.asarray(abnormal, dtype=bool), sizes)
+    stable = extra_std * rng.standard_normal(extra)
+    x = rng.uniform(0.0, 1.0, size=(mode.size, 2 + extra))
+    b = np.where(mode[:, None], ABNORMAL_COEF, NORMAL_COEF) * scale
+    y = (np.einsum("ij,ij->i", x[:, :2], b) + x[:, 2:] @ stable
+         + rng.standard_normal(mode.size))
     return x, y
 
 
-def ridge_scores(x, y, penalties):
-    """Mean squared prediction error of ridge regression (no intercept), per penalty."""
+def _ridge_path(xs, ys, penalties, intercept):
+    """Ridge coefficients (len(penalties), d) and intercepts, one eigen-decomposition
+    for all penalties (the intercept is not penalized)."""
+    if intercept and xs.shape[0]:
+        mx, my = xs.mean(axis=0), ys.mean()
+        xs, ys = xs - mx, ys - my
+    else:
+        mx, my = np.zeros(xs.shape[1]), 0.0
+    ev, q = np.linalg.eigh(xs.T @ xs)
+    proj = q.T @ (xs.T @ ys)                                   # (d,)
+    denom = ev[None, :] + penalties[:, None]
+    scale = ev.max(initial=0.0) + penalties.max(initial=0.0)
+    inv = np.where(denom > 1e-12 * max(scale, 1.0), 1.0 / np.where(denom > 0, denom, 1.0), 0.0)
+    coef = (inv * proj[None, :]) @ q.T
+    return coef, my - coef @ mx
+
+
+def ridge_scores(x, y, penalties, intercept=False):
+    """Mean squared prediction error of ridge regression, per penalty (all penalties
+    from one eigen-decomposition of the sample's Gram matrix).  ``intercept``
+    fits an unpenalized intercept (centre the sample first)."""
     penalties = np.asarray(penalties, dtype=np.float64)
 
     def evaluate(sample_ids, batch_ids):
-        xs, ys = x[sample_ids], y[sample_ids]
-        xq, yq = x[batch_ids], y[batch_ids]
-        gram = xs.T @ xs
-        rhs = xs.T @ ys
-        out = np.empty(penalties.size)
-        for j, a in enumerate(penalties):
-            coef = np.linalg.lstsq(gram + a * np.eye(gram.shape[0]), rhs, rcond=None)[0]
-            out[j] = float(np.mean((xq @ coef - yq) ** 2))
-        return out
+        if batch_ids.size == 0:
+            return np.full(penalties.size, np.nan)
+        coef, icept = _ridge_path(x[sample_ids], y[sample_ids], penalties, intercept)
+        resid = x[batch_ids] @ coef.T + icept[None, :] - y[batch_ids][:, None]
+        return np.mean(resid ** 2, axis=0)
 
     return evaluate
 
 
+def online_scores(x, y, sizes, warmup, method, grid):
+    """Per-test-batch MSE of an online linear learner (no intercept), for each
+    value of its hyper-parameter; shape (len(sizes) - warmup, len(grid)).
+
+    ``ogd``  -- online gradient descent: one mini-batch gradient step on the
+                batch's mean squared error per batch, learning rate = grid value;
+    ``prox`` -- proximal learner: refit on the batch minimizing its mean squared
+                error + mu ||w - w_prev||^2, mu = grid value (> 0).
+
+    Each batch is scored with the current model before it updates the model;
+    the model starts at 0 and learns during the ``warmup`` batches too.  All
+    grid values are run together (one weight row each); a diverging learning
+    rate scores inf.
+    """
+    if method not in ("ogd", "prox"):
+        raise TBSError(f"method must be 'ogd' or 'prox', got {method!r}")
+    grid = np.asarray(grid, dtype=np.float64)
+    if grid.ndim != 1 or grid.size == 0 or not np.all(np.isfinite(grid)) or grid.min() <= 0:
+        raise TBSError(f"the {method} grid must list finite values > 0, got {grid.tolist()}")
+    sizes = np.asarray(sizes, dtype=np.int64)
+    offsets = np.concatenate([[0], np.cumsum(sizes)])
+    w = np.zeros((grid.size, x.shape[1]))
+    out = np.full((sizes.size - warmup, grid.size), np.nan)
+    with np.errstate(over="ignore", invalid="ignore"):
+        for k in range(sizes.size):
+            xb, yb = x[offsets[k]:offsets[k + 1]], y[offsets[k]:offsets[k + 1]]
+            if yb.size == 0:
+                continue
+            resid = xb @ w.T - yb[:, None]                     # (B, grid)
+            if k >= warmup:
+                mse = np.mean(resid ** 2, axis=0)
+                out[k - warmup] = np.where(np.isfinite(mse), mse, np.inf)
+            if method == "ogd":
+                w = w - grid[:, None] * (2.0 / yb.size) * (resid.T @ xb)
+            else:
+                ev, q = np.linalg.eigh(xb.T @ xb / yb.size)
+                rhs = (xb.T @ yb / yb.size)[None, :] + grid[:, None] * w
+                w = ((rhs @ q) / (ev[None, :] + grid[:, None])) @ q.T
+    return out
+
+
+def grid_edges(grid, tuned):
+    """Schemes whose tuned hyper-parameter index lies on an edge of ``grid``:
+    {scheme: "lowest" | "highest"} (empty if every optimum is interior).
+    A grid of one value is all edge."""
+    last = len(grid) - 1
+    out = {}
+    for name, j in tuned.items():
+        if j == last:
+            out[name] = "highest"
+        elif j == 0:
+            out[name] = "lowest"
+    return out
+
+
+def log_grid(low, high, per_decade=3):
+    """Geometric grid from ``low`` to ``high`` with ``per_decade`` values per decade."""
+    low = check_real("low", low, low=0.0, low_open=True)
+    high = check_real("high", high, low=low)
+    count = int(round(per_decade * math.log10(high / low))) + 1
+    return [float(f"{v:.3g}") for v in np.geomspace(low, high, max(count, 1))]
+
+
+def make_schemes(spec, n=1000):
+    """Sampling schemes from a comma-separated spec: ``exp:LAMBDA`` (R-TBS,
+    exponential decay), ``poly:S`` (R-TBS, polynomial decay with the paper's
+    (d, n', lambda, delta1, delta2) = (10, 2n, 0.1, 0.01, 1)), ``sw`` (sliding
+    window of n items), ``unif`` (batched reservoir).  name -> factory(seed)."""
+    schemes = {}
+    for token in (t.strip() for t in spec.split(",")):
+        kind, _, value = token.partition(":")
+        try:
+            v = float(value) if value else None
+        except ValueError:
+            v = None
+        if kind == "exp" and v is not None:
+            schemes[f"R-TBS exp: lambda = {v:.2f}"] = (
+                lambda seed, lam=v: RTBS(n, Exponential(lam), seed=seed))
+        elif kind == "poly" and v is not None:
+            schemes[f"R-TBS poly: s = {v:.1f}"] = (
+                lambda seed, s=v: RTBS(n, Polynomial(s, shift=10), seed=seed, max_weight=2 * n,
+                                       consolidation_rate=0.1, delta1=0.01, delta2=1.0))
+        elif token == "sw":
+            schemes["SW"] = lambda seed: SlidingWindow(n)
+        elif token == "unif":
+            schemes["Unif"] = lambda seed: BatchedReservoir(n, seed=seed)
+        else:
+            raise TBSError(f"schemes must be comma-separated exp:LAMBDA, poly:S, sw, unif; "
+                           f"got {token!r}")
+    if not schemes:
+        raise TBSError(f"schemes must name at least one scheme, got {spec!r}")
+    return schemes
+
+
+TABLE1_SCHEMES = "exp:0.05,exp:0.07,exp:0.10,poly:1.8,poly:2.0,poly:2.2,sw,unif"
+
+
 def default_schemes(n=1000):
     """The sampling schemes of Table 1 (section 6.4): name -> factory(seed)."""
-    schemes = {}
-    for lam in (0.05, 0.07, 0.10):
-        schemes[f"R-TBS exp: lambda = {lam:.2f}"] = (
-            lambda seed, lam=lam: RTBS(n, Exponential(lam), seed=seed))
-    for s in (1.8, 2.0, 2.2):
-        schemes[f"R-TBS poly: s = {s:.1f}"] = (
-            lambda seed, s=s: RTBS(n, Polynomial(s, shift=10), seed=seed, max_weight=2 * n,
-                                   consolidation_rate=0.1, delta1=0.01, delta2=1.0))
-    schemes["SW"] = lambda seed: SlidingWindow(n)
-    schemes["Unif"] = lambda seed: BatchedReservoir(n, seed=seed)
-    return schemes
+    return make_schemes(TABLE1_SCHEMES, n)
+
+
+def stream_sizes(kind, warmup, test_batches, batch=100, growth=0.02, seed=0):
+    """Batch sizes of a stream experiment: ``constant`` (``batch`` each),
+    ``uniform`` (i.i.d. uniform on {0, ..., 2 batch}, warm-up included) or
+    ``growing`` (``batch`` during warm-up, then growing by ``growth`` per batch,
+    rounded); figure 15."""
+    total = warmup + test_batches
+    if kind == "constant":
+        return np.full(total, batch, dtype=np.int64)
+    if kind == "uniform":
+        return np.random.default_rng([seed, 15]).integers(0, 2 * batch + 1, total)
+    if kind == "growing":
+        growth = check_real("growth", growth, low=0.0)
+        k = np.maximum(np.arange(1, total + 1) - warmup, 0)
+        return np.rint(batch * (1.0 + growth) ** k).astype(np.int64)
+    raise TBSError(f"batch sizes must be constant, uniform or growing, got {kind!r}")
 
 
 def stream_experiment(schemes, make_data, evaluate_factory, hyper, *, runs, warmup,
@@ -228,11 +409,14 @@ def stream_experiment(schemes, make_data, evaluate_factory, hyper, *, runs, warm
     normal batches, and then for each test batch the model is trained on the
     current sample and scored on the batch (``evaluate_factory(*data)`` returns
     ``evaluate(sample_ids, batch_ids) -> scores per hyper-parameter``) before
-    the batch updates the sample.  Returns {scheme: array (runs, test_batches,
-    len(hyper))}.
+    the batch updates the sample.  ``batch`` is the number of items per batch
+    or an array of ``warmup + test_batches`` sizes (an empty batch scores NaN).
+    Returns {scheme: array (runs, test_batches, len(hyper))}.
     """
     flags = np.concatenate([np.zeros(warmup, dtype=bool), abnormal])
     total = warmup + test_batches
+    sizes = _batch_sizes(total, batch)
+    offsets = np.concatenate([[0], np.cumsum(sizes)])
     out = {name: np.empty((runs, test_batches, len(hyper))) for name in schemes}
     for r in range(runs):
         rng = np.random.default_rng([seed, r])
@@ -241,25 +425,160 @@ def stream_experiment(schemes, make_data, evaluate_factory, hyper, *, runs, warm
         for si, (name, factory) in enumerate(schemes.items()):
             s = factory(int(np.random.SeedSequence([seed, r, si]).generate_state(1)[0]))
             for k in range(total):
-                ids = np.arange(k * batch, (k + 1) * batch, dtype=np.int64)
+                ids = np.arange(offsets[k], offsets[k + 1], dtype=np.int64)
                 if k >= warmup:
                     out[name][r, k - warmup] = evaluate(s.sample(), ids)
                 s.update(ids, time=float(k + 1))
     return out
 
 
+def _run_es(per_run, es_from, level):
+    out = []
+    for run in per_run:
+        tail = run[es_from - 1:]
+        tail = tail[np.isfinite(tail)]
+        out.append(expected_shortfall(tail, level) if tail.size else math.nan)
+    return np.asarray(out)
+
+
 def summarize(scores, hyper, tuned, es_from=20, level=0.1):
     """Per scheme: (hyper-parameter, mean loss, mean expected shortfall over the
-    test batches t >= ``es_from``) using the tuned hyper-parameter index."""
+    test batches t >= ``es_from``) using the tuned hyper-parameter index.
+    Empty batches (NaN) are left out."""
     result = {}
     for name, arr in scores.items():
         j = tuned[name]
         per_run = arr[:, :, j]
-        es = [expected_shortfall(run[es_from - 1:], level) for run in per_run]
-        result[name] = (hyper[j], float(per_run.mean()), float(np.mean(es)))
+        es = _run_es(per_run, es_from, level)
+        result[name] = (hyper[j], float(np.nanmean(per_run)), float(np.nanmean(es)))
     return result
 
 
+def standard_errors(scores, tuned, es_from=20, level=0.1):
+    """Per scheme: (standard error of the mean loss, of the mean ES) over the runs."""
+    out = {}
+    for name, arr in scores.items():
+        per_run = arr[:, :, tuned[name]]
+        runs = per_run.shape[0]
+        loss = np.nanmean(per_run, axis=1)
+        es = _run_es(per_run, es_from, level)
+        se = (np.std(loss, ddof=1) / math.sqrt(runs) if runs > 1 else math.nan,
+              np.std(es, ddof=1) / math.sqrt(runs) if runs > 1 else math.nan)
+        out[name] = tuple(float(v) for v in se)
+    return out
+
+
 def tune(scores):
-    """Index of the hyper-parameter with the smallest mean loss, per scheme."""
-    return {name: int(np.argmin(arr.mean(axis=(0, 1)))) for name, arr in scores.items()}
+    """Index of the hyper-parameter with the smallest mean loss, per scheme
+    (empty batches, NaN, left out; a hyper-parameter that ever scores inf, a
+    diverged learner, never wins)."""
+    out = {}
+    for name, arr in scores.items():
+        missing = np.isnan(arr)
+        count = (~missing).sum(axis=(0, 1))
+        mean = np.where(missing, 0.0, arr).sum(axis=(0, 1)) / np.maximum(count, 1)
+        out[name] = int(np.argmin(np.where(count > 0, mean, np.inf)))
+    return out
+
+
+def best_decay(results, kind):
+    """For the R-TBS schemes of ``kind`` ("exp" or "poly") in ``results``
+    ({scheme: (hyper, loss, es)}): (decay value with the lowest loss, decay
+    value with the lowest ES), or None if there are fewer than two."""
+    prefix = f"R-TBS {kind}: "
+    rows = [(float(name.split("=")[1]), loss, es) for name, (_, loss, es) in results.items()
+            if name.startswith(prefix)]
+    if len(rows) < 2:
+        return None
+    return (min(rows, key=lambda r: r[1])[0], min(rows, key=lambda r: r[2])[0])
+
+
+# ----------------------------------------------------------------------------- paper's numbers
+
+#: Table 1 of the paper: scheme -> pattern -> (Miss%, 10% ES)
+PAPER_TABLE1 = {
+    "R-TBS exp: lambda = 0.05": ((17.1, 16.8), (16.1, 22.1), (15.3, 24.4), (15.1, 25.9)),
+    "R-TBS exp: lambda = 0.07": ((16.5, 17.3), (15.3, 21.3), (14.9, 24.0), (14.4, 25.2)),
+    "R-TBS exp: lambda = 0.10": ((15.7, 18.5), (15.1, 22.1), (14.7, 24.9), (14.7, 26.9)),
+    "R-TBS poly: s = 1.8": ((15.0, 17.9), (13.9, 23.2), (14.5, 24.1), (13.8, 24.0)),
+    "R-TBS poly: s = 2.0": ((14.9, 18.9), (14.2, 23.7), (14.1, 24.2), (13.7, 24.6)),
+    "R-TBS poly: s = 2.2": ((17.6, 21.7), (14.5, 24.1), (14.3, 24.2), (14.2, 26.8)),
+    "SW": ((19.2, 42.1), (17.1, 41.7), (16.1, 39.8), (15.9, 38.3)),
+    "Unif": ((21.3, 18.3), (25.4, 34.8), (19.6, 35.7), (19.0, 35.8)),
+}
+PAPER_TABLE1 = {name: dict(zip(("single", "P(10,10)", "P(20,10)", "P(30,10)"), cells))
+                for name, cells in PAPER_TABLE1.items()}
+
+#: figure 15 (P(10,10), lambda = 0.07): ratio to R-TBS exp of (Miss%, ES)
+PAPER_FIG15 = {"uniform": {"SW": (1.17, 1.68), "Unif": (1.39, 1.64)},
+               "growing": {"SW": (1.14, 1.95), "Unif": (1.38, 1.60)}}
+
+#: section 6.5 (figure 16): (n, pattern) -> scheme -> (MSE, 10% ES); None = not given
+PAPER_REGRESSION = {
+    (1000, "P(10,10)"): {"R-TBS exp: lambda = 0.10": (3.28, 8.16), "SW": (3.98, 10.65),
+                         "Unif": (4.41, 11.17)},
+    (1600, "P(10,10)"): {"R-TBS exp: lambda = 0.10": (3.43, 6.01), "SW": (4.16, 5.86)},
+}
+
+#: figure 17: experiment -> method -> MSE
+PAPER_FIG17 = {"a": {"R-TBS": 3.28, "Prox": 2.04, "OGD": 3.05},
+               "b": {"R-TBS": 1.39, "Prox": 1.54, "OGD": 6.82}}
+
+
+# ----------------------------------------------------------------------------- online learners
+
+def online_experiment(*, lambdas, rates, mus, runs, tune_runs, warmup, test_batches, batch,
+                      abnormal, n=1000, scale=1.0, extra=0, seed=0, fixed_lambda=None):
+    """Figure 17: R-TBS (exponential decay, rate tuned over ``lambdas``; least
+    squares on the sample) against online gradient descent (learning rate tuned
+    over ``rates``) and the proximal learner (weight tuned over ``mus``) on the
+    regression stream with ``scale`` and ``extra`` stable parameters.
+
+    Hyper-parameters are tuned on ``tune_runs`` separate runs (on the runs
+    themselves if 0) to minimize the mean MSE.  ``fixed_lambda`` adds R-TBS
+    with that rate, untuned, as method "R-TBS fixed".  Returns {"curves": {method:
+    (runs, test_batches)}, "tuned": {method: value}, "edges": {method: side}}.
+    """
+    sizes = _batch_sizes(warmup + test_batches, batch)
+
+    def make_data(rng, total, b, flags):
+        return linear_stream(rng, total, b, flags, scale=scale, extra=extra)
+
+    def sampling(lams, nruns, s):
+        schemes = {lam: (lambda sd, lam=lam: RTBS(n, Exponential(lam), seed=sd))
+                   for lam in lams}
+        scores = stream_experiment(schemes, make_data, lambda x, y: ridge_scores(x, y, [0.0]),
+                                   [0.0], runs=nruns, warmup=warmup,
+                                   test_batches=test_batches, batch=batch, abnormal=abnormal,
+                                   seed=s)
+        return np.stack([scores[lam][:, :, 0] for lam in lams], axis=-1)
+
+    def online(method, grid, nruns, s):
+        flags = np.concatenate([np.zeros(warmup, dtype=bool), abnormal])
+        out = []
+        for r in range(nruns):
+            x, y = make_data(np.random.default_rng([s, r]), sizes.size, batch, flags)
+            out.append(online_scores(x, y, sizes, warmup, method, grid))
+        return np.stack(out)
+
+    grids = {"R-TBS": list(lambdas), "OGD": list(rates), "Prox": list(mus)}
+    runners = {"R-TBS": lambda g, nr, s: sampling(g, nr, s),
+               "OGD": lambda g, nr, s: online("ogd", g, nr, s),
+               "Prox": lambda g, nr, s: online("prox", g, nr, s)}
+    tune_seed = seed + 1_000_003
+    curves, tuned, edges = {}, {}, {}
+    for method, grid in grids.items():
+        if tune_runs:
+            j = tune({method: runners[method](grid, tune_runs, tune_seed)})[method]
+            final = runners[method]([grid[j]], runs, seed)[:, :, 0]
+        else:
+            scores = runners[method](grid, runs, seed)
+            j = tune({method: scores})[method]
+            final = scores[:, :, j]
+        tuned[method] = grid[j]
+        edges.update(grid_edges(grid, {method: j}) if len(grid) > 1 else {})
+        curves[method] = final
+    if fixed_lambda is not None:
+        curves["R-TBS fixed"] = sampling([fixed_lambda], runs, seed)[:, :, 0]
+        tuned["R-TBS fixed"] = fixed_lambda
+    return {"curves": curves, "tuned": tuned, "edges": edges}
