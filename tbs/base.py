@@ -15,7 +15,7 @@ from abc import ABC, abstractmethod
 import numpy as np
 
 from .decay import as_decay, decay_from_json
-from .errors import TBSError, check_items, check_real
+from .errors import TBSError, check_int, check_items, check_real
 from .randomness import batch_generator, derive_key
 
 STATE_VERSION = 1
@@ -44,6 +44,11 @@ def dtype_from_json(descr):
     return np.lib.format.descr_to_dtype(_descr_from_json(descr))
 
 
+# The state arrays that hold items (every sampler names them from this list).
+ITEM_ARRAYS = ("full", "partial", "recent_full", "recent_partial", "cons_full", "cons_partial",
+               "items", "overweight_items")
+
+
 class Sampler(ABC):
     """Base class.  Subclasses implement ``_update(items, t, dt)``, ``sample()``,
     ``sample_weight``, ``total_weight`` and the ``_params``/``_save``/``_load`` hooks."""
@@ -55,6 +60,7 @@ class Sampler(ABC):
         self._batches = 0
         self._time = None
         self._dtype = None
+        self._ops = 0              # merges and resizes so far (each has its own draws)
 
     # -- batch bookkeeping -------------------------------------------------
     @property
@@ -109,6 +115,112 @@ class Sampler(ABC):
     def _empty(self):
         return np.empty(0, dtype=self._dtype if self._dtype is not None else np.int64)
 
+    # -- what is stored, erasure, probabilities --------------------------------
+    def held(self):
+        """Every item the sampler stores: the sample's and those that may
+        still enter it (partial items, latent samples beyond the output cap).
+        A new array, in no particular order."""
+        parts = [self._empty()]
+        for ls in self._latents():
+            parts.append(ls.full())
+            if ls.partial is not None:
+                parts.append(ls.partial)
+        return np.concatenate(parts)
+
+    def remove(self, items):
+        """Erase every stored copy of ``items`` (a data-protection erasure);
+        returns how many stored items were erased.
+
+        No other item changes: each remaining item keeps the inclusion
+        probability the sampler's guarantee gives it, now and at every later
+        batch, and the size bound still holds.  The erased items' weight is
+        not taken out of ``total_weight`` (so ``rho`` never rises because of
+        an erasure); the expected sample size is lower by the erased items'
+        inclusion probabilities."""
+        arr = check_items(items)
+        if self._dtype is None or not arr.size:
+            return 0
+        if arr.dtype != self._dtype:
+            if not np.can_cast(arr.dtype, self._dtype, "same_kind"):
+                raise TBSError(f"items to remove must have dtype {self._dtype} like the "
+                               f"sampled items, got {arr.dtype}")
+            arr = arr.astype(self._dtype)
+        return self._remove(arr)
+
+    def _latents(self):
+        """The latent samples holding the stored items (samplers that store
+        them otherwise override :meth:`held`)."""
+        return []
+
+    def _remove(self, items):
+        raise TBSError(f"{type(self).__name__} does not support remove(): "
+                       f"{self._no_remove_reason}")
+
+    _no_remove_reason = "its guarantee does not survive erasing an item"
+
+    def merge(self, other):
+        """Fold ``other``'s sample into this one, in place, as if this sampler
+        had seen both streams (whose items must be distinct); ``other`` is
+        not changed.  The result is at the later of the two times, and every
+        item has the inclusion probability the guarantee gives it in the
+        combined stream.  Supported where the theory allows it with the
+        stored state: R-TBS with exponential decay (same n and lambda) and
+        T-TBS / B-TBS (same decay and q); anything else raises TBSError
+        saying why."""
+        if type(other) is not type(self):
+            raise TBSError(f"merge needs two samplers of one kind, got {type(self).__name__} "
+                           f"and {type(other).__name__}")
+        if other._batches == 0:
+            return self
+        if self._batches == 0:
+            raise TBSError("merge into a sampler that has seen no batch: merge the other way")
+        if self._dtype != other._dtype:
+            raise TBSError(f"merge needs items of one dtype, got {self._dtype} and "
+                           f"{other._dtype}")
+        shared = np.intersect1d(self.held(), other.held()) if self._dtype.names is None \
+            else np.empty(0)
+        if shared.size:
+            raise TBSError(f"the two samplers hold {shared.size} common items (e.g. "
+                           f"{shared[0]!r}): merge needs disjoint streams")
+        self._merge(other, max(self._time, other._time))
+        self._ops += 1
+        return self
+
+    def _merge(self, other, t):
+        raise TBSError(f"{type(self).__name__} does not support merge(): "
+                       f"{self._no_merge_reason}")
+
+    _no_merge_reason = "its state does not determine a sample of the combined stream"
+
+    def _op_generator(self, stream):
+        """Draws of the next merge or resize at the current batch (apart from
+        every update's)."""
+        return self._generator(stream, sub=1 + self._ops)
+
+    def resize(self, n):
+        """Lower the sample size ``n`` now (e.g. to share a budget with a new
+        stratum): the sample is downsampled so that every item's inclusion
+        probability is that of a sampler of size ``n``, from here on.  Raising
+        ``n`` is refused: items already discarded cannot come back."""
+        n = check_int("n", n, 1)
+        if n > self.n:
+            raise TBSError(f"resize can only lower n (now {self.n}), got {n}")
+        if n < self.n:
+            self._resize(n)
+            self._ops += 1
+
+    def _resize(self, n):
+        raise TBSError(f"{type(self).__name__} does not support resize()")
+
+    def inclusion_probabilities(self, ages, joined=None):
+        """Pr[x in S_k] for items of the given ages at the last batch, as
+        the sampler's guarantee states it (an array like ``ages``).
+
+        ``joined`` (R-TBS, general decay) holds, for each item, the age at
+        which its batch joined the consolidated sample (NaN for recent
+        batches); see :class:`~samplegen.tbs.StreamSample`, which tracks it."""
+        raise TBSError(f"{type(self).__name__} gives no per-item inclusion probability")
+
     @abstractmethod
     def _update(self, items, t, dt):
         """Implemented by every concrete class."""
@@ -129,6 +241,8 @@ class Sampler(ABC):
             "dtype": dtype_to_json(self._dtype),
             "params": self._params(),
         }
+        if self._ops:
+            meta["ops"] = self._ops
         arrays = {}
         self._save(arrays, meta)
         return arrays, meta
@@ -138,7 +252,8 @@ class Sampler(ABC):
         """Rebuild a sampler from ``to_state()`` output.
 
         ``decay`` must be given again when the sampler used a custom callable
-        (which cannot be stored as JSON).
+        that cannot be imported by ``module:name`` (a lambda, a closure, a
+        function of ``__main__``); importable ones are stored by reference.
         """
         if not isinstance(meta, dict) or meta.get("class") != cls.__name__:
             got = meta.get("class") if isinstance(meta, dict) else meta
@@ -155,6 +270,7 @@ class Sampler(ABC):
         obj._batches = int(meta["batches"])
         obj._time = None if meta["time"] is None else float(meta["time"])
         obj._dtype = dtype_from_json(meta["dtype"])
+        obj._ops = int(meta.get("ops", 0))
         obj._load(arrays, meta)
         return obj
 
@@ -187,7 +303,8 @@ def restore_decay(params, decay):
         return as_decay(decay)
     if params.get("decay") is None:
         raise TBSError("decay must be passed to from_state(): the sampler used a custom "
-                       "callable, which is not stored in the state")
+                       "callable that cannot be imported by name (a lambda, a closure or a "
+                       "function of __main__), so the state does not name it")
     return decay_from_json(params["decay"])
 
 

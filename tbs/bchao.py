@@ -55,6 +55,12 @@ class BChao(Sampler):
     def overweight_count(self):
         return len(self._V_items)
 
+    _no_remove_reason = ("B-Chao's overweight items and weight W would have to be recomputed "
+                         "without the erased item; use R-TBS or T-TBS for streams with erasures")
+
+    def held(self):
+        return self.sample()
+
     def sample(self):
         if self._S is None:
             return self._empty()

@@ -6,7 +6,8 @@ non-increasing.  Three kinds are provided:
 
 * :class:`Exponential` -- f(a) = exp(-lam * a);
 * :class:`Polynomial`  -- f(a) = (1 + d)^s / (1 + d + a)^s (``shift=d``);
-* :class:`CustomDecay` -- wraps any user callable (checked on a grid of ages).
+* :class:`CustomDecay` -- wraps any user callable (checked on a grid of ages),
+  stored in sampler states as ``"module:name"`` when it can be imported back.
 
 Besides evaluation, a decay knows the quantities the algorithms need:
 ``tail_sum(a, delta)`` = sum_{j>=0} f(a + j*delta) (F_inf is ``tail_sum(0, delta)``),
@@ -30,7 +31,7 @@ import numpy as np
 from .errors import TBSError, check_real
 
 __all__ = ["Decay", "Exponential", "Polynomial", "CustomDecay", "as_decay", "gamma",
-           "decay_from_json", "hurwitz_zeta"]
+           "decay_from_json", "hurwitz_zeta", "resolve_reference"]
 
 # B_{2k} / (2k)! for k = 1..8 (Bernoulli numbers), used by Euler--Maclaurin.
 _BERNOULLI_OVER_FACT = [
@@ -112,6 +113,30 @@ class Exponential(Decay):
     def __init__(self, lam):
         self.lam = check_real("lam", lam, low=0.0)
 
+    @classmethod
+    def from_half_life(cls, half_life):
+        """The decay under which an item's weight halves every ``half_life``
+        time units: lam = ln 2 / half_life."""
+        h = check_real("half_life", half_life, low=0.0, low_open=True)
+        return cls(math.log(2.0) / h)
+
+    @classmethod
+    def from_window(cls, window, spacing=1.0):
+        """The decay whose total weight equals a sliding window's of ``window``
+        time units when batches arrive every ``spacing``: sum_{j>=0} f(j spacing)
+        = window / spacing, so a stream of equal batches gives the sample as
+        much weight as the window holds items (lam = -ln(1 - spacing / window)
+        / spacing; a window of one batch is no decay at all but keeping the
+        newest batch, so ``window`` must exceed ``spacing``)."""
+        d = check_real("spacing", spacing, low=0.0, low_open=True)
+        w = check_real("window", window, low=d, low_open=True)
+        return cls(-math.log1p(-d / w) / d)
+
+    @property
+    def half_life(self):
+        """ln 2 / lam (``inf`` for lam = 0)."""
+        return math.inf if self.lam == 0.0 else math.log(2.0) / self.lam
+
     def __call__(self, age):
         return np.exp(-self.lam * np.asarray(age, dtype=np.float64))
 
@@ -182,13 +207,52 @@ class Polynomial(Decay):
 _CHECK_GRID = np.concatenate([[0.0], np.geomspace(1e-3, 1e6, 400)])
 
 
+def _reference_of(func):
+    """``module:qualname`` when ``func`` can be imported back by that name, else None."""
+    module, qualname = getattr(func, "__module__", None), getattr(func, "__qualname__", None)
+    if not module or not qualname or "<" in qualname or module == "__main__":
+        return None
+    try:
+        found = resolve_reference(f"{module}:{qualname}")
+    except TBSError:
+        return None
+    return f"{module}:{qualname}" if found is func else None
+
+
+def resolve_reference(ref):
+    """The object named by ``module:qualname`` (e.g. ``mypkg.decays:step``)."""
+    import importlib
+    if not isinstance(ref, str) or ref.count(":") != 1 or not all(ref.split(":")):
+        raise TBSError(f"a decay reference must be 'module:name', got {ref!r}")
+    module, qualname = ref.split(":")
+    try:
+        obj = importlib.import_module(module)
+        for part in qualname.split("."):
+            obj = getattr(obj, part)
+    except Exception as exc:      # ImportError, AttributeError, errors raised on import
+        raise TBSError(f"decay {ref!r} cannot be imported ({type(exc).__name__}: {exc}); "
+                       "make it importable where the state is read, or pass decay= "
+                       "explicitly") from None
+    return obj
+
+
 class CustomDecay(Decay):
-    """Wraps a user callable; checked for f(0) = 1, 0 <= f <= 1 and monotonicity."""
+    """Wraps a user callable; checked for f(0) = 1, 0 <= f <= 1 and monotonicity.
+
+    ``func`` may also be a reference ``"module:name"``.  A function that can be
+    imported back by its module and name (not a lambda, a closure or a
+    function of ``__main__``) is stored in sampler states by that reference,
+    so ``from_state`` finds it again without ``decay=``."""
 
     def __init__(self, func, name=None):
+        if isinstance(func, str):
+            ref, func = func, resolve_reference(func)
+        else:
+            ref = _reference_of(func) if callable(func) else None
         if not callable(func):
             raise TBSError(f"decay must be a Decay or a callable f(age), got {func!r}")
         self.func = func
+        self.reference = ref
         self.name = name or getattr(func, "__name__", "custom")
         try:
             values = self(_CHECK_GRID)
@@ -278,12 +342,16 @@ class CustomDecay(Decay):
             return math.inf
         return float(np.max(-(np.log(f1) - np.log(f0)) / h))
 
+    def to_json(self):
+        return None if self.reference is None else {"kind": "custom", "ref": self.reference}
+
     def __repr__(self):
-        return f"CustomDecay({self.name})"
+        return f"CustomDecay({self.reference or self.name})"
 
 
 def as_decay(decay):
-    """Return ``decay`` as a :class:`Decay` (wrapping plain callables)."""
+    """Return ``decay`` as a :class:`Decay` (wrapping plain callables and
+    ``"module:name"`` references)."""
     if isinstance(decay, Decay):
         return decay
     return CustomDecay(decay)
@@ -305,4 +373,7 @@ def decay_from_json(spec):
         return Exponential(spec["lam"])
     if spec["kind"] == "polynomial":
         return Polynomial(spec["power"], shift=spec["shift"])
-    raise TBSError(f"decay kind must be 'exponential' or 'polynomial', got {spec['kind']!r}")
+    if spec["kind"] == "custom":
+        return CustomDecay(spec.get("ref"))
+    raise TBSError("decay kind must be 'exponential', 'polynomial' or 'custom', "
+                   f"got {spec['kind']!r}")

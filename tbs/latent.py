@@ -256,6 +256,17 @@ def includes_partial(weight, n_full, u):
 
 # ----------------------------------------------------------------------------- application
 
+def isin_items(values, items):
+    """Which of ``values`` equal one of ``items`` (records compare field by
+    field, as bytes)."""
+    if values.dtype.names is None and values.dtype.kind != "V":
+        return np.isin(values, items)
+    raw = np.dtype((np.void, values.dtype.itemsize))
+    v = np.ascontiguousarray(values).view(raw)
+    w = np.ascontiguousarray(np.asarray(items, dtype=values.dtype)).view(raw)
+    return np.isin(v, w)
+
+
 class LatentSample:
     """Items of one latent sample: full items in a growable buffer plus an
     optional partial item (a length-1 array)."""
@@ -330,6 +341,21 @@ class LatentSample:
             self.remove(positions[m:])
         elif items.size > m:
             self.append(items[m:])
+
+    def discard(self, items):
+        """Erase every stored copy of ``items`` (see :func:`isin_items`); the
+        weight drops by one per full item and to its integral part when the
+        partial item goes, so every other item keeps its inclusion
+        probability.  Returns how many items were erased."""
+        hit = np.flatnonzero(isin_items(self.full(), items))
+        self.remove(hit)
+        erased = int(hit.size)
+        self.weight = snap(self.weight - erased)
+        if self.partial is not None and bool(isin_items(self.partial, items)[0]):
+            self.partial = None
+            self.weight = float(self.size)
+            erased += 1
+        return erased
 
     def realize(self, include_partial):
         """A copy of the realized sample (full items, plus the partial item if asked)."""

@@ -9,6 +9,8 @@ pseudocode for Algorithm 2 is lost in the source text; this follows its prose
 description and the proof in Appendix B.)
 """
 
+import numpy as np
+
 from .base import Sampler, get_array
 from .errors import check_int
 from .latent import LatentSample
@@ -58,6 +60,17 @@ class BatchedReservoir(Sampler):
     def sample(self):
         """The current uniform sample (a new array)."""
         return self._empty() if self._res is None else self._res.full().copy()
+
+    def _latents(self):
+        return [] if self._res is None else [self._res]
+
+    _no_remove_reason = ("a batched reservoir refills from the new batches only, so after an "
+                         "erasure its sample would no longer be uniform over the items seen; "
+                         "use R-TBS or T-TBS for streams with erasures")
+
+    def inclusion_probabilities(self, ages, joined=None):
+        """min(1, n / W_k) for every item seen."""
+        return np.full(np.shape(ages), min(1.0, self.n / self._seen) if self._seen else 1.0)
 
     def _params(self):
         return {"n": self.n}

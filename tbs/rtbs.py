@@ -292,6 +292,7 @@ class RTBS(Sampler):
         self._cons_batches = 0     # number of batches consolidated so far (m - 1)
         self._bstar = 0            # largest batch size so far
         self._mass = ConsolidatedMass()   # bound on the consolidated batches' decayed weight
+        self._cons_time = None     # arrival time of the newest consolidated batch
 
     # ------------------------------------------------------------------ properties
     @property
@@ -457,10 +458,95 @@ class RTBS(Sampler):
             self._cons_W += bsize * fa
             self._cons_batches += 1
             mass = self._mass.add(self.decay, t, bt, bsize)
+            self._cons_time = bt
             merged += 1
         if merged:
             del recent[:merged]
             _check_latent(self._cons)
+
+    # ------------------------------------------------------------------ erasure, probabilities
+    @property
+    def consolidated_time(self):
+        """Arrival time of the newest batch in the consolidated sample (general
+        decay; None before any batch is consolidated).  Batches are
+        consolidated in arrival order, so a batch is consolidated iff it
+        arrived at or before this time."""
+        return None if self.algorithm == "exponential" else self._cons_time
+
+    _no_merge_reason = ("with a general decay each sampler's rho is capped by its own history "
+                        "(rho*) and its batches joined its consolidated sample at their own "
+                        "ages; merging them is not supported -- use exponential decay")
+
+    def _merge(self, other, t):
+        """Algorithm 7's state for both streams at time t: each latent sample is
+        downsampled to the common rho = min(1, n / W) (W the sum of both decayed
+        weights), then the two are united (Theorems 4.1 and 4.2)."""
+        if self.algorithm != "exponential" or other.algorithm != "exponential":
+            raise TBSError(f"RTBS does not support merge(): {self._no_merge_reason}")
+        if other.n != self.n or other.decay.lam != self.decay.lam:
+            raise TBSError(f"merge needs the same n and lambda, got (n={self.n}, "
+                           f"lambda={self.decay.lam}) and (n={other.n}, lambda={other.decay.lam}): "
+                           "a sample cannot be upsampled to a larger rho")
+        lam = self.decay.lam
+        theta_a = math.exp(-lam * (t - self._time))
+        theta_b = math.exp(-lam * (t - other._time))
+        w = theta_a * self._W + theta_b * other._W
+        rho = min(1.0, self.n / w) if w > 0.0 else 1.0
+        u = 1.0 - self._op_generator(STREAM_DECIDE).random(3)
+        rng = self._op_generator(STREAM_APPLY)
+        mine, theirs = self._latent, _copy_latent(other._latent)
+        for ls, factor, uu in ((mine, rho * theta_a / self._rho, u[0]),
+                               (theirs, rho * theta_b / other._rho, u[1])):
+            f = float(_factor_at_most_one(np.array([factor]))[0])
+            apply_downsample(ls, plan_downsample(ls.size, ls.has_partial, ls.weight, f, uu), rng)
+        plan = plan_union(mine.size, mine.has_partial, mine.weight, theirs.size,
+                          theirs.has_partial, theirs.weight, u[2])
+        apply_union(mine, theirs, plan)
+        mine.weight = min(plan.weight, float(self.n))
+        _check_latent(mine)
+        self._W, self._rho, self._time = w, rho, t
+
+    def _resize(self, n):
+        """Exponential decay: rho becomes min(rho, n / W) and the latent sample
+        is downsampled by the ratio.  General decay: the output cap becomes n
+        (rho and the latent samples do not depend on n once n' is fixed)."""
+        if self.algorithm == "exponential" and self._latent is not None:
+            rho = min(self._rho, n / self._W) if self._W > 0.0 else self._rho
+            ls = self._latent
+            u = open_uniform(self._op_generator(STREAM_DECIDE))
+            apply_downsample(ls, plan_downsample(ls.size, ls.has_partial, ls.weight,
+                                                 rho / self._rho, u),
+                             self._op_generator(STREAM_APPLY))
+            _check_latent(ls)
+            self._rho = rho
+        self.n = n
+
+    def _latents(self):
+        if self.algorithm == "exponential":
+            return [] if self._latent is None else [self._latent]
+        return [r[2] for r in self._recent] + ([] if self._cons is None else [self._cons])
+
+    def _remove(self, items):
+        erased = 0
+        for ls in self._latents():
+            erased += ls.discard(items)
+            _check_latent(ls)
+        return erased
+
+    def inclusion_probabilities(self, ages, joined=None):
+        """``sample_rho f(age)``; general decay: for an item whose batch joined
+        the consolidated sample at age ``a_join`` (``joined``, NaN otherwise),
+        ``sample_rho f(a_join) exp(-lambda (age - a_join))``."""
+        ages = np.asarray(ages, dtype=np.float64)
+        p = self.sample_rho * np.asarray(self.decay(ages), dtype=np.float64)
+        if self.algorithm == "general" and joined is not None:
+            joined = np.asarray(joined, dtype=np.float64)
+            cons = ~np.isnan(joined)
+            if np.any(cons):
+                a = joined[cons]
+                p[cons] = (self.sample_rho * np.asarray(self.decay(a), dtype=np.float64)
+                           * np.exp(-self.consolidation_rate * (ages[cons] - a)))
+        return p
 
     # ------------------------------------------------------------------ output
     def sample(self):
@@ -541,7 +627,7 @@ class RTBS(Sampler):
         arrays["cons_partial"] = empty if no_partial else cons.partial.copy()
         meta.update(cons_weight=0.0 if cons is None else cons.weight, has_cons=cons is not None,
                     cons_W=self._cons_W, cons_batches=self._cons_batches, bstar=self._bstar,
-                    consolidate=self._consolidate)
+                    consolidate=self._consolidate, cons_time=self._cons_time)
         arrays["cons_mass_time"] = self._mass.times.copy()
         arrays["cons_mass_size"] = self._mass.sizes.copy()
 
@@ -576,6 +662,7 @@ class RTBS(Sampler):
         self._cons_batches = int(meta["cons_batches"])
         self._bstar = int(meta["bstar"])
         self._consolidate = bool(meta["consolidate"])
+        self._cons_time = None if meta.get("cons_time") is None else float(meta["cons_time"])
         if "cons_mass_time" in arrays:
             self._mass = ConsolidatedMass(get_array(arrays, "cons_mass_time", np.float64),
                                           get_array(arrays, "cons_mass_size", np.float64))
@@ -589,6 +676,13 @@ def _factor_at_most_one(factors):
     if factors.size and float(np.max(factors)) > 1.0 + 1e-9:
         raise TBSError(f"internal error: downsampling factor {float(np.max(factors))!r} > 1")
     return np.minimum(factors, 1.0)
+
+
+def _copy_latent(ls):
+    out = LatentSample.of_items(ls.full())
+    out.partial = None if ls.partial is None else ls.partial.copy()
+    out.weight = ls.weight
+    return out
 
 
 def _restore_latent(full, partial, weight):

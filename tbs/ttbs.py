@@ -112,6 +112,56 @@ class _BernoulliTBS(Sampler):
         for _, ls in groups:
             ls.weight = float(ls.size)
 
+    # ------------------------------------------------------------------ erasure, probabilities
+    def _latents(self):
+        return [g[1] for g in self._groups]
+
+    def _remove(self, items):
+        erased = sum(g[1].discard(items) for g in self._groups)
+        self._groups = [g for g in self._groups if g[1].size > 0]
+        return erased
+
+    def _merge(self, other, t):
+        """Both samples are independent Bernoulli samples with Pr = q f(age):
+        each item of the sampler that is behind survives the time shift with
+        probability f(age at t) / f(age now) (a binomial count per group, as
+        in an update), then the groups are united."""
+        if other.q != self.q or other.decay.to_json() != self.decay.to_json() \
+                or other.decay.to_json() is None and other.decay is not self.decay:
+            raise TBSError(f"merge needs the same decay and q, got ({self.decay!r}, q={self.q}) "
+                           f"and ({other.decay!r}, q={other.q})")
+        dec = self._op_generator(STREAM_DECIDE)
+        rng = self._op_generator(STREAM_APPLY)
+        groups = []
+        for sampler in (self, other):
+            for gt, ls in sampler._groups:
+                ls = LatentSample.of_items(ls.full())
+                if sampler._time < t:
+                    a = sampler._time - gt
+                    f_prev, f_now = float(self.decay(a)), float(self.decay(a + t - sampler._time))
+                    keep = int(dec.binomial(ls.size, f_now / f_prev if f_prev > 0.0 else 0.0))
+                    ls = LatentSample.of_items(ls.full()[choose(rng, ls.size, keep)])
+                if ls.size:
+                    groups.append((gt, ls))
+        if self.decay.is_exponential:
+            items = [ls.full() for _, ls in groups]
+            one = LatentSample.of_items(np.concatenate(items)) if items else None
+            self._groups = [] if one is None else [(min(g[0] for g in groups), one)]
+            self._W = (self._W * self.decay.factor(t - self._time)
+                       + other._W * self.decay.factor(t - other._time))
+        else:
+            groups.sort(key=lambda g: g[0])
+            self._groups = groups
+            hist = sorted(zip(self._hist_t + other._hist_t, self._hist_b + other._hist_b))
+            self._hist_t = [h[0] for h in hist]
+            self._hist_b = [h[1] for h in hist]
+        self._time = t
+
+    def inclusion_probabilities(self, ages, joined=None):
+        """``q f(age)`` (B-TBS: q = 1)."""
+        return self.q * np.asarray(self.decay(np.asarray(ages, dtype=np.float64)),
+                                   dtype=np.float64)
+
     # ------------------------------------------------------------------ state
     def _save(self, arrays, meta):
         empty = self._empty()
@@ -160,6 +210,18 @@ class TTBS(_BernoulliTBS):
             raise TBSError(f"mean_batch_size must be >= n * gamma(decay) = {self.n * g:.6g} "
                            f"(T-TBS needs b >= n gamma), got {mean_batch_size!r}")
         super().__init__(decay, min(q, 1.0), seed)
+
+    def _resize(self, n):
+        """q becomes n gamma / b: each stored item stays with probability
+        q_new / q_old (a binomial count per group, as in an update)."""
+        q = min(n * self.gamma / self.mean_batch_size, 1.0)
+        dec, rng = self._op_generator(STREAM_DECIDE), self._op_generator(STREAM_APPLY)
+        groups = []
+        for gt, ls in self._groups:
+            keep = int(dec.binomial(ls.size, q / self.q))
+            if keep:
+                groups.append((gt, LatentSample.of_items(ls.full()[choose(rng, ls.size, keep)])))
+        self._groups, self.q, self.n = groups, q, n
 
     def _params(self):
         p = {"n": self.n, "mean_batch_size": self.mean_batch_size, "delta": self.delta}

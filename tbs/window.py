@@ -57,6 +57,24 @@ class SlidingWindow(Sampler):
         idx = (self._start + np.arange(self._size)) % self.n
         return self._ring[idx]
 
+    def held(self):
+        return self.sample()
+
+    def _remove(self, items):
+        from .latent import isin_items
+        window = self.sample()
+        hit = isin_items(window, items)
+        erased = int(np.count_nonzero(hit))
+        if erased:
+            kept = window[~hit]
+            self._ring[: kept.size] = kept
+            self._start, self._size = 0, int(kept.size)
+        return erased
+
+    def inclusion_probabilities(self, ages, joined=None):
+        """1 for every item in the window."""
+        return np.ones(np.shape(ages))
+
     def _params(self):
         return {"n": self.n}
 

@@ -119,3 +119,32 @@ def test_json_round_trip():
     assert CustomDecay(lambda a: np.exp(-a)).to_json() is None
     with pytest.raises(TBSError, match="decay kind"):
         decay_from_json({"kind": "gaussian"})
+
+
+@pytest.mark.parametrize("half_life", [0.5, 1.0, 7.0, 1e4])
+def test_half_life(half_life):
+    d = Exponential.from_half_life(half_life)
+    assert float(d(half_life)) == pytest.approx(0.5, rel=1e-12)
+    assert float(d(3 * half_life)) == pytest.approx(0.125, rel=1e-12)
+    assert d.half_life == pytest.approx(half_life, rel=1e-12)
+    assert Exponential(0.0).half_life == math.inf
+
+
+@pytest.mark.parametrize("window, spacing", [(10.0, 1.0), (1000.0, 1.0), (5.0, 0.25), (2.0, 1.0)])
+def test_equivalent_window(window, spacing):
+    # Same total weight as a window holding window / spacing batches:
+    # sum_{j>=0} f(j spacing) = window / spacing.
+    d = Exponential.from_window(window, spacing)
+    j = np.arange(0, 200_000, dtype=np.float64)
+    assert float(np.sum(d(j * spacing))) == pytest.approx(window / spacing, rel=1e-9)
+    assert 1.0 / d.gamma(spacing) == pytest.approx(window / spacing, rel=1e-12)
+
+
+def test_half_life_and_window_errors():
+    for bad in (0, -1.0, float("nan"), "x"):
+        with pytest.raises(TBSError, match="half_life"):
+            Exponential.from_half_life(bad)
+    with pytest.raises(TBSError, match="window"):
+        Exponential.from_window(1.0, 1.0)
+    with pytest.raises(TBSError, match="spacing"):
+        Exponential.from_window(10.0, 0.0)

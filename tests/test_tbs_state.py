@@ -7,6 +7,7 @@ state repeats it exactly.
 """
 import io
 import json
+import sys
 
 import numpy as np
 import pytest
@@ -139,3 +140,47 @@ def test_wrong_or_corrupt_state_is_rejected():
         RTBS.from_state(arrays, bad)
     with pytest.raises(TBSError, match="state version must be 1"):
         RTBS.from_state(arrays, dict(meta, version=99))
+
+
+DECAY_MODULE = '''
+def slow(a):
+    return (3.0 / (3.0 + a)) ** 2.5
+'''
+
+
+def test_importable_custom_decay_is_stored_by_reference(user_module):
+    # A module-level function is stored as "module:name" and found again by
+    # from_state without decay=; the restored sampler continues identically.
+    name = user_module("user_decays_ok", DECAY_MODULE)
+    mod = __import__(name)
+    for given in (mod.slow, f"{name}:slow"):
+        s = RTBS(20, given, seed=1)
+        for items, t in _batches("ids", 10):
+            s.update(items, time=t)
+        arrays, meta = s.to_state()
+        assert meta["params"]["decay"] == {"kind": "custom", "ref": f"{name}:slow"}
+        meta = json.loads(json.dumps(meta))
+        r = RTBS.from_state(arrays, meta)
+        assert r.decay.func is mod.slow
+        for sampler in (r, s):
+            sampler.update(np.arange(10_000, 10_050, dtype=np.int64), time=50.0)
+        assert np.array_equal(r.sample(), s.sample())
+
+
+def test_custom_decay_reference_that_cannot_be_imported_is_one_clear_error(user_module):
+    name = user_module("user_decays_gone", DECAY_MODULE)
+    s = RTBS(20, f"{name}:slow", seed=1)
+    s.update(np.arange(30), time=1.0)
+    arrays, meta = s.to_state()
+    sys.modules.pop(name)
+    meta["params"]["decay"]["ref"] = "no_such_module_xyz:slow"
+    with pytest.raises(TBSError, match=r"decay 'no_such_module_xyz:slow' cannot be imported "
+                                       r"\(ModuleNotFoundError: .*pass decay= explicitly"):
+        RTBS.from_state(arrays, meta)
+    meta["params"]["decay"]["ref"] = f"{name}:missing"
+    with pytest.raises(TBSError, match=f"decay '{name}:missing' cannot be imported "
+                                       r"\(AttributeError"):
+        RTBS.from_state(arrays, meta)
+    for bad in ("slow", "a:b:c", ":slow"):
+        with pytest.raises(TBSError, match="a decay reference must be 'module:name'"):
+            RTBS(20, bad, seed=1)
