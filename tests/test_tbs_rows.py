@@ -445,3 +445,16 @@ def test_bad_batches_are_one_line_errors_and_change_nothing():
     clash.update(pd.DataFrame({"age": [1, 2]}), time=1.0)
     with pytest.raises(TBSError, match="already have a column 'age'"):
         clash.sample(with_probabilities=True)
+
+
+def test_the_retraining_example_runs(tmp_path):
+    import os
+    import subprocess
+    import sys
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    proc = subprocess.run([sys.executable, os.path.join(root, "docs", "examples",
+                                                        "retrain_pandas.py"), str(tmp_path)],
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert "day 29:" in proc.stdout and "restored" in proc.stdout
+    assert (tmp_path / "sample" / "stream-sample.json").exists()
