@@ -6,9 +6,13 @@ mrjob or pyspark for those runners); ``import tbs`` does not import it.
 
 * :func:`run` -- process the new batches of a directory into a STATE;
 * :func:`current_sample`, :func:`write_sample` -- the sample S_k;
-* :func:`status` -- W_k, C_k, rho, |S_k|, footprint.
+* :func:`status` -- W_k, C_k, rho, |S_k|, footprint;
+* :func:`sink` -- a Spark Structured Streaming ``foreachBatch`` function that
+  keeps a STATE up to date, each micro-batch exactly once;
+  :func:`read_sample` -- S_k as a Spark DataFrame.
 """
 from .job import run
 from .materialize import current_sample, status, write_sample
+from .spark_sink import read_sample, sink
 
-__all__ = ["run", "current_sample", "status", "write_sample"]
+__all__ = ["run", "current_sample", "status", "write_sample", "sink", "read_sample"]
