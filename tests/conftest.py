@@ -84,6 +84,20 @@ def hadoop():
                 os.remove(marker)
 
 
+@pytest.fixture(scope="module")
+def cluster_env(hadoop):
+    """This process's environment as the cluster's clients have it (for the
+    filesystem layer, which reads HADOOP_CONF_DIR)."""
+    from samplegen.jobs import fs
+    saved = dict(os.environ)
+    os.environ.update(hadoop["env"])
+    fs._REMOTE.clear()
+    yield hadoop
+    os.environ.clear()
+    os.environ.update(saved)
+    fs._REMOTE.clear()
+
+
 def make(tmp_path, name="m", rows=500, cols=6, block_size=64, density=None, seed=1):
     path = str(tmp_path / name)
     driver.make_matrix(path, rows, cols, block_size, density=density, seed=seed)

@@ -42,19 +42,6 @@ def samplegen(hadoop, *args, **kw):
 
 
 @pytest.fixture(scope="module")
-def cluster_env(hadoop):
-    """This process's environment as the cluster's clients have it (for the
-    filesystem layer, which reads HADOOP_CONF_DIR)."""
-    saved = dict(os.environ)
-    os.environ.update(hadoop["env"])
-    fs._REMOTE.clear()
-    yield hadoop
-    os.environ.clear()
-    os.environ.update(saved)
-    fs._REMOTE.clear()
-
-
-@pytest.fixture(scope="module")
 def base(cluster_env):
     """A fresh HDFS directory (``hdfs:///...``) for this module, removed afterwards."""
     uri = f"hdfs:///samplegen-tests/hdfs-{uuid.uuid4().hex[:12]}"

@@ -33,19 +33,6 @@ def _no_fsync(monkeypatch):
 
 
 @pytest.fixture(scope="module")
-def cluster_env(hadoop):
-    """This process's environment as the cluster's clients have it (the
-    filesystem layer reads HADOOP_CONF_DIR)."""
-    saved = dict(os.environ)
-    os.environ.update(hadoop["env"])
-    fs._REMOTE.clear()
-    yield hadoop
-    os.environ.clear()
-    os.environ.update(saved)
-    fs._REMOTE.clear()
-
-
-@pytest.fixture(scope="module")
 def hdfs_base(cluster_env):
     uri = f"hdfs:///samplegen-tests/sink-{uuid.uuid4().hex[:12]}"
     fs.get_fs(uri).makedirs(uri)
