@@ -16,6 +16,7 @@ import numpy as np
 
 from .decay import as_decay, decay_from_json
 from .errors import TBSError, check_int, check_items, check_real
+from .latent import isin_items
 from .randomness import batch_generator, derive_key
 
 STATE_VERSION = 1
@@ -177,8 +178,8 @@ class Sampler(ABC):
         if self._dtype != other._dtype:
             raise TBSError(f"merge needs items of one dtype, got {self._dtype} and "
                            f"{other._dtype}")
-        shared = np.intersect1d(self.held(), other.held()) if self._dtype.names is None \
-            else np.empty(0)
+        mine = self.held()
+        shared = mine[isin_items(mine, other.held())]
         if shared.size:
             raise TBSError(f"the two samplers hold {shared.size} common items (e.g. "
                            f"{shared[0]!r}): merge needs disjoint streams")
@@ -202,6 +203,8 @@ class Sampler(ABC):
         stratum): the sample is downsampled so that every item's inclusion
         probability is that of a sampler of size ``n``, from here on.  Raising
         ``n`` is refused: items already discarded cannot come back."""
+        if getattr(self, "n", None) is None:
+            raise TBSError(f"{type(self).__name__} has no sample size to resize")
         n = check_int("n", n, 1)
         if n > self.n:
             raise TBSError(f"resize can only lower n (now {self.n}), got {n}")

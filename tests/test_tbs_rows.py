@@ -458,3 +458,17 @@ def test_the_retraining_example_runs(tmp_path):
     assert proc.returncode == 0, proc.stderr
     assert "day 29:" in proc.stdout and "restored" in proc.stdout
     assert (tmp_path / "sample" / "stream-sample.json").exists()
+
+
+def test_merge_refuses_shared_records_and_resize_needs_a_size():
+    from samplegen.tbs import BTBS
+    dt = np.dtype([("id", np.int64), ("x", np.float64)])
+    items = np.zeros(20, dtype=dt)
+    items["id"] = np.arange(20)
+    a, b = RTBS(10, Exponential(0.1), seed=1), RTBS(10, Exponential(0.1), seed=2)
+    a.update(items, time=1.0)
+    b.update(items[5:], time=2.0)
+    with pytest.raises(TBSError, match="common items .*disjoint streams"):
+        a.merge(b)
+    with pytest.raises(TBSError, match="BTBS has no sample size to resize"):
+        BTBS(Exponential(0.1), seed=1).resize(3)
