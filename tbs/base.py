@@ -128,6 +128,28 @@ class Sampler(ABC):
                 parts.append(ls.partial)
         return np.concatenate(parts)
 
+    @property
+    def footprint(self):
+        """Number of items stored: ``len(held())`` without building it
+        (samplers that override :meth:`held` override this too)."""
+        return sum(ls.footprint() for ls in self._latents())
+
+    def shift_items(self, offset):
+        """Rename every stored item ``x`` (integer ids) to ``x + offset``, in
+        place: the items of the state arrays named in ``ITEM_ARRAYS``, so that
+        ``to_state()`` afterwards equals ``to_state()`` before with ``offset``
+        added to those arrays.  Nothing else changes (weights, times, draws)."""
+        if self._dtype is not None and self._dtype.kind not in "iu":
+            raise TBSError(f"shift_items needs integer items, got dtype {self._dtype}")
+        self._shift_items(offset)
+
+    def _shift_items(self, offset):
+        """Samplers that store items otherwise than in :meth:`_latents` override this."""
+        for ls in self._latents():
+            ls.buf[: ls.size] += offset
+            if ls.partial is not None:
+                ls.partial = ls.partial + offset
+
     def remove(self, items):
         """Erase every stored copy of ``items`` (a data-protection erasure);
         returns how many stored items were erased.

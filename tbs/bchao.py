@@ -61,6 +61,16 @@ class BChao(Sampler):
     def held(self):
         return self.sample()
 
+    @property
+    def footprint(self):
+        return self._size + len(self._V_items)
+
+    def _shift_items(self, offset):
+        if self._S is not None:
+            self._S[: self._size] += offset
+        # Overweight items may be views of a caller's batch: replaced, not changed.
+        self._V_items = [v + offset for v in self._V_items]
+
     def sample(self):
         if self._S is None:
             return self._empty()

@@ -514,15 +514,7 @@ def add_commands(sub):
         q.add_argument("--patterns", type=_patterns_arg, default=default_patterns,
                        help="comma-separated mode patterns: single, P(d,e) "
                             "(default %(default)s)")
-        q.add_argument("--runs", type=int, default=30, help="runs per pattern (default 30)")
-        q.add_argument("--tune-runs", type=int, default=5,
-                       help="separate runs used to pick the hyper-parameter (0: pick on the runs)")
-        q.add_argument("--test-batches", type=int, default=100,
-                       help="test batches per run, at least 20 (default 100)")
-        q.add_argument("--warmup", type=int, default=100,
-                       help="batches before the test batches (default 100)")
-        q.add_argument("--batch", type=int, default=100, help="items per batch (default 100)")
-        q.add_argument("--n", type=int, default=1000, help="sample size (default 1000)")
+        _add_run_options(q, tuned="the hyper-parameter")
         q.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
         q.add_argument("--table", help="write the Markdown table here")
         q.add_argument("--csv", help="write mean loss per test batch here")
@@ -568,15 +560,7 @@ def add_commands(sub):
                    help="factor on both modes' coefficients (default 1)")
     q.add_argument("--extra", type=_int_list, default="0",
                    help="stable parameters added to the model; a list sweeps (default 0)")
-    q.add_argument("--runs", type=int, default=30, help="runs (default 30)")
-    q.add_argument("--tune-runs", type=int, default=5,
-                   help="separate runs used to tune each method (0: tune on the runs)")
-    q.add_argument("--test-batches", type=int, default=100,
-                   help="test batches per run, at least 20 (default 100)")
-    q.add_argument("--warmup", type=int, default=100,
-                   help="normal batches before the test batches (default 100)")
-    q.add_argument("--batch", type=int, default=100, help="items per batch (default 100)")
-    q.add_argument("--n", type=int, default=1000, help="R-TBS sample size (default 1000)")
+    _add_run_options(q, tuned="each method", sample="R-TBS sample size")
     q.add_argument("--lambdas", type=_float_list,
                    default="0.01,0.02,0.03,0.05,0.07,0.1,0.15,0.2,0.3,0.5,0.7,1,1.5,2,3,5,10",
                    help="R-TBS decay rates to tune over (default %(default)s)")
@@ -593,6 +577,22 @@ def add_commands(sub):
     q.add_argument("--csv", help="write mean MSE per test batch here")
     q.add_argument("--plot", help="write a PNG here (a sweep plots mean MSE per --extra)")
     _add_stream_commands(sub)
+
+
+def _add_run_options(parser, tuned, sample="sample size"):
+    """The options of an experiment's runs (knn, regression, online): ``tuned``
+    names what the tuning runs pick, ``sample`` what ``--n`` sizes."""
+    parser.add_argument("--runs", type=int, default=30,
+                        help="runs per pattern (default %(default)s)")
+    parser.add_argument("--tune-runs", type=int, default=5,
+                        help=f"separate runs used to tune {tuned} (0: tune on the runs)")
+    parser.add_argument("--test-batches", type=int, default=100,
+                        help="test batches per run, at least 20 (default %(default)s)")
+    parser.add_argument("--warmup", type=int, default=100,
+                        help="normal batches before the test batches (default %(default)s)")
+    parser.add_argument("--batch", type=int, default=100,
+                        help="items per batch (default %(default)s)")
+    parser.add_argument("--n", type=int, default=1000, help=f"{sample} (default %(default)s)")
 
 
 def _add_stream_commands(sub):

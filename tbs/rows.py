@@ -24,7 +24,7 @@ import uuid
 
 import numpy as np
 
-from .base import ITEM_ARRAYS, Sampler, dtype_from_json, dtype_to_json
+from .base import Sampler, dtype_from_json, dtype_to_json
 from .errors import TBSError, TBSParameterError
 
 __all__ = ["StreamSample", "StratifiedStreamSample", "PROBABILITY", "AGE"]
@@ -218,10 +218,9 @@ class StreamSample:
         rows = self._rows
         if rows is None or not len(rows):
             return
-        held = self.sampler.held()
-        if not force and len(rows) < 2 * held.size + 1024:
+        if not force and len(rows) < 2 * self.sampler.footprint + 1024:
             return
-        rows.keep(np.isin(rows.ids, held))
+        rows.keep(np.isin(rows.ids, self.sampler.held()))
         if len(rows):
             first = np.searchsorted(self._batch_id, rows.ids[0], side="right") - 1
         else:
@@ -295,6 +294,9 @@ class StreamSample:
         changed.  Its rows get new row ids after this one's."""
         if not isinstance(other, StreamSample):
             raise TBSParameterError(f"merge needs a StreamSample, got {type(other).__name__}")
+        if other is self:
+            raise TBSError("merge needs another stream's sample: merged with itself, every "
+                           "row would count twice")
         if other._rows is None:
             return self
         if self._rows is None:
@@ -303,9 +305,12 @@ class StreamSample:
         if other._rows.kind != self._rows.kind or not _same_schema(self._rows, other._rows):
             raise TBSError("merge needs rows of one type and columns")
         shift = self._next
-        moved = type(other.sampler).from_state(*_shifted_state(other.sampler, shift),
-                                               decay=getattr(other.sampler, "decay", None))
-        self.sampler.merge(moved)
+        donor = other.sampler
+        donor.shift_items(shift)        # renamed in place for the merge, then back
+        try:
+            self.sampler.merge(donor)
+        finally:
+            donor.shift_items(-shift)
         o = other._rows
         o._compact()
         self._rows._compact()
@@ -401,13 +406,6 @@ def _same_schema(a, b):
 def _arrow_array(values):
     import pyarrow as pa
     return pa.array(values)
-
-
-def _shifted_state(sampler, shift):
-    """The sampler's state with every stored item (a row id) plus ``shift``."""
-    arrays, meta = sampler.to_state()
-    return {name: arr + shift if name in ITEM_ARRAYS else arr
-            for name, arr in arrays.items()}, meta
 
 
 def _write_rows(kind, table, schema, base, info):

@@ -341,14 +341,6 @@ class RTBS(Sampler):
         """How many of the earliest batches have been merged into the consolidated sample."""
         return 0 if self.algorithm == "exponential" else self._cons_batches
 
-    @property
-    def footprint(self):
-        """Number of items stored (full and partial, all latent samples)."""
-        if self.algorithm == "exponential":
-            return 0 if self._latent is None else self._latent.footprint()
-        total = sum(r[2].footprint() for r in self._recent)
-        return total + (0 if self._cons is None else self._cons.footprint())
-
     # ------------------------------------------------------------------ update
     def _update(self, items, t, dt):
         if self.algorithm == "exponential":

@@ -54,11 +54,22 @@ class SlidingWindow(Sampler):
         """The window, oldest item first (a new array)."""
         if self._ring is None:
             return self._empty()
-        idx = (self._start + np.arange(self._size)) % self.n
-        return self._ring[idx]
+        return self._ring[self._positions()]
+
+    def _positions(self):
+        """Ring positions of the window, oldest item first."""
+        return (self._start + np.arange(self._size)) % self.n
 
     def held(self):
         return self.sample()
+
+    @property
+    def footprint(self):
+        return self._size
+
+    def _shift_items(self, offset):
+        if self._size:
+            self._ring[self._positions()] += offset
 
     def _remove(self, items):
         from .latent import isin_items

@@ -341,6 +341,8 @@ def test_merge_refusals():
     b.update(_frame(0, 5))
     with pytest.raises(TBSError, match="rows of one type"):
         a.merge(b)
+    with pytest.raises(TBSError, match="merge needs another stream's sample"):
+        b.merge(b)
 
 
 # -- strata -------------------------------------------------------------------------------
@@ -472,3 +474,117 @@ def test_merge_refuses_shared_records_and_resize_needs_a_size():
         a.merge(b)
     with pytest.raises(TBSError, match="BTBS has no sample size to resize"):
         BTBS(Exponential(0.1), seed=1).resize(3)
+
+
+# -- stored-item counts and renamed items ---------------------------------------------------
+def _every_kind():
+    from samplegen.tbs import BTBS, BChao, SlidingWindow
+    return {
+        "rtbs-exp": lambda s: RTBS(30, Exponential(LAM), seed=s),
+        "rtbs-poly": lambda s: RTBS(30, Polynomial(2, shift=1), seed=s, delta1=0.3, delta2=40.0,
+                                    max_weight=40),
+        "ttbs-exp": lambda s: TTBS(30, Exponential(LAM), 40, seed=s),
+        "ttbs-poly": lambda s: TTBS(10, Polynomial(2, shift=1), 40, seed=s),
+        "btbs-exp": lambda s: BTBS(Exponential(LAM), seed=s),
+        "btbs-poly": lambda s: BTBS(Polynomial(2, shift=1), seed=s),
+        "reservoir": lambda s: BatchedReservoir(30, seed=s),
+        "window": lambda s: SlidingWindow(30),
+        "bchao": lambda s: BChao(30, Exponential(1.5), seed=s),
+    }
+
+
+# Bursts, empty batches, long and short gaps.
+IRREGULAR_SIZES = [5, 0, 70, 3, 0, 1, 120, 40, 2, 0, 60, 8, 33, 1, 90, 0, 15, 25, 4, 50]
+IRREGULAR_TIMES = [0.5, 0.7, 1.0, 4.5, 4.6, 9.0, 9.01, 12.0, 12.5, 13.0, 20.0, 20.2, 21.0,
+                   30.0, 30.5, 31.0, 33.0, 40.0, 40.1, 41.0]
+
+
+@pytest.mark.parametrize("kind", list(_every_kind()))
+def test_footprint_is_the_number_of_items_held_after_every_batch(kind):
+    # StreamSample prunes its rows by the sampler's footprint; it must be
+    # len(held()) exactly, for every kind, after each batch and each erasure.
+    ss = StreamSample(_every_kind()[kind](5))
+    first = 0
+    for k, (b, t) in enumerate(zip(IRREGULAR_SIZES, IRREGULAR_TIMES)):
+        ss.update(np.arange(first, first + b), time=t)
+        first += b
+        assert ss.sampler.footprint == ss.sampler.held().size, (kind, k)
+        if k % 6 == 5 and ss.sampler.held().size:
+            try:
+                ss.remove(np.sort(ss.sampler.held())[::3])
+            except TBSError:               # kinds without erasure
+                continue
+            assert ss.sampler.footprint == ss.sampler.held().size, (kind, k, "remove")
+    if kind == "rtbs-poly":
+        assert ss.sampler.consolidated_batches > 0
+
+
+def test_bchao_footprint_counts_overweight_items():
+    from samplegen.tbs import BChao
+    s = BChao(30, Exponential(1.5), seed=5)
+    first, seen = 0, False
+    for b, t in zip(IRREGULAR_SIZES, IRREGULAR_TIMES):
+        s.update(np.arange(first, first + b), time=t)
+        first += b
+        seen |= s.overweight_count > 0
+        assert s.footprint == s.held().size
+    assert seen
+
+
+def _states_equal(a, b):
+    (arrays_a, meta_a), (arrays_b, meta_b) = a, b
+    assert meta_a == meta_b
+    assert sorted(arrays_a) == sorted(arrays_b)
+    for name in arrays_a:
+        assert arrays_a[name].dtype == arrays_b[name].dtype, name
+        assert np.array_equal(arrays_a[name], arrays_b[name]), name
+
+
+@pytest.mark.parametrize("kind", list(_every_kind()))
+def test_shift_items_renames_exactly_the_item_arrays_of_the_state(kind):
+    # After every batch: shifted, the state is the old one with the offset
+    # added to the item arrays; shifted back, it is the old one.
+    from samplegen.tbs.base import ITEM_ARRAYS
+    s = _every_kind()[kind](3)
+    batches = []
+    first = 0
+    for b, t in zip(IRREGULAR_SIZES, IRREGULAR_TIMES):
+        batches.append(np.arange(first, first + b))
+        s.update(batches[-1], time=t)
+        first += b
+        arrays, meta = s.to_state()
+        s.shift_items(1000)
+        shifted = {name: arr + 1000 if name in ITEM_ARRAYS else arr
+                   for name, arr in arrays.items()}
+        _states_equal(s.to_state(), (shifted, meta))
+        s.shift_items(-1000)
+        _states_equal(s.to_state(), (arrays, meta))
+    # The caller's batches are not touched (B-Chao keeps views of them).
+    assert np.array_equal(np.concatenate(batches), np.arange(first))
+
+
+def test_shift_items_needs_integer_items():
+    s = RTBS(5, Exponential(LAM), seed=1)
+    s.update(np.linspace(0.0, 1.0, 10))
+    with pytest.raises(TBSError, match="shift_items needs integer items, got dtype float64"):
+        s.shift_items(3)
+
+
+@pytest.mark.parametrize("case", ["rtbs-exp", "ttbs-exp"])
+def test_merge_folds_in_the_other_sampler_with_its_ids_shifted(case):
+    # What StreamSample.merge does to the samplers: the other's items renamed
+    # to row ids after this stream's, then Sampler.merge; the other unchanged.
+    from samplegen.tbs.base import ITEM_ARRAYS
+    make = _every_kind()["ttbs-exp" if case == "ttbs-exp" else "rtbs-exp"]
+    a = StreamSample(make(1), key="id")
+    first = _feed(a)
+    b = StreamSample(make(2), key="id")
+    _feed(b, SIZES_B, TIMES_B, first=first)
+    arrays, meta = b.sampler.to_state()
+    moved = type(b.sampler).from_state(
+        {name: arr + a.rows_seen if name in ITEM_ARRAYS else arr for name, arr in arrays.items()},
+        meta)
+    expected = type(a.sampler).from_state(*a.sampler.to_state()).merge(moved)
+    a.merge(b)
+    _states_equal(a.sampler.to_state(), expected.to_state())
+    _states_equal(b.sampler.to_state(), (arrays, meta))
