@@ -1,9 +1,13 @@
 """The embedded engine (``--runner embedded``, the default): the three phases
 in this process, on every core, in bounded memory.
 
-* **local-sampling**: map tasks read runs of block lines of the input's part
-  files (one ``pread`` per run of about 4 MiB), check every block's CRC and
-  run :func:`jobs.phases.local_sampling` on it;
+* **local-sampling**: map tasks take runs of block lines of the input's part
+  files (about 4 MiB each) and run :func:`jobs.phases.local_sampling` on
+  every block.  A sparse block is read (one ``pread`` per run) and its CRC
+  checked first; a dense block needs only its shape from its line's header,
+  since its rows are known by id until they are written (below), and a
+  thread of its own checks the dense blocks' CRCs beside the three phases:
+  a corrupt block fails the run before it is committed;
 * **block-preparation**: the records ``(sample, v, bin, h) -> chunk`` go
   into one :class:`~jobs.engines.spool.SortSpool`, which holds at most the
   memory budget and spills the rest to a file in the run's scratch
@@ -50,7 +54,8 @@ UDF object need not be thread-safe).
 Memory: the spool holds at most the budget (``--memory-mib``, default a
 quarter of the available memory); beyond it, every running task holds one
 shuffle bin and its merged copy (``--bin-mib``), a block and the writer's two
-2 MiB buffers, and at most twice as many map tasks as threads are in flight.
+2 MiB buffers, and at most twice as many map tasks as threads are in flight;
+the CRC thread reads one run at a time.
 
 Errors: a task's samplegen error is raised as itself, same class and message;
 anything else as one RuntimeError naming it (a UDF's bug), a UDF that calls
@@ -69,7 +74,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 from samplegen.jobs import fs as fsmod
 from samplegen.jobs.blocks import EncodedBlock
-from samplegen.jobs.engines.rowcache import RowIndex, RowSource, no_text
+from samplegen.jobs.engines.rowcache import RowIndex, RowSource, keys_only
 from samplegen.jobs.engines.spool import SortSpool
 from samplegen.jobs.limits import available_memory
 from samplegen.jobs.phases import (
@@ -184,9 +189,10 @@ class _Tasks:
         return False
 
     def submit(self, fn, *args):
-        return self.pool.submit(self._call, fn, *args)
+        return self.pool.submit(self.call, fn, *args)
 
-    def _call(self, fn, *args):
+    def call(self, fn, *args):
+        """Run one task (in whichever thread calls it)."""
         self.check()
         try:
             return fn(*args)
@@ -250,10 +256,19 @@ class _Job:
             source = RowSource(self.paths, self.plan.rows, self.plan.cols,
                                self.plan.block_size, "")
             self.index = RowIndex(source, self.paths)
-        with SortSpool(self.budget, self.scratch) as spool, _Tasks(self.threads) as tasks:
+        with SortSpool(self.budget, self.scratch) as spool, \
+                ThreadPoolExecutor(1, thread_name_prefix="samplegen-verify") as checker, \
+                _Tasks(self.threads) as tasks:
+            # Keys only: the decisions need no values, so the blocks' CRCs are
+            # checked beside the phases, by a thread of their own, and a
+            # corrupt block fails the run before anything is committed.
+            verified = checker.submit(tasks.call, self._verify, tasks, runs) if self.ids \
+                else None
             reports = self._map(tasks, runs, spool)
             summaries, tails = self._reduce(tasks, spool, reports)
             extras = self._compose(tasks, tails)
+            if verified is not None:
+                tasks.result(verified)
         check_coverage(self.plan, reports, summaries + extras)
         self.stats.update(map_tasks=len(runs), reduce_tasks=len(summaries),
                           compose_tasks=len(extras), spilled_bytes=spool.spilled_bytes)
@@ -296,26 +311,50 @@ class _Job:
 
     def _map_task(self, tasks, path, run):
         plan = self._plan()
+        report, records = new_map_report(), []
+        blocks = self._keys(tasks, run) if self.ids else self._blocks(tasks, path, run)
+        for h, v, block in blocks:
+            for sample, v2, bin_, h2, chunk in counted(report, h, v,
+                                                       local_sampling(plan, h, v, block)):
+                records.append(((sample, v2, bin_, h2), chunk))
+        return records, report
+
+    @staticmethod
+    def _keys(tasks, run):
+        """``(h, v, block)`` of *run*'s dense blocks known by id only: their
+        shapes, from the line headers (what the decisions need)."""
+        for h, v, _, _, layout in run:
+            tasks.check()
+            yield h, v, keys_only(layout)
+
+    def _verify(self, tasks, runs):
+        """Check the CRC of every block of *runs* (an InputError naming the
+        first corrupt one)."""
+        for path, run in runs:
+            for _ in self._blocks(tasks, path, run):
+                pass
+
+    def _blocks(self, tasks, path, run):
+        """``(h, v, EncodedBlock)`` of the block lines of *run*, read at once
+        (from the input's mapping when the rows are gathered from it), each
+        block's CRC checked."""
         start = run[0][2]
         end = run[-1][3] + run[-1][4].length
-        with open(path, "rb") as f:
-            data = os.pread(f.fileno(), end - start, start)
+        if self.index is not None and self.index.maps(self.map_budget):
+            data = self.index.mapping(self.paths.index(path))[start:end]
+        else:
+            with open(path, "rb") as f:
+                data = os.pread(f.fileno(), end - start, start)
         if len(data) != end - start:
             raise InputError(f"part file {path} is truncated")
         view = memoryview(data)
-        report, records = new_map_report(), []
         for h, v, _, payload, layout in run:
             tasks.check()
             try:
                 block = EncodedBlock.parse(view[payload - start:payload - start + layout.length])
             except InputError as exc:
                 raise InputError(f"{exc} in block ({h}, {v})") from None
-            if self.ids:
-                block = no_text(block)
-            for sample, v2, bin_, h2, chunk in counted(report, h, v,
-                                                       local_sampling(plan, h, v, block)):
-                records.append(((sample, v2, bin_, h2), chunk))
-        return records, report
+            yield h, v, block
 
     # -- block-preparation and streaming-re-block -------------------------------------
     def _reduce(self, tasks, spool, reports):

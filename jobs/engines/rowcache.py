@@ -37,7 +37,7 @@ import threading
 import numpy as np
 
 from samplegen.jobs import fs as fsmod
-from samplegen.jobs.blocks import DENSE, row_chars
+from samplegen.jobs.blocks import DENSE, EncodedBlock, row_chars
 from samplegen.jobs.store import scan_part
 from samplegen.udfs.errors import InputError
 
@@ -52,6 +52,12 @@ def local_dir():
 def no_text(block):
     """*block* (dense, encoded) without its values: rows known by id only."""
     return block.replace(text=np.empty((block.rows, 0), np.uint8))
+
+
+def keys_only(layout):
+    """The dense block of payload *layout* (:func:`jobs.blocks.payload_layout`)
+    without reading it: its shape, rows known by id only."""
+    return EncodedBlock(DENSE, layout.rows, layout.cols, np.empty((layout.rows, 0), np.uint8))
 
 
 class RowSource:
@@ -118,7 +124,7 @@ class RowIndex:
         self.part = [np.full(n_h, -1, np.int32) for _ in range(source.n_vblocks())]
         self.start = [np.full(n_h, -1, np.int64) for _ in range(source.n_vblocks())]
         self.size = sum(os.path.getsize(p) for p in paths)
-        self._windows, self._fds = {}, {}
+        self._windows, self._mappings, self._fds = {}, {}, {}
         for p, path in enumerate(paths):
             self._scan(p, path)
 
@@ -140,12 +146,16 @@ class RowIndex:
         from memory-mapped part files when they take at most half of *budget*
         bytes, else read row by row."""
         width = self.source.width(v)
-        mapped = self.size <= budget // 2
+        mapped = self.maps(budget)
         for h, block in blocks:
             parts, offsets = self.locate(v, block.row_ids, width)
             text = self.gather(parts, offsets, width) if mapped else \
                 self.read(parts, offsets, width)
             yield h, block.replace(text=text)
+
+    def maps(self, budget):
+        """Whether rows come from memory-mapped part files under *budget*."""
+        return self.size <= budget // 2
 
     def locate(self, v, row_ids, width):
         """``(part, byte offset)`` of each row of *row_ids* in column block *v*."""
@@ -160,26 +170,38 @@ class RowIndex:
         """The rows at *offsets* from memory-mapped part files."""
         first = int(parts[0]) if parts.size else 0
         if parts.size == 0 or (parts == first).all():
-            return self._window(first, width)[offsets]
-        text = np.empty((offsets.size, width), np.uint8)
-        for p in np.flatnonzero(np.bincount(parts)).tolist():
-            mine = parts == p
-            text[mine] = self._window(p, width)[offsets[mine]]
-        return text
+            rows = self._window(first, width)[offsets]
+        else:
+            rows = np.empty(offsets.size, self._window(first, width).dtype)
+            for p in np.flatnonzero(np.bincount(parts)).tolist():
+                mine = np.flatnonzero(parts == p)
+                rows[mine] = self._window(p, width)[offsets[mine]]
+        return rows.view(np.uint8).reshape(offsets.size, width)
 
-    def _window(self, p, width):
-        """Part file *p* as a read-only array whose row ``o`` is the *width*
-        bytes at offset ``o`` (a sliding-window view of one mapping)."""
-        window = self._windows.get((p, width))
-        if window is None:
+    def mapping(self, p):
+        """Part file *p*, memory-mapped read-only, as an array of bytes (one
+        mapping per file, shared by the threads)."""
+        data = self._mappings.get(p)
+        if data is None:
             with self._lock:
-                window = self._windows.get((p, width))
-                if window is None:
+                data = self._mappings.get(p)
+                if data is None:
                     with open(self.paths[p], "rb") as f:
                         data = np.frombuffer(mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ),
                                              np.uint8)
-                    window = self._windows[(p, width)] = \
-                        np.lib.stride_tricks.sliding_window_view(data, width)
+                    self._mappings[p] = data
+        return data
+
+    def _window(self, p, width):
+        """Part file *p* as a read-only array whose item ``o`` is the *width*
+        bytes at offset ``o``: one item per row, so that gathering rows
+        copies each as one piece."""
+        window = self._windows.get((p, width))
+        if window is None:
+            data = self.mapping(p)
+            window = np.ndarray((max(0, data.size - width + 1),), np.dtype((np.void, width)),
+                                buffer=data, strides=(1,))
+            self._windows[(p, width)] = window
         return window
 
     def read(self, parts, offsets, width):
@@ -201,6 +223,7 @@ class RowIndex:
             os.close(fd)
         self._fds.clear()
         self._windows.clear()
+        self._mappings.clear()
 
 
 #: this worker process's index of the current run: token -> RowIndex
