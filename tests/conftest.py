@@ -98,6 +98,21 @@ def cluster_env(hadoop):
     fs._REMOTE.clear()
 
 
+def hdfs_directory(prefix):
+    """A fresh HDFS directory ``hdfs:///samplegen-tests/<prefix>-<random>``
+    for a module-scoped fixture to yield (needs ``cluster_env``), removed
+    after the module's tests."""
+    import uuid
+
+    from samplegen.jobs import fs
+    uri = f"hdfs:///samplegen-tests/{prefix}-{uuid.uuid4().hex[:12]}"
+    fs.get_fs(uri).makedirs(uri)
+    try:
+        yield uri
+    finally:
+        fs.get_fs(uri).rmtree(uri)
+
+
 def make(tmp_path, name="m", rows=500, cols=6, block_size=64, density=None, seed=1):
     path = str(tmp_path / name)
     driver.make_matrix(path, rows, cols, block_size, density=density, seed=seed)

@@ -20,7 +20,7 @@ import pytest
 from samplegen.jobs import cluster, fs
 from samplegen.udfs.errors import OutputError
 
-from .conftest import sample_digests
+from .conftest import hdfs_directory, sample_digests
 
 pytestmark = pytest.mark.hadoop
 
@@ -44,10 +44,7 @@ def samplegen(hadoop, *args, **kw):
 @pytest.fixture(scope="module")
 def base(cluster_env):
     """A fresh HDFS directory (``hdfs:///...``) for this module, removed afterwards."""
-    uri = f"hdfs:///samplegen-tests/hdfs-{uuid.uuid4().hex[:12]}"
-    fs.get_fs(uri).makedirs(uri)
-    yield uri
-    fs.get_fs(uri).rmtree(uri)
+    yield from hdfs_directory("hdfs")
 
 
 @pytest.fixture(scope="module")

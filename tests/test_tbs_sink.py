@@ -11,7 +11,6 @@ import shutil
 import signal
 import subprocess
 import sys
-import uuid
 
 import numpy as np
 import pandas as pd
@@ -20,7 +19,7 @@ import pytest
 from samplegen.jobs import fs
 from samplegen.tbs.errors import TBSError
 from samplegen.tbs.stream import current_sample, read_sample, run, sink, status
-from tests.conftest import tree_digest
+from tests.conftest import hdfs_directory, tree_digest
 from tests.tbs_jobs_util import batch_frame, write_batch
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -34,10 +33,7 @@ def _no_fsync(monkeypatch):
 
 @pytest.fixture(scope="module")
 def hdfs_base(cluster_env):
-    uri = f"hdfs:///samplegen-tests/sink-{uuid.uuid4().hex[:12]}"
-    fs.get_fs(uri).makedirs(uri)
-    yield uri
-    fs.get_fs(uri).rmtree(uri)
+    yield from hdfs_directory("sink")
 
 
 def _session(spark):
