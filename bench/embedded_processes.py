@@ -42,9 +42,15 @@ def _worker_job(state):
     return job
 
 
-def _map_task(state, path, run):
-    records, report = _worker_job(state)._map_task(_Unstoppable(), path, run)
+def _map_task(state, p, run):
+    records, report = _worker_job(state)._map_task(_Unstoppable(), p, run)
     return FRAMES.dumps(records), report
+
+
+def _verify_task(state, p, run):
+    """The CRCs of a run of a dense input's blocks (the threads' engine checks
+    them in a thread of its own beside the phases)."""
+    _worker_job(state)._verify(_Unstoppable(), [(p, run)])
 
 
 def _reduce_task(state, sample, v, frame):
@@ -62,7 +68,10 @@ class ProcessJob(embedded._Job):
                 SortSpool(self.budget, self.scratch) as spool, \
                 embedded._Tasks(self.threads) as tasks:
             reports = []
-            for future in [pool.submit(_map_task, state, path, run) for path, run in runs]:
+            maps = [pool.submit(_map_task, state, p, run) for p, run in runs]
+            checks = [pool.submit(_verify_task, state, p, run) for p, run in runs] \
+                if self.ids else []
+            for future in maps:
                 frame, report = future.result()
                 for key, chunk in FRAMES.loads(frame):
                     spool.add(key, chunk)
@@ -80,6 +89,8 @@ class ProcessJob(embedded._Job):
                 for frame in tail:
                     tails.setdefault(v, {})[sample] = FRAMES.loads(frame)[0][1]
             extras = self._compose(tasks, tails)
+            for future in checks:
+                future.result()
         check_coverage(self.plan, reports, summaries + extras)
         return summaries + extras
 

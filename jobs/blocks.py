@@ -445,8 +445,13 @@ def split_line(line):
 def parse_encoded(line, verify=True):
     """``(h, v, EncodedBlock)`` of a block line, values left as text."""
     h, v, payload = split_line(line)
+    return h, v, parse_payload(h, v, payload, verify)
+
+
+def parse_payload(h, v, payload, verify=True):
+    """The EncodedBlock of block ``(h, v)``'s *payload*; an error names the block."""
     try:
-        return h, v, EncodedBlock.parse(payload, verify)
+        return EncodedBlock.parse(payload, verify)
     except InputError as exc:
         raise InputError(f"{exc} in block ({h}, {v})") from None
 

@@ -73,7 +73,7 @@ import threading
 from concurrent.futures import ThreadPoolExecutor
 
 from samplegen.jobs import fs as fsmod
-from samplegen.jobs.blocks import EncodedBlock
+from samplegen.jobs.blocks import parse_payload
 from samplegen.jobs.engines.rowcache import RowIndex, RowSource, keys_only
 from samplegen.jobs.engines.spool import SortSpool
 from samplegen.jobs.limits import available_memory
@@ -276,19 +276,19 @@ class _Job:
 
     # -- local-sampling -------------------------------------------------------------
     def _runs(self):
-        """``(path, [(h, v, offset, payload, layout), ...])``: consecutive block
-        lines of a part file, about TASK_BYTES together."""
+        """``(p, [(h, v, offset, payload, layout), ...])``: consecutive block
+        lines of part file ``p``, about TASK_BYTES together."""
         most = max(1, min(TASK_BYTES, self.budget // (8 * self.threads)))
-        for path in self.paths:
+        for p, path in enumerate(self.paths):
             run, size = [], 0
             for h, v, offset, length, payload, layout in scan_part(path):
                 if run and size + length > most:
-                    yield path, run
+                    yield p, run
                     run, size = [], 0
                 run.append((h, v, offset, payload, layout))
                 size += length
             if run:
-                yield path, run
+                yield p, run
 
     def _map(self, tasks, runs, spool):
         """Sample every block; the records go into *spool*; returns the
@@ -301,18 +301,18 @@ class _Job:
                 spool.add(key, chunk)
             reports.append(report)
             self.progress.mapped(report)
-        for path, run in runs:
-            window.append(tasks.submit(self._map_task, tasks, path, run))
+        for p, run in runs:
+            window.append(tasks.submit(self._map_task, tasks, p, run))
             if len(window) > 2 * self.threads:
                 take(window.popleft())
         while window:
             take(window.popleft())
         return reports
 
-    def _map_task(self, tasks, path, run):
+    def _map_task(self, tasks, p, run):
         plan = self._plan()
         report, records = new_map_report(), []
-        blocks = self._keys(tasks, run) if self.ids else self._blocks(tasks, path, run)
+        blocks = self._keys(tasks, run) if self.ids else self._blocks(tasks, p, run)
         for h, v, block in blocks:
             for sample, v2, bin_, h2, chunk in counted(report, h, v,
                                                        local_sampling(plan, h, v, block)):
@@ -330,31 +330,27 @@ class _Job:
     def _verify(self, tasks, runs):
         """Check the CRC of every block of *runs* (an InputError naming the
         first corrupt one)."""
-        for path, run in runs:
-            for _ in self._blocks(tasks, path, run):
+        for p, run in runs:
+            for _ in self._blocks(tasks, p, run):
                 pass
 
-    def _blocks(self, tasks, path, run):
-        """``(h, v, EncodedBlock)`` of the block lines of *run*, read at once
+    def _blocks(self, tasks, p, run):
+        """``(h, v, EncodedBlock)`` of the block lines *run* of part file *p*, read at once
         (from the input's mapping when the rows are gathered from it), each
         block's CRC checked."""
         start = run[0][2]
         end = run[-1][3] + run[-1][4].length
         if self.index is not None and self.index.maps(self.map_budget):
-            data = self.index.mapping(self.paths.index(path))[start:end]
+            data = self.index.mapping(p)[start:end]
         else:
-            with open(path, "rb") as f:
+            with open(self.paths[p], "rb") as f:
                 data = os.pread(f.fileno(), end - start, start)
         if len(data) != end - start:
-            raise InputError(f"part file {path} is truncated")
+            raise InputError(f"part file {self.paths[p]} is truncated")
         view = memoryview(data)
         for h, v, _, payload, layout in run:
             tasks.check()
-            try:
-                block = EncodedBlock.parse(view[payload - start:payload - start + layout.length])
-            except InputError as exc:
-                raise InputError(f"{exc} in block ({h}, {v})") from None
-            yield h, v, block
+            yield h, v, parse_payload(h, v, view[payload - start:payload - start + layout.length])
 
     # -- block-preparation and streaming-re-block -------------------------------------
     def _reduce(self, tasks, spool, reports):
