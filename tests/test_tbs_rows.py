@@ -499,16 +499,27 @@ IRREGULAR_TIMES = [0.5, 0.7, 1.0, 4.5, 4.6, 9.0, 9.01, 12.0, 12.5, 13.0, 20.0, 2
                    30.0, 30.5, 31.0, 33.0, 40.0, 40.1, 41.0]
 
 
+def _irregular(update):
+    """Feed the irregular schedule to *update* (``update(items, time=t)``),
+    yielding ``(k, items)`` after each batch."""
+    first = 0
+    for k, (b, t) in enumerate(zip(IRREGULAR_SIZES, IRREGULAR_TIMES)):
+        items = np.arange(first, first + b)
+        update(items, time=t)
+        first += b
+        yield k, items
+
+
 @pytest.mark.parametrize("kind", list(_every_kind()))
 def test_footprint_is_the_number_of_items_held_after_every_batch(kind):
     # StreamSample prunes its rows by the sampler's footprint; it must be
-    # len(held()) exactly, for every kind, after each batch and each erasure.
+    # len(held()) exactly, for every kind, after each batch and each erasure
+    # (B-Chao's overweight items included).
     ss = StreamSample(_every_kind()[kind](5))
-    first = 0
-    for k, (b, t) in enumerate(zip(IRREGULAR_SIZES, IRREGULAR_TIMES)):
-        ss.update(np.arange(first, first + b), time=t)
-        first += b
+    overweight = False
+    for k, _ in _irregular(ss.update):
         assert ss.sampler.footprint == ss.sampler.held().size, (kind, k)
+        overweight |= getattr(ss.sampler, "overweight_count", 0) > 0
         if k % 6 == 5 and ss.sampler.held().size:
             try:
                 ss.remove(np.sort(ss.sampler.held())[::3])
@@ -517,18 +528,8 @@ def test_footprint_is_the_number_of_items_held_after_every_batch(kind):
             assert ss.sampler.footprint == ss.sampler.held().size, (kind, k, "remove")
     if kind == "rtbs-poly":
         assert ss.sampler.consolidated_batches > 0
-
-
-def test_bchao_footprint_counts_overweight_items():
-    from samplegen.tbs import BChao
-    s = BChao(30, Exponential(1.5), seed=5)
-    first, seen = 0, False
-    for b, t in zip(IRREGULAR_SIZES, IRREGULAR_TIMES):
-        s.update(np.arange(first, first + b), time=t)
-        first += b
-        seen |= s.overweight_count > 0
-        assert s.footprint == s.held().size
-    assert seen
+    if kind == "bchao":
+        assert overweight
 
 
 def _states_equal(a, b):
@@ -547,11 +548,8 @@ def test_shift_items_renames_exactly_the_item_arrays_of_the_state(kind):
     from samplegen.tbs.base import ITEM_ARRAYS
     s = _every_kind()[kind](3)
     batches = []
-    first = 0
-    for b, t in zip(IRREGULAR_SIZES, IRREGULAR_TIMES):
-        batches.append(np.arange(first, first + b))
-        s.update(batches[-1], time=t)
-        first += b
+    for _, items in _irregular(s.update):
+        batches.append(items)
         arrays, meta = s.to_state()
         s.shift_items(1000)
         shifted = {name: arr + 1000 if name in ITEM_ARRAYS else arr
@@ -560,7 +558,7 @@ def test_shift_items_renames_exactly_the_item_arrays_of_the_state(kind):
         s.shift_items(-1000)
         _states_equal(s.to_state(), (arrays, meta))
     # The caller's batches are not touched (B-Chao keeps views of them).
-    assert np.array_equal(np.concatenate(batches), np.arange(first))
+    assert np.array_equal(np.concatenate(batches), np.arange(sum(IRREGULAR_SIZES)))
 
 
 def test_shift_items_needs_integer_items():
@@ -575,7 +573,7 @@ def test_merge_folds_in_the_other_sampler_with_its_ids_shifted(case):
     # What StreamSample.merge does to the samplers: the other's items renamed
     # to row ids after this stream's, then Sampler.merge; the other unchanged.
     from samplegen.tbs.base import ITEM_ARRAYS
-    make = _every_kind()["ttbs-exp" if case == "ttbs-exp" else "rtbs-exp"]
+    make = _every_kind()[case]
     a = StreamSample(make(1), key="id")
     first = _feed(a)
     b = StreamSample(make(2), key="id")
