@@ -25,9 +25,9 @@ from samplegen.udfs.errors import (
     SamplegenError,
 )
 
-from .conftest import make, run_cli
+from ..conftest import make, run_cli
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 INLINE = ["--runner", "inline", "--mrjob-conf", ""]
 LOCAL = ["--runner", "local", "--mrjob-conf", ""]
 
