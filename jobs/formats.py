@@ -12,6 +12,7 @@ each value as the shortest text that reads back as the same float64
 (``91.22``, not ``91.219999999999999``).
 """
 import collections
+import contextlib
 import io
 import itertools
 import os
@@ -222,7 +223,9 @@ class _Counted:
 def _open_npy(uri, fs):
     """A 2-D numeric array.  Local files are memory-mapped; elsewhere the
     rows stream from the layer's reader, except for a Fortran-ordered
-    array, which is read from a local copy (see :func:`open_source`)."""
+    array, which is read from a local copy (see :func:`open_source`).  The
+    file must not change while it is read (:class:`_Source`)."""
+    source = _Source(*fsmod.fsspec_of(uri), uri, ".npy")
     with fs.open_read(uri) as f:
         counted = _Counted(f)
         if counted.read(len(NPY_MAGIC)) != NPY_MAGIC:
@@ -235,7 +238,7 @@ def _open_npy(uri, fs):
                            else np.lib.format.read_array_header_2_0)
             shape, fortran, dtype = read_header(counted)
         except Exception as exc:  # numpy raises several types for bad headers
-            raise InputError(f"cannot read {uri} as .npy: {exc}") from None
+            raise source.failure(exc, "its header") from None
         offset = counted.n
     if len(shape) != 2:
         raise InputError(f"{uri}: array is not 2-D (shape {shape})")
@@ -254,7 +257,9 @@ def _open_npy(uri, fs):
         try:
             array = np.load(path, mmap_mode="r", allow_pickle=False)
         except Exception as exc:  # numpy raises several types for bad files
-            raise InputError(f"cannot read {uri} as .npy: {exc}") from None
+            raise source.failure(exc, "its header") from None
+        if array.shape != shape or array.dtype != dtype:
+            raise source.failure(ValueError(), "its header")
         for a in range(0, rows, step):
             yield np.asarray(array[a:a + step], dtype=np.float64)
 
@@ -277,7 +282,21 @@ def _open_npy(uri, fs):
         chunks = mapped(fsmod.local_path(uri))
     else:
         chunks = copied() if fortran else streamed()
-    return Rows(None, cols, chunks, [])
+    return Rows(None, cols, _checked(source, chunks), [])
+
+
+def _checked(source, chunks):
+    """The row chunks *chunks* of *source*, the file checked unchanged
+    after the last one and when a read fails (the OSError of a filesystem
+    becomes one InputError naming the file)."""
+    try:
+        yield from chunks
+    except OSError as exc:
+        raise source.failure(exc, "it") from None
+    except InputError:
+        source.check()
+        raise
+    source.check()
 
 
 # The CSV rule.  A field (surrounding spaces and tabs and one pair of double
@@ -342,7 +361,10 @@ def _open_csv(uri, fs, pick):
     """CSV of numbers: an optional header line, ``,`` or tab separated; fields
     are empty (NaN) or numbers, ``nan`` and ``inf`` included (see _NUMBER).
     The first line is a header iff it has a non-empty field and none of its
-    fields is a number.  Rows with a different number of fields are an error."""
+    fields is a number; it must not name a column twice.  Rows with a
+    different number of fields are an error, and so is a file that changes
+    while it is read (:class:`_Source`)."""
+    source = _Source(*fsmod.fsspec_of(uri), uri, "CSV")
     with fs.open_read(uri) as f:
         lines = _Lines(f)
         first = lines.readline()
@@ -360,6 +382,11 @@ def _open_csv(uri, fs, pick):
     fields = [_csv_field(x) for x in text.split(delimiter)]
     has_header = any(fields) and not any(_is_number(x) for x in fields if x)
     header = fields if has_header else None
+    for name in header or ():
+        if header.count(name) > 1:
+            at = _positions([j for j, n in enumerate(header) if n == name])
+            raise InputError(f"{uri}: its header names column {name!r} more than once (columns "
+                             f"{at}); every column needs a name of its own")
     n_fields = len(fields)
     usecols, names = None, header
     if pick.option:
@@ -394,7 +421,8 @@ def _open_csv(uri, fs, pick):
                     break
         if not produced:
             raise InputError(f"{uri}: no data rows")
-    return Rows(names, len(usecols) if usecols is not None else n_fields, chunks(), [])
+    return Rows(names, len(usecols) if usecols is not None else n_fields,
+                _checked(source, chunks()), [])
 
 
 def _parse_csv_chunk(pd, path, chunk, delimiter, n_fields, first_line):
@@ -481,9 +509,69 @@ def _parse_csv_slow(path, chunk, delimiter, n_fields, first_line):
     return array
 
 
-def _first_line(exc):
-    text = str(exc).strip()
-    return text.splitlines()[0] if text else type(exc).__name__
+def _stamp(fs, path):
+    """What identifies the contents of file *path* of the fsspec filesystem
+    *fs* (size, modification time, inode or object version, as far as the
+    filesystem tells): a file replaced or rewritten while it is read has
+    another stamp."""
+    try:
+        info = fs.info(path)
+    except OSError:
+        return None
+    return tuple((key, str(info[key])) for key in _STAMP_KEYS if info.get(key) is not None)
+
+
+_STAMP_KEYS = ("size", "length", "mtime", "modificationTime", "ino", "LastModified",
+               "last_modified", "ETag", "etag", "generation", "version_id")
+
+
+class _Source:
+    """One file being read (*path* of the fsspec filesystem *fs*, *name* as
+    messages name it, *kind* its format in a word), and the reader boundary
+    around it: the stamp
+    it had before the first read, checked after the last one
+    (:meth:`check`) and when a read fails (:meth:`failure`), so that a file
+    replaced or rewritten meanwhile is one error naming it, never rows of
+    two different files."""
+
+    def __init__(self, fs, path, name, kind):
+        self.fs, self.path, self.name, self.kind = fs, path, name, kind
+        self.stamp = _stamp(fs, path)
+
+    def changed(self):
+        return _stamp(self.fs, self.path) != self.stamp
+
+    def check(self):
+        """InputError if the file changed since it was opened."""
+        if self.changed():
+            raise self._changed()
+
+    def _changed(self):
+        return InputError(f"{self.name} changed while it was read (it was replaced or "
+                          "rewritten): import it again once it is complete")
+
+    def failure(self, exc, what):
+        """The InputError for *exc*, raised by a reader of this file while
+        reading *what* (a part of it, in words)."""
+        if self.changed():
+            return self._changed()
+        if isinstance(exc, FileNotFoundError):
+            return InputError(f"cannot read {self.name}: it no longer exists")
+        if isinstance(exc, PermissionError):
+            return InputError(f"cannot read {self.name}: permission denied")
+        if isinstance(exc, OSError) and exc.strerror:
+            return InputError(f"cannot read {self.name}: {exc.strerror}")
+        return InputError(f"cannot read {self.name} as {self.kind}: {what} is damaged (it "
+                          "does not decode)")
+
+
+@contextlib.contextmanager
+def _quiet():
+    """fastparquet's decoder prints its complaints about damaged bytes on
+    standard output; they are no output of samplegen's (the damage is one
+    InputError)."""
+    with contextlib.redirect_stdout(io.StringIO()):
+        yield
 
 
 def _open_parquet(uri, pick, dataset):
@@ -493,7 +581,9 @@ def _open_parquet(uri, pick, dataset):
     own (numeric if every value is a number; a null partition is NaN).  The
     columns are those of the first file; every file's footer is read before
     any row, and each file must have the columns chosen, as numbers.  Rows
-    then come row group by row group, through fsspec."""
+    then come row group by row group, through fsspec.  Whatever the Parquet
+    reader raises on a damaged file, or on one changed while it is read, is
+    one InputError naming the file (:class:`_Source`)."""
     import fastparquet
     fs, root = fsmod.fsspec_of(uri)
     files = _dataset_files(uri, fs, root) if dataset else [(root, "", ())]
@@ -501,15 +591,17 @@ def _open_parquet(uri, pick, dataset):
     def where(rel):
         return fsmod.join(uri, rel) if rel else uri
 
-    footers = []
+    sources, footers = [], []
     for path, rel, _ in files:
+        source = _Source(fs, path, where(rel), "Parquet")
         try:
-            footers.append(fastparquet.ParquetFile(path, fs=fs))
+            with _quiet():
+                footers.append(fastparquet.ParquetFile(path, fs=fs))
         except Exception as exc:  # fastparquet and the filesystems raise many types
-            raise InputError(f"cannot read {where(rel)} as Parquet: {_first_line(exc)}") from None
+            raise _footer_failure(source, exc) from None
+        sources.append(source)
     first = footers[0]
-    available = [(name, None if _numeric_dtype(dtype) else _type_name(first, name, dtype))
-                 for name, dtype in first.dtypes.items()]
+    available = [(name, _column_type(first, name, dtype)) for name, dtype in first.dtypes.items()]
     keys = [key for key, _ in files[0][2]]
     if len(set(keys)) < len(keys):
         raise InputError(f"{uri}: partition key repeated in {files[0][1]}")
@@ -533,51 +625,163 @@ def _open_parquet(uri, pick, dataset):
     chosen, left_out = pick.pick(uri, available)
     names = [available[i][0] for i in chosen]
     data_cols = [name for name in names if name not in partitions]
-    rows = 0
+    rows, halves = 0, []
     for (_, rel, _), pf in zip(files, footers):
         dtypes = pf.dtypes
         for name in data_cols:
             if name not in dtypes:
                 raise InputError(f"{where(rel)}: no column {name!r} (the dataset's first file "
                                  f"{files[0][1]} has it)")
-            if not _numeric_dtype(dtypes[name]):
-                raise InputError(f"{where(rel)}: column {name!r} is "
-                                 f"{_type_name(pf, name, dtypes[name])}, not numeric")
+            kind = _column_type(pf, name, dtypes[name])
+            if kind is not None:
+                raise InputError(f"{where(rel)}: column {name!r} is {kind}, not numeric")
+        halves.append([j for j, name in enumerate(data_cols) if _is_half(pf, name)])
         rows += pf.count()
     if rows == 0:
         raise InputError(f"{uri}: no rows")
     data_at = [j for j, name in enumerate(names) if name not in partitions]
 
-    def row_groups(pf):
-        """``(rows, values of data_cols)`` of each row group of *pf*."""
+    def row_groups(source, pf, half):
+        """``(rows, values of data_cols)`` of each row group of *pf*, the
+        columns at *half* decoded from half floats; the file is checked
+        unchanged after its last row group."""
         if not data_cols:
             for group in pf.row_groups:
                 yield group.num_rows, None
+            source.check()
             return
-        for frame in pf.iter_row_groups(columns=data_cols):
-            yield len(frame), frame[data_cols].to_numpy(dtype=np.float64, na_value=np.nan)
+        groups = pf.iter_row_groups(columns=data_cols)
+        for g in itertools.count():
+            try:
+                with _quiet():
+                    frame = next(groups, None)
+                    if frame is None:
+                        break
+                    values = _frame_values(frame, data_cols, half)
+            except Exception as exc:  # fastparquet, pandas and the filesystems: many types
+                raise source.failure(exc, f"row group {g}") from None
+            yield len(frame), values
+        source.check()
 
     def chunks():
-        for k, ((_, rel, _), pf) in enumerate(zip(files, footers)):
+        for k, (source, pf) in enumerate(zip(sources, footers)):
             constants = [(j, partitions[name][k]) for j, name in enumerate(names)
                          if name in partitions]
-            try:
-                for n, values in row_groups(pf):
-                    if not constants:
-                        yield values
-                        continue
-                    out = np.empty((n, len(names)))
-                    if data_at:
-                        out[:, data_at] = values
-                    for j, value in constants:
-                        out[:, j] = value
-                    yield out
-            except (InputError, ParameterError):
-                raise
-            except Exception as exc:  # a corrupt file, a failing filesystem
-                raise InputError(f"cannot read {where(rel)} as Parquet: "
-                                 f"{_first_line(exc)}") from None
+            for n, values in row_groups(source, pf, halves[k]):
+                if not constants:
+                    yield values
+                    continue
+                out = np.empty((n, len(names)))
+                if data_at:
+                    out[:, data_at] = values
+                for j, value in constants:
+                    out[:, j] = value
+                yield out
     return Rows(names, len(names), chunks(), left_out)
+
+
+def _frame_values(frame, columns, half):
+    """The float64 values of *columns* of the pandas DataFrame *frame* (a
+    row group as fastparquet reads it); the columns at positions *half*
+    hold half floats as fastparquet gives them: two bytes each, little
+    endian (None: null)."""
+    if not half:
+        return frame[columns].to_numpy(dtype=np.float64, na_value=np.nan)
+    values = np.empty((len(frame), len(columns)))
+    rest = [j for j in range(len(columns)) if j not in half]
+    if rest:
+        values[:, rest] = frame[[columns[j] for j in rest]].to_numpy(dtype=np.float64,
+                                                                     na_value=np.nan)
+    for j in half:
+        column = frame[columns[j]]
+        present = column.notna().to_numpy()
+        data = b"".join(column.to_numpy()[present])
+        if len(data) != 2 * int(present.sum()):
+            raise ValueError("a half float is not two bytes")
+        values[:, j] = np.nan
+        values[present, j] = np.frombuffer(data, "<f2")
+    return values
+
+
+def _footer_failure(source, exc):
+    """The InputError for *exc*, raised by fastparquet reading the footer of
+    *source*: a reason in words, found in the file's own bytes (a missing
+    magic number, a footer cut short, a repeated column name ...)."""
+    if not isinstance(exc, OSError) or not exc.strerror:
+        reason = _footer_problem(source.fs, source.path)
+        if reason is not None and not source.changed():
+            return InputError(f"cannot read {source.name} as Parquet: {reason}")
+    return source.failure(exc, "its footer")
+
+
+def _footer_problem(fs, path):
+    """What is wrong with the ends or the footer of Parquet file *path* of
+    the fsspec filesystem *fs*, in words (None: nothing this finds)."""
+    import struct
+
+    from fastparquet.cencoding import from_buffer
+    try:
+        size = fs.size(path)
+        if size < 12:
+            return f"it has {size} byte{'s' if size != 1 else ''}, too few for a Parquet file"
+        head = fs.cat_file(path, start=0, end=4)
+        tail = fs.cat_file(path, start=size - 8, end=size)
+        if head != PARQUET_MAGIC:
+            return "it does not begin with PAR1 (it is not a Parquet file)"
+        if tail[4:] != PARQUET_MAGIC:
+            return "it does not end with PAR1 (the file is truncated or damaged)"
+        length = struct.unpack("<I", tail[:4])[0]
+        if length + 12 > size:
+            return (f"its footer length ({length} bytes) exceeds the file (it is truncated or "
+                    "damaged)")
+        footer = fs.cat_file(path, start=size - 8 - length, end=size - 8)
+    except OSError:
+        return None
+    try:
+        with _quiet():
+            schema = from_buffer(footer, "FileMetaData").schema
+        elements = [(e.name.decode("utf-8", "replace") if isinstance(e.name, bytes) else e.name,
+                     e.num_children or 0) for e in schema]
+    except Exception:  # the thrift decoder raises many types on damaged bytes
+        return "its footer is damaged (it does not decode)"
+    return _repeated_name(elements)
+
+
+def _positions(indices):
+    """Positions *indices* (from 0) in words, counting from 1: ``1 and 3``."""
+    words = [str(k + 1) for k in indices]
+    return ", ".join(words[:-1]) + " and " + words[-1] if len(words) > 1 else words[0]
+
+
+def _repeated_name(elements):
+    """The first repeated name among the children of one node of a Parquet
+    schema, in words; *elements*: ``(name, number of children)`` of each
+    schema element, depth first (the root first).  None if there is none."""
+    found = []
+
+    def walk(i, parent):
+        """The element after the subtree whose root is element *i*."""
+        n_children = elements[i][1]
+        names, i = [], i + 1
+        for _ in range(n_children):
+            if i >= len(elements):
+                raise IndexError
+            names.append(elements[i][0])
+            i = walk(i, elements[i][0])
+        for name in names:
+            if names.count(name) > 1 and not found:
+                at = _positions([k for k, n in enumerate(names) if n == name])
+                place = (f"columns {at}" if parent is None
+                         else f"fields {at} of column {parent!r}")
+                found.append(f"the name {name!r} is repeated ({place}); every column needs "
+                             "a name of its own")
+        return i
+
+    try:
+        walk(0, None)
+    except (IndexError, RecursionError):
+        return "its schema is damaged (its elements do not form a tree)"
+    return found[0] if found else None
 
 
 def _dataset_files(uri, fs, root):
@@ -670,6 +874,52 @@ def _type_name(pf, name, dtype):
     if element.type in (parquet_thrift.Type.BYTE_ARRAY, parquet_thrift.Type.FIXED_LEN_BYTE_ARRAY):
         return "binary"
     return str(dtype)
+
+
+def _element(pf, name):
+    """The schema element of column *name* of Parquet file *pf* (None for
+    a name it does not know as one element)."""
+    try:
+        return pf.schema.schema_element(name)
+    except (KeyError, TypeError):
+        return None
+
+
+#: the field of Parquet's LogicalType union that marks a half float (2-byte
+#: FIXED_LEN_BYTE_ARRAY, IEEE 754 binary16, little endian), which fastparquet's
+#: thrift definitions predate
+FLOAT16_FIELD = 15
+
+
+def _is_half(pf, name):
+    """Whether column *name* of Parquet file *pf* holds half floats."""
+    from fastparquet import parquet_thrift
+    element = _element(pf, name)
+    if element is None or element.type != parquet_thrift.Type.FIXED_LEN_BYTE_ARRAY:
+        return False
+    logical = element.logicalType
+    return (element.type_length == 2 and logical is not None
+            and FLOAT16_FIELD in (getattr(logical, "contents", None) or {}))
+
+
+def _column_type(pf, name, dtype):
+    """None if column *name* of Parquet file *pf* (pandas dtype *dtype*, as
+    fastparquet reads it) holds numbers -- integers of any width, floats
+    (half floats too), decimals, booleans, and numbers stored as
+    categories -- else its type in a word (:func:`_type_name`)."""
+    if _is_half(pf, name):
+        return None
+    if str(dtype) == "category":   # pandas' categories: numeric if the stored values are
+        from fastparquet import parquet_thrift
+        element = _element(pf, name)
+        types = parquet_thrift.Type
+        if (element is not None and element.type in (types.BOOLEAN, types.INT32, types.INT64,
+                                                      types.FLOAT, types.DOUBLE)
+                and _type_name(pf, name, dtype) in ("category", "decimal")):
+            return None
+    elif _numeric_dtype(dtype):
+        return None
+    return _type_name(pf, name, dtype)
 
 
 def _numeric_dtype(dtype):
