@@ -448,8 +448,7 @@ def _parse_csv_chunk(pd, path, chunk, delimiter, n_fields, first_line):
     bad = np.flatnonzero((fields != n_fields) & ~blank)
     if bad.size:
         i = int(bad[0])
-        raise InputError(f"{path}: ragged CSV: line {first_line + i} has {fields[i]} "
-                         f"fields, expected {n_fields}")
+        raise _ragged(path, first_line + i, int(fields[i]), n_fields)
     if _fast_path_safe(chunk, raw, delimiter, space if has_blanks else None):
         try:
             frame = pd.read_csv(io.BytesIO(chunk), header=None, sep=delimiter, dtype=np.float64,
@@ -461,6 +460,13 @@ def _parse_csv_chunk(pd, path, chunk, delimiter, n_fields, first_line):
             if frame.shape == (int((~blank).sum()), n_fields):
                 return frame.to_numpy(dtype=np.float64)
     return _parse_csv_slow(path, chunk, delimiter, n_fields, first_line)
+
+
+def _ragged(path, line, found, expected):
+    """The InputError for line *line* of CSV file *path* with *found* fields
+    instead of *expected*."""
+    return InputError(f"{path}: ragged CSV: line {line} has {found} "
+                      f"field{'s' if found != 1 else ''}, expected {expected}")
 
 
 def _fast_path_safe(chunk, raw, delimiter, space):
@@ -501,8 +507,7 @@ def _parse_csv_slow(path, chunk, delimiter, n_fields, first_line):
                                  f"{first_line + i}, column {j + 1}")
             row.append(float(field) if field else np.nan)
         if len(row) != n_fields:  # _parse_csv_chunk checked this; kept for direct use
-            raise InputError(f"{path}: ragged CSV: line {first_line + i} has {len(row)} "
-                             f"fields, expected {n_fields}")
+            raise _ragged(path, first_line + i, len(row), n_fields)
         rows.append(row)
     array = np.array(rows, dtype=np.float64).reshape(len(rows), n_fields)
     array[np.isnan(array)] = np.nan  # one NaN, as pandas gives (float("-nan") has a sign)

@@ -26,10 +26,10 @@ by the recorded label reads no block before it starts.
 
 A weighted run's weights (:class:`udfs.weighted.RowWeights`) travel the
 same way, as ``<base>.json`` (``{"format": "samplegen-weights/1", "label":
-name, "n_rows": n, "positive": rows of positive weight}``),
-``<base>.weights`` (one little-endian float64 per row) and ``<base>.chunks``
-(the row-id tree's chunk totals, float64, read whole by a weighted
-bootstrap).  :func:`side_for`, :func:`write_side`, :func:`open_side` and
+name, "n_rows": n, "positive": rows of positive weight, "exponent": the
+power of two that scales every sum}``), ``<base>.weights`` (one little-endian
+float64 per row, as given) and ``<base>.chunks`` (the row-id tree's chunk
+totals of the scaled weights, float64, read whole by a weighted bootstrap).  :func:`side_for`, :func:`write_side`, :func:`open_side` and
 :func:`remove_side` take either kind.
 """
 import numpy as np
@@ -64,7 +64,8 @@ def label_column(meta, label):
             if columns else " (it has no column names: give a column number)"
         raise ParameterError(f"the matrix has no column {label!r}{named}") from None
     if not 0 <= index < meta["cols"]:
-        raise ParameterError(f"column {index} is outside the matrix's {meta['cols']} columns")
+        raise ParameterError(f"column {index} is outside the matrix's {meta['cols']} "
+                             f"column{'s' if meta['cols'] != 1 else ''}")
     return index
 
 
@@ -249,8 +250,10 @@ def weights_file(uri, rows):
     except (OSError, ValueError) as exc:
         raise InputError(f"{uri} is not a .npy file of numbers: {exc}") from None
     if values.ndim != 1 or values.size != rows:
-        raise InputError(f"{uri} holds {values.size if values.ndim == 1 else values.shape} "
-                         f"values; the matrix has {rows} rows (one weight per row)")
+        held = (f"{values.size} value{'s' if values.size != 1 else ''}" if values.ndim == 1
+                else f"values of shape {values.shape}")
+        raise InputError(f"{uri} holds {held}; the matrix has {rows} "
+                         f"row{'s' if rows != 1 else ''} (one weight per row)")
     return RowWeights.of(values, uri)
 
 
@@ -278,7 +281,7 @@ def write_weights(base, weights, label):
     fs.write_bytes(base + ".chunks", np.asarray(weights.chunk_totals(), "<f8").tobytes())
     fs.write_bytes(base + ".json", to_json({
         "format": WEIGHTS_FORMAT, "label": label, "n_rows": weights.n_rows,
-        "positive": weights.positive}))
+        "positive": weights.positive, "exponent": weights.exponent}))
     return base
 
 
@@ -302,4 +305,5 @@ def open_weights(base, doc=None):
     def chunks():
         return np.frombuffer(fs.read_bytes(base + ".chunks"), "<f8")
 
-    return RowWeights(n_rows, read, chunks, doc.get("label"), doc.get("positive"))
+    return RowWeights(n_rows, read, chunks, doc.get("label"), doc.get("positive"),
+                      int(doc.get("exponent", 0)))

@@ -26,8 +26,8 @@ def check_side(udf, param, name, strata):
         raise ParameterError(f"{param}={name!r} needs the {what} of every row: give the "
                              f"{'labels (y)' if what == 'class' else 'groups'} or a column")
     if strata.n_rows != udf.n_rows:
-        raise ParameterError(f"{param} {name!r} has {strata.n_rows} rows, the data "
-                             f"{udf.n_rows}")
+        raise ParameterError(f"{param} {name!r} has {strata.n_rows} "
+                             f"row{'s' if strata.n_rows != 1 else ''}, the data {udf.n_rows}")
     if param == "groups" and getattr(udf, "stratify", None):
         raise ParameterError("a split is either stratified or grouped: give --stratify or "
                              "--groups, not both")
@@ -118,7 +118,9 @@ class HoldOut(SamplingUDF):
         self.grouping = grouping if self.groups else None
         self.exact = check_bool("exact", exact) or self.stratify is not None
         units = self.grouping.counts.size if self.groups else self.n_rows
-        self.counts = holdout_counts(units, self.ratio, self.fraction) if self.exact else None
+        self.counts = (holdout_counts(units, self.ratio, self.fraction,
+                                      "group" if self.groups else "row")
+                       if self.exact else None)
         self.cutoffs = check_cutoffs(self, cutoffs) if self.exact else None
         if cutoffs is not None and (not self.exact or self.stratify or self.groups):
             raise ParameterError("cutoffs are the exact sizes of keyed rows: only with exact "
@@ -503,7 +505,8 @@ class TimeSeries(SamplingUDF):
                                  f"got {self.n_rows}")
         self.test_size = check_int("test_size", test_size, lo=0) or self.n_rows // (self.k + 1)
         if self.n_rows - self.gap - self.test_size * self.k <= 0:
-            raise ParameterError(f"{self.k} test slices of {self.test_size} rows after a gap of "
+            raise ParameterError(f"{self.k} test slices of {self.test_size} "
+                                 f"row{'s' if self.test_size != 1 else ''} after a gap of "
                                  f"{self.gap} need more than the {self.n_rows} rows")
         #: round i: training rows [train_lo[i], train_hi[i]), test rows from test_lo[i]
         self.test_lo = np.arange(self.n_rows - self.k * self.test_size, self.n_rows,

@@ -157,18 +157,20 @@ def balanced_sizes(rows, k):
     return np.array([rows // k + (1 if i < rows % k else 0) for i in range(k)], np.int64)
 
 
-def holdout_counts(rows, ratio, fraction=1.0):
+def holdout_counts(rows, ratio, fraction=1.0, unit="row"):
     """``[train, test]`` row counts of an exact hold-out (and ``neither``
     with ``fraction < 1``): ``round(fraction * rows)`` rows kept, of which
     ``round(ratio * kept)`` train, halves rounded up.  An empty side is a
-    ParameterError."""
+    ParameterError; *unit*: what is counted, as its message names it (a
+    grouped hold-out counts groups)."""
     kept = math.floor(fraction * rows + 0.5)
     train = math.floor(ratio * kept + 0.5)
     test = kept - train
     if train == 0 or test == 0:
         side = "training" if train == 0 else "test"
-        raise ParameterError(f"an exact hold-out of {rows} rows at ratio {ratio}"
+        raise ParameterError(f"an exact hold-out of {rows} {unit}{'s' if rows != 1 else ''} at "
+                             f"ratio {ratio}"
                              f"{f' and fraction {fraction}' if fraction < 1 else ''} leaves the "
-                             f"{side} set empty (a coin per row allows it: --per-row, "
+                             f"{side} set empty (a coin per {unit} allows it: --per-row, "
                              "exact=False)")
     return [train, test] + ([rows - kept] if kept < rows else [])

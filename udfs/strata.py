@@ -79,14 +79,17 @@ class Strata:
         sortable values: numbers, strings); *ranked*: with running counts
         (a label's classes), or not (groups)."""
         values = np.asarray(values)
+        what, one = ("labels", "class") if ranked else ("groups", "group")
         if values.ndim != 1 or values.size == 0:
-            raise ParameterError(f"labels must be one value per row, got shape {values.shape}")
+            raise ParameterError(f"{what} must be one value per row, got shape {values.shape}")
         if values.dtype.kind == "f" and np.isnan(values).any():
-            raise ParameterError("labels must not be NaN: give every row a class")
+            raise ParameterError(f"{what} must not be NaN: give every row a {one}")
+        if values.dtype == object and np.equal(values, None).any():
+            raise ParameterError(f"{what} must not be None: give every row a {one}")
         try:
             classes, codes = _classes(values)
         except TypeError:
-            raise ParameterError("labels must be comparable values of one kind (numbers or "
+            raise ParameterError(f"{what} must be comparable values of one kind (numbers or "
                                  "strings)") from None
         if ranked and classes.size > MAX_CLASSES:
             raise ParameterError(f"a label must have at most {MAX_CLASSES} classes, got "
