@@ -26,10 +26,10 @@ by the recorded label reads no block before it starts.
 
 A weighted run's weights (:class:`udfs.weighted.RowWeights`) travel the
 same way, as ``<base>.json`` (``{"format": "samplegen-weights/1", "label":
-name, "n_rows": n, "positive": rows of positive weight, "exponent": the
-power of two that scales every sum}``), ``<base>.weights`` (one little-endian
-float64 per row, as given) and ``<base>.chunks`` (the row-id tree's chunk
-totals of the scaled weights, float64, read whole by a weighted bootstrap).  :func:`side_for`, :func:`write_side`, :func:`open_side` and
+name, "n_rows": n, "positive": rows of positive weight}``),
+``<base>.weights`` (one little-endian float64 per row) and ``<base>.chunks``
+(the row-id tree's chunk totals, float64, read whole by a weighted
+bootstrap).  :func:`side_for`, :func:`write_side`, :func:`open_side` and
 :func:`remove_side` take either kind.
 """
 import numpy as np
@@ -281,7 +281,7 @@ def write_weights(base, weights, label):
     fs.write_bytes(base + ".chunks", np.asarray(weights.chunk_totals(), "<f8").tobytes())
     fs.write_bytes(base + ".json", to_json({
         "format": WEIGHTS_FORMAT, "label": label, "n_rows": weights.n_rows,
-        "positive": weights.positive, "exponent": weights.exponent}))
+        "positive": weights.positive}))
     return base
 
 
@@ -305,5 +305,4 @@ def open_weights(base, doc=None):
     def chunks():
         return np.frombuffer(fs.read_bytes(base + ".chunks"), "<f8")
 
-    return RowWeights(n_rows, read, chunks, doc.get("label"), doc.get("positive"),
-                      int(doc.get("exponent", 0)))
+    return RowWeights(n_rows, read, chunks, doc.get("label"), doc.get("positive"))

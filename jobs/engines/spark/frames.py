@@ -172,19 +172,14 @@ def tagged_frame(df, udf, seed, key, params=None, n_rows=KEY_SPACE - 1, sides=No
     return frame, udf_obj
 
 
-def ship(df, udf=None):
-    """The project's packages on the executors and a check that the workers'
-    Python imports the modules the tasks need (both once per SparkContext:
-    :func:`.context.check_workers` raises ``WorkerPythonError`` here, not in
-    the user's action on a lazy result), and the module of a user UDF *udf*
-    (``module:function``) that is a single file outside them."""
+def ship(df, udf):
+    """The project's packages on the executors (once per SparkContext), and
+    the module of a user UDF that is a single file outside them."""
     from types import SimpleNamespace
 
-    from .context import check_workers, ship_packages
+    from .context import ship_packages
 
-    sc = df.sparkSession.sparkContext
-    ship_packages(sc, SimpleNamespace(udf=udf) if udf else None)
-    check_workers(sc)
+    ship_packages(df.sparkSession.sparkContext, SimpleNamespace(udf=udf))
 
 
 def _per_sample(frame, count, persist):
@@ -469,7 +464,6 @@ def _over_keys(df, key):
     from pyspark.sql.types import StructField, StructType
 
     positions = df.select(_key_position(df, key).alias(KEY_COLUMN))
-    ship(df)
 
     def collected(task, schema):
         with warnings.catch_warnings():
