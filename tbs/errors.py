@@ -12,7 +12,7 @@ import numbers
 
 import numpy as np
 
-from samplegen.udfs.errors import ParameterError, SamplegenError
+from samplegen.udfs.errors import InputError, OutputError, ParameterError, SamplegenError
 
 
 class TBSError(SamplegenError, ValueError):
@@ -73,3 +73,13 @@ def check_items(items):
         raise TBSParameterError("items must be a 1-D numpy array of ids or records, "
                                 "got dtype object")
     return arr
+
+
+class TBSInputError(TBSError, InputError):
+    """A file that a tbs object wrote and reads back (a saved stream sample)
+    is missing, unreadable or damaged; the message names the file."""
+
+
+class TBSOutputError(TBSError, OutputError):
+    """A tbs object cannot write where it was asked to (the path is a file,
+    a directory of something else, or not writable); the message names it."""
