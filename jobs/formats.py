@@ -382,6 +382,8 @@ def _open_csv(uri, fs, pick):
     fields = [_csv_field(x) for x in text.split(delimiter)]
     has_header = any(fields) and not any(_is_number(x) for x in fields if x)
     header = fields if has_header else None
+    if header is not None:
+        _check_header(uri, first, first_no, header)
     for name in header or ():
         if header.count(name) > 1:
             at = _positions([j for j, n in enumerate(header) if n == name])
@@ -423,6 +425,34 @@ def _open_csv(uri, fs, pick):
             raise InputError(f"{uri}: no data rows")
     return Rows(names, len(usecols) if usecols is not None else n_fields,
                 _checked(source, chunks()), [])
+
+
+def _check_header(uri, line, line_no, names):
+    """InputError unless the header *line* (bytes; line *line_no* of CSV
+    file *uri*, its column *names* read from it) is UTF-8 text whose names
+    hold no control characters: a header is names, not binary bytes."""
+    try:
+        line.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise InputError(f"{uri}: its header (line {line_no}) is not UTF-8 text (byte "
+                         f"{line[exc.start]:#04x} at offset {exc.start} of the line); save the "
+                         "file as UTF-8") from None
+    for j, name in enumerate(names):
+        if any(ord(c) < 32 or ord(c) == 127 for c in name):
+            raise InputError(f"{uri}: its header (line {line_no}) names column {j + 1} "
+                             f"{_shown(name)}, with a control character; a header holds names")
+
+
+#: characters of a field or name that a message shows (the rest is counted)
+SHOWN_CHARS = 40
+
+
+def _shown(text):
+    """*text* as a message shows it: its repr, cut after SHOWN_CHARS
+    characters (a field can be megabytes long)."""
+    if len(text) <= SHOWN_CHARS:
+        return repr(text)
+    return f"{text[:SHOWN_CHARS]!r}... ({len(text)} characters)"
 
 
 def _parse_csv_chunk(pd, path, chunk, delimiter, n_fields, first_line):
@@ -503,7 +533,7 @@ def _parse_csv_slow(path, chunk, delimiter, n_fields, first_line):
         for j, raw in enumerate(line.split(delimiter)):
             field = _csv_field(raw)
             if field and not _is_number(field):
-                raise InputError(f"{path}: non-numeric value {raw.strip(_SPACE)!r} at line "
+                raise InputError(f"{path}: non-numeric value {_shown(raw.strip(_SPACE))} at line "
                                  f"{first_line + i}, column {j + 1}")
             row.append(float(field) if field else np.nan)
         if len(row) != n_fields:  # _parse_csv_chunk checked this; kept for direct use
@@ -566,8 +596,9 @@ class _Source:
             return InputError(f"cannot read {self.name}: permission denied")
         if isinstance(exc, OSError) and exc.strerror:
             return InputError(f"cannot read {self.name}: {exc.strerror}")
-        return InputError(f"cannot read {self.name} as {self.kind}: {what} is damaged (it "
-                          "does not decode)")
+        reason = exc if isinstance(exc, DamagedPage) else "it does not decode"
+        return InputError(f"cannot read {self.name} as {self.kind}: {what} is damaged "
+                          f"({reason})")
 
 
 @contextlib.contextmanager
@@ -601,9 +632,11 @@ def _open_parquet(uri, pick, dataset):
         source = _Source(fs, path, where(rel), "Parquet")
         try:
             with _quiet():
-                footers.append(fastparquet.ParquetFile(path, fs=fs))
+                pf = fastparquet.ParquetFile(path, fs=fs, verify=True)
+            _check_pages_on_read(pf, fs)
         except Exception as exc:  # fastparquet and the filesystems raise many types
             raise _footer_failure(source, exc) from None
+        footers.append(pf)
         sources.append(source)
     first = footers[0]
     available = [(name, _column_type(first, name, dtype)) for name, dtype in first.dtypes.items()]
@@ -712,11 +745,209 @@ def _footer_failure(source, exc):
     """The InputError for *exc*, raised by fastparquet reading the footer of
     *source*: a reason in words, found in the file's own bytes (a missing
     magic number, a footer cut short, a repeated column name ...)."""
-    if not isinstance(exc, OSError) or not exc.strerror:
-        reason = _footer_problem(source.fs, source.path)
-        if reason is not None and not source.changed():
-            return InputError(f"cannot read {source.name} as Parquet: {reason}")
+    reason = _footer_problem(source.fs, source.path)
+    if reason is not None and not source.changed():
+        return InputError(f"cannot read {source.name} as Parquet: {reason}")
     return source.failure(exc, "its footer")
+
+
+def _check_pages_on_read(pf, fs):
+    """Make the fastparquet file *pf* (of the fsspec filesystem *fs*) check
+    each column chunk as it reads it, before decoding it: fastparquet's
+    decoder reads damaged bytes without bounds checks (a damaged page
+    header can crash the process), so every page header is first decoded
+    here, bounds checked (:func:`_check_chunk`), and a page's CRC, where
+    the writer stored one, is verified."""
+    chunks = {}
+    for group in pf.row_groups:
+        for column in group.columns or ():
+            meta = column.meta_data
+            if meta is None:
+                continue
+            # where fastparquet starts reading the chunk, and how much it reads
+            start = min(meta.dictionary_page_offset or meta.data_page_offset,
+                        meta.data_page_offset)
+            chunks[start] = (meta.total_compressed_size, meta.num_values)
+
+    def open_with(path, mode="rb", **kwargs):
+        return _CheckedFile(fs.open(path, mode, **kwargs), chunks)
+    pf.open = open_with
+
+
+class _CheckedFile:
+    """A file that fastparquet reads column chunks from: a read of a whole
+    chunk (its start -> ``(bytes, values)`` in *chunks*) is checked by
+    :func:`_check_chunk` before fastparquet sees it."""
+
+    def __init__(self, f, chunks):
+        self.f, self.chunks = f, chunks
+
+    def read(self, size=-1):
+        start = self.f.tell()
+        data = self.f.read(size)
+        expected = self.chunks.get(start)
+        if expected is not None and size == expected[0]:
+            _check_chunk(data, *expected)
+        return data
+
+    def seek(self, *args):
+        return self.f.seek(*args)
+
+    def tell(self):
+        return self.f.tell()
+
+    def close(self):
+        self.f.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def __getattr__(self, name):
+        return getattr(self.f, name)
+
+
+class DamagedPage(ValueError):
+    """A column chunk whose pages do not decode (:func:`_check_chunk`)."""
+
+
+#: Parquet's page types (PageHeader field 1)
+DATA_PAGE, DICTIONARY_PAGE, DATA_PAGE_V2 = 0, 2, 3
+
+
+def _check_chunk(data, size, num_values):
+    """DamagedPage unless the column chunk *data* (*size* bytes, holding
+    *num_values* values by its metadata) is a sequence of pages whose
+    headers decode within it, whose sizes are not negative and fit the
+    chunk, whose data pages hold *num_values* values in all, and whose
+    CRCs, where present, match their bytes."""
+    import zlib
+    if len(data) != size:
+        raise DamagedPage("the column chunk is cut short")
+    pos, values = 0, 0
+    while values < num_values:
+        if pos >= size:
+            raise DamagedPage("the pages end before the column chunk's values")
+        header, pos = _thrift_struct(data, pos, 0)
+        compressed, uncompressed = header.get(3), header.get(2)
+        kind = header.get(1)
+        if not isinstance(compressed, int) or not isinstance(uncompressed, int) \
+                or not 0 <= compressed <= size - pos or uncompressed < 0:
+            raise DamagedPage("a page header gives impossible sizes")
+        crc = header.get(4)
+        if isinstance(crc, int) and zlib.crc32(data[pos:pos + compressed]) != crc & 0xFFFFFFFF:
+            raise DamagedPage("a page's CRC does not match its bytes")
+        if kind in (DATA_PAGE, DATA_PAGE_V2):
+            body = header.get(5 if kind == DATA_PAGE else 8)
+            count = body.get(1) if isinstance(body, dict) else None
+            if not isinstance(count, int) or count < 0:
+                raise DamagedPage("a data page header gives no count of values")
+            if kind == DATA_PAGE_V2:
+                levels = [body.get(5, 0), body.get(6, 0)]
+                if not all(isinstance(n, int) and n >= 0 for n in levels) \
+                        or sum(levels) > compressed:
+                    raise DamagedPage("a data page's levels do not fit it")
+            values += count
+        elif kind == DICTIONARY_PAGE:
+            if not isinstance(header.get(7), dict):
+                raise DamagedPage("a dictionary page has no dictionary header")
+        elif kind != 1:  # an index page is skipped, any other type is damage
+            raise DamagedPage(f"a page has the unknown type {kind!r}")
+        pos += compressed
+
+
+#: how deep a Thrift struct of a page header may nest
+THRIFT_DEPTH = 8
+
+
+def _thrift_struct(data, pos, depth):
+    """``({field id: value}, position after it)`` of the Thrift struct in
+    compact protocol at *pos* of *data*: integers, booleans and nested
+    structs as values (strings, lists, maps and doubles are skipped), every
+    read bounds checked (DamagedPage)."""
+    if depth > THRIFT_DEPTH:
+        raise DamagedPage("a page header nests too deep")
+    fields, last = {}, 0
+    while True:
+        byte, pos = _byte(data, pos)
+        if byte == 0:
+            return fields, pos
+        kind, delta = byte & 0x0F, byte >> 4
+        if delta:
+            field = last + delta
+        else:
+            raw, pos = _varint(data, pos)
+            field = (raw >> 1) ^ -(raw & 1)
+        last = field
+        fields[field], pos = _thrift_value(data, pos, kind, depth)
+
+
+def _thrift_value(data, pos, kind, depth):
+    """``(value, position after it)`` of a compact-protocol value of type
+    *kind* at *pos* of *data* (None for the kinds that are skipped)."""
+    if kind in (1, 2):                      # booleans in a field header
+        return kind == 1, pos
+    if kind == 3:                           # byte
+        return _byte(data, pos)
+    if kind in (4, 5, 6):                   # i16, i32, i64: zigzag varints
+        raw, pos = _varint(data, pos)
+        return (raw >> 1) ^ -(raw & 1), pos
+    if kind == 7:                           # double
+        return None, _skip_bytes(data, pos, 8)
+    if kind == 8:                           # binary
+        length, pos = _varint(data, pos)
+        return None, _skip_bytes(data, pos, length)
+    if kind in (9, 10):                     # list, set
+        byte, pos = _byte(data, pos)
+        count, element = byte >> 4, byte & 0x0F
+        if count == 15:
+            count, pos = _varint(data, pos)
+        for _ in range(count):
+            if element in (1, 2):           # a boolean element is one byte
+                _, pos = _byte(data, pos)
+            else:
+                _, pos = _thrift_value(data, pos, element, depth + 1)
+        return None, pos
+    if kind == 11:                          # map
+        count, pos = _varint(data, pos)
+        if count:
+            byte, pos = _byte(data, pos)
+            for _ in range(count):
+                for part in (byte >> 4, byte & 0x0F):
+                    if part in (1, 2):
+                        _, pos = _byte(data, pos)
+                    else:
+                        _, pos = _thrift_value(data, pos, part, depth + 1)
+        return None, pos
+    if kind == 12:                          # struct
+        return _thrift_struct(data, pos, depth + 1)
+    raise DamagedPage(f"a page header holds the unknown Thrift type {kind}")
+
+
+def _byte(data, pos):
+    if pos >= len(data):
+        raise DamagedPage("a page header runs past the column chunk")
+    return data[pos], pos + 1
+
+
+def _skip_bytes(data, pos, n):
+    if n < 0 or pos + n > len(data):
+        raise DamagedPage("a page header runs past the column chunk")
+    return pos + n
+
+
+def _varint(data, pos):
+    value, shift = 0, 0
+    while True:
+        byte, pos = _byte(data, pos)
+        value |= (byte & 0x7F) << shift
+        if not byte & 0x80:
+            return value, pos
+        shift += 7
+        if shift > 63:
+            raise DamagedPage("a page header holds an overlong number")
 
 
 def _footer_problem(fs, path):
@@ -950,27 +1181,22 @@ def export(matrix, path, row_ids=True, overwrite=False):
     _refuse_store_target(matrix, path)
     targets = _targets(path, row_ids, overwrite)
     ids_path = targets[1] if len(targets) > 1 else None
-    directory = os.path.dirname(os.path.abspath(path))
-    fsmod.missing_dirs(path)  # a parent that is a file: refused before any work
+    fsmod.missing_dirs(path)  # a parent that is a file, a link: refused before any work
     matrix.index()  # fail on a corrupt or incomplete matrix before writing anything
     names = matrix.meta.get("columns") or [f"c{j}" for j in range(matrix.cols)]
-    tmp = {t: os.path.join(directory, fsmod.temporary_name(os.path.basename(t)))
-           for t in targets}
     made, done = fsmod.make_parents(path), False
     try:
-        if fmt == ".npy":
-            _write_npy(matrix, tmp[path], tmp.get(ids_path))
-        elif fmt == ".csv":
-            _write_csv(matrix, tmp[path], names, row_ids)
-        else:
-            _write_parquet(matrix, tmp[path], names, row_ids)
-        for target in targets:
-            os.replace(tmp[target], target)
+        with fsmod.temporary_files(targets) as tmp:   # dead exports' temporaries go first
+            if fmt == ".npy":
+                _write_npy(matrix, tmp[path], tmp.get(ids_path))
+            elif fmt == ".csv":
+                _write_csv(matrix, tmp[path], names, row_ids)
+            else:
+                _write_parquet(matrix, tmp[path], names, row_ids)
+            for target in targets:
+                os.replace(tmp[target], target)
         done = True
     finally:
-        for t in tmp.values():
-            if os.path.exists(t):
-                os.remove(t)
         if not done:
             fsmod.remove_dirs(made)
     return targets

@@ -91,7 +91,7 @@ def test_parquet_non_numeric_columns_are_left_out_unless_named(tmp_path):
 
 
 @pytest.mark.parametrize("content,match", [
-    ("a,b\n1,2\n3\n", "line 3 has 1 fields"), ("1,2\n3,4,5\n", "line 2 has 3 fields"),
+    ("a,b\n1,2\n3\n", "line 3 has 1 field,"), ("1,2\n3,4,5\n", "line 2 has 3 fields"),
     ("1,2\n3,x\n", "'x' at line 2, column 2"),
     ("", "empty"), ("a,b\n", "no data rows"), ("\n\n", "empty")])
 def test_bad_csv(tmp_path, content, match):
