@@ -26,12 +26,16 @@ by the recorded label reads no block before it starts.
 
 A weighted run's weights (:class:`udfs.weighted.RowWeights`) travel the
 same way, as ``<base>.json`` (``{"format": "samplegen-weights/1", "label":
-name, "n_rows": n, "positive": rows of positive weight}``),
-``<base>.weights`` (one little-endian float64 per row) and ``<base>.chunks``
-(the row-id tree's chunk totals, float64, read whole by a weighted
-bootstrap).  :func:`side_for`, :func:`write_side`, :func:`open_side` and
+name, "n_rows": n, "positive": rows of positive weight, "exponent": the
+power of two that scales every sum}``), ``<base>.weights`` (one little-endian
+float64 per row, as given) and ``<base>.chunks`` (the row-id tree's chunk
+totals of the scaled weights, float64, read whole by a weighted bootstrap).
+:func:`side_for`, :func:`write_side`, :func:`open_side` and
 :func:`remove_side` take either kind.
 """
+import os
+import tokenize
+
 import numpy as np
 
 from samplegen.udfs.errors import InputError, ParameterError
@@ -244,17 +248,40 @@ def weights_file(uri, rows):
     weight per row of a matrix of *rows* rows, in row-id order."""
     try:
         with fsmod.local_copy(uri) as path:
-            values = np.load(path, allow_pickle=False)
+            values = _load_weights(path, rows, uri)
     except FileNotFoundError:
         raise InputError(f"weights file not found: {uri}") from None
-    except (OSError, ValueError) as exc:
-        raise InputError(f"{uri} is not a .npy file of numbers: {exc}") from None
-    if values.ndim != 1 or values.size != rows:
-        held = (f"{values.size} value{'s' if values.size != 1 else ''}" if values.ndim == 1
-                else f"values of shape {values.shape}")
-        raise InputError(f"{uri} holds {held}; the matrix has {rows} "
-                         f"row{'s' if rows != 1 else ''} (one weight per row)")
+    except (OSError, ValueError, EOFError, SyntaxError, tokenize.TokenError) as exc:
+        reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        raise InputError(f"{uri} is not a .npy file of numbers: {reason}") from None
     return RowWeights.of(values, uri)
+
+
+def _load_weights(path, rows, uri):
+    """The array of the local ``.npy`` file *path* (of *uri*): its header
+    checked first (one value per row of *rows*, numbers, the data as long
+    as the header says), so a damaged or foreign file is refused before
+    anything is allocated for it."""
+    fmt = np.lib.format
+    with open(path, "rb") as f:
+        version = fmt.read_magic(f)
+        read_header = fmt.read_array_header_1_0 if version == (1, 0) else \
+            fmt.read_array_header_2_0
+        shape, _, dtype = read_header(f)
+        if dtype.hasobject or dtype.kind not in "fiub":
+            raise InputError(f"{uri} holds values of dtype {dtype}: weights must be numbers "
+                             "(integers or floats)")
+        if len(shape) != 1 or shape[0] != rows:
+            held = (f"{shape[0]} value{'s' if shape[0] != 1 else ''}" if len(shape) == 1
+                    else f"values of shape {shape}")
+            raise InputError(f"{uri} holds {held}; the matrix has {rows} "
+                             f"row{'s' if rows != 1 else ''} (one weight per row)")
+        data = os.fstat(f.fileno()).st_size - f.tell()
+        if data != rows * dtype.itemsize:
+            raise InputError(f"{uri} is damaged: its header promises {rows} values of "
+                             f"{dtype.itemsize} bytes, the file holds {data} bytes of data")
+        f.seek(0)
+        return np.load(f, allow_pickle=False)
 
 
 def write_side(base, side, label):
@@ -281,7 +308,7 @@ def write_weights(base, weights, label):
     fs.write_bytes(base + ".chunks", np.asarray(weights.chunk_totals(), "<f8").tobytes())
     fs.write_bytes(base + ".json", to_json({
         "format": WEIGHTS_FORMAT, "label": label, "n_rows": weights.n_rows,
-        "positive": weights.positive}))
+        "positive": weights.positive, "exponent": weights.exponent}))
     return base
 
 
@@ -305,4 +332,5 @@ def open_weights(base, doc=None):
     def chunks():
         return np.frombuffer(fs.read_bytes(base + ".chunks"), "<f8")
 
-    return RowWeights(n_rows, read, chunks, doc.get("label"), doc.get("positive"))
+    return RowWeights(n_rows, read, chunks, doc.get("label"), doc.get("positive"),
+                      int(doc.get("exponent", 0)))

@@ -21,6 +21,8 @@ from the project's keyed streams (stream ``WEIGHTED``, keyed by the number of
 the call): the same seed and the same sequence of calls give the same
 indices, on every platform and numpy version.
 """
+import math
+
 import numpy as np
 
 from .errors import ParameterError, check_int
@@ -40,19 +42,34 @@ def _seeded(seed):
     return seed, PositionRNG(seed)
 
 
-def check_weights(weights, name="weight"):
-    """*weights* as a float64 array, or ParameterError naming the first bad
-    one: every weight finite and not negative (zero allowed: never drawn)."""
+def floats(values, plural):
+    """*values* (an array or a sequence of numbers) as a float64 array, or
+    ParameterError naming them (*plural*: what they are, e.g. "weights"):
+    numbers only (integers, floats, booleans; not strings, objects or
+    complex numbers)."""
     try:
-        w = np.asarray(weights, dtype=np.float64)
+        a = np.asarray(values)
     except (TypeError, ValueError):
-        raise ParameterError(f"{name}s must be numbers") from None
+        raise ParameterError(f"{plural} must be numbers") from None
+    if a.dtype.kind not in "fiub":
+        raise ParameterError(f"{plural} must be numbers (integers or floats), got "
+                             f"dtype {a.dtype}")
+    return a.astype(np.float64, copy=False)
+
+
+def check_weights(weights, name="weight", plural=None):
+    """*weights* as a float64 array, or ParameterError naming the first bad
+    one: every weight finite and not negative (zero allowed: never drawn;
+    any positive float, the subnormal ones too).  *name*: what one weight
+    is called in messages, *plural*: what several are (default *name* + s)."""
+    plural = plural or name + "s"
+    w = floats(weights, plural)
     if w.ndim != 1:
-        raise ParameterError(f"{name}s must be a 1-D array, got shape {w.shape}")
+        raise ParameterError(f"{plural} must be a 1-D array, got shape {w.shape}")
     bad = first_bad_weight(w)
     if bad is not None:
         i, what = bad
-        raise ParameterError(f"{name} {i} is {what} ({float(w[i])!r}): {name}s must be finite "
+        raise ParameterError(f"{name} {i} is {what} ({float(w[i])!r}): {plural} must be finite "
                              "and not negative")
     return w
 
@@ -65,6 +82,48 @@ def first_bad_weight(w):
         return None
     i = int(np.argmax(bad))
     return i, "NaN" if np.isnan(w[i]) else "infinite" if np.isinf(w[i]) else "negative"
+
+
+# ---------------------------------------------------------------------------
+# scaling: sums of any finite weights, exactly
+# ---------------------------------------------------------------------------
+#: scaled weights, *count* of them, add up to at most 2**SUM_EXPONENT: no sum,
+#: running sum or point ``u * total`` overflows
+SUM_EXPONENT = 960
+#: a largest weight of at least 2**-SMALL_EXPONENT is in the ordinary range
+#: (with the bound above: scale 1); below it, sums and points would lose
+#: precision near the subnormal floats
+SMALL_EXPONENT = 900
+
+
+def weight_exponent(largest, count):
+    """The exponent s by which weights whose largest is *largest* (a
+    non-negative float), *count* of them, are scaled (``w * 2**s``, exact
+    in floating point): 0 when they are in the ordinary range
+    (``2**-SMALL_EXPONENT <= largest`` and ``count * largest <=
+    2**SUM_EXPONENT``), else the s that makes ``count * largest`` as large
+    as that bound allows, so that no sum overflows and the smallest weights
+    stay as far from the subnormal floats as the largest lets them.
+
+    Ratios of weights, and so every probability and every ranking of keys
+    ``E / w``, are the same for any s."""
+    largest, count = float(largest), max(1, int(count))
+    if not largest > 0:
+        return 0
+    _, e = math.frexp(largest)                        # largest < 2**e
+    bits = count.bit_length()                         # count < 2**bits
+    if e - 1 >= -SMALL_EXPONENT and e + bits <= SUM_EXPONENT:
+        return 0
+    return SUM_EXPONENT - e - bits
+
+
+def scaled(w, exponent):
+    """``w * 2**exponent`` (float64), exactly where the result is a normal
+    float; no warning where it overflows (inf) or underflows."""
+    if not exponent:
+        return np.asarray(w, np.float64)
+    with np.errstate(over="ignore", under="ignore"):
+        return np.ldexp(np.asarray(w, np.float64), int(exponent))
 
 
 # ---------------------------------------------------------------------------
@@ -158,10 +217,16 @@ class SumTree:
     >>> tree.update(idx, new_losses)              # rewrite those weights
     >>> tree.total, tree.weights(idx)
 
-    Weights are finite and not negative; a zero weight is never drawn.  The
-    tree is an array of ``2 m`` doubles (m: n rounded up to a power of two),
-    node ``j``'s children at ``2j`` and ``2j + 1``, the root at 1.  Sums are
-    recomputed from the children at every update, so they do not drift."""
+    Weights are any finite floats that are not negative (the subnormal ones
+    too, and sums beyond the largest float); a zero weight is never drawn.
+    The tree is an array of ``2 m`` doubles (m: n rounded up to a power of
+    two), node ``j``'s children at ``2j`` and ``2j + 1``, the root at 1.
+    Sums are recomputed from the children at every update, so they do not
+    drift.  The tree holds the weights scaled by a power of two
+    (:func:`weight_exponent`, exact; 1 for weights in the ordinary range), so
+    that no sum overflows and tiny weights keep their precision; the
+    weights as given are kept beside it while the scale is not 1, and an
+    update that takes the total out of range rescales the tree."""
 
     def __init__(self, weights, seed=None):
         w = check_weights(weights)
@@ -171,10 +236,10 @@ class SumTree:
         self.depth = max(0, (self.n - 1).bit_length())
         self._leaf0 = 1 << self.depth
         self._tree = np.zeros(2 * self._leaf0, dtype=np.float64)
-        self._tree[self._leaf0:self._leaf0 + self.n] = w
         self._pairs = self._tree.reshape(-1, 2)        # row j: node j's children
-        self._sum_levels(self.depth)
+        self._exponent, self._given = 0, None          # the scale; the weights if not 1
         self._positive = int(np.count_nonzero(w))
+        self._rescale(w)
         self._top = min(self.depth, TOP_LEVELS)
         self._starts = None       # where each top node's interval starts (None: to compute)
         self.seed, self._rng = _seeded(seed)
@@ -185,13 +250,45 @@ class SumTree:
 
     @property
     def total(self):
-        """The sum of the weights."""
-        return float(self._tree[1])
+        """The sum of the weights (inf when it exceeds the largest float;
+        :meth:`probabilities` are exact whatever the sum)."""
+        with np.errstate(over="ignore"):
+            return float(np.ldexp(self._tree[1], -self._exponent))
 
     def weights(self, indices=None):
         """The weights at *indices* (all of them by default), a copy."""
+        given = self._given
+        if given is None:
+            given = self._tree[self._leaf0:self._leaf0 + self.n]
+        return given.copy() if indices is None else given[self._check_indices(indices)]
+
+    def probabilities(self, indices=None):
+        """The probability of drawing each index of *indices* (all by
+        default): its weight over the sum, computed on the scaled tree (so
+        exact also where the sum exceeds the largest float)."""
         leaves = self._tree[self._leaf0:self._leaf0 + self.n]
-        return leaves.copy() if indices is None else leaves[self._check_indices(indices)]
+        if indices is not None:
+            leaves = leaves[self._check_indices(indices)]
+        total = self._tree[1]
+        return leaves / total if total > 0 else np.zeros(leaves.size)
+
+    def _rescale(self, w=None):
+        """Choose the scale for the weights *w* (default: the current
+        ones), write the scaled leaves and recompute every sum."""
+        if w is None:
+            w = self.weights()
+        self._exponent = weight_exponent(w.max(), self.n)
+        self._given = w.copy() if self._exponent else None
+        self._tree[self._leaf0:self._leaf0 + self.n] = scaled(w, self._exponent)
+        self._sum_levels(self.depth)
+        self._starts = None
+
+    def _out_of_range(self):
+        """Whether the scaled total left the range the scale was chosen for
+        (an update made it overflow, or made every weight tiny)."""
+        total = self._tree[1]
+        return not total <= 2.0 ** (SUM_EXPONENT + 8) or (
+            self._positive > 0 and total < 2.0 ** -SMALL_EXPONENT)
 
     def _check_indices(self, indices):
         idx = np.asarray(indices)
@@ -207,7 +304,7 @@ class SumTree:
         """Set the weights at *indices* (an index given twice: its last
         weight); O(log n) per index, all at once."""
         idx = self._check_indices(indices)
-        w = check_weights(np.broadcast_to(np.asarray(weights, dtype=np.float64), idx.shape)
+        w = check_weights(np.broadcast_to(floats(weights, "weights"), idx.shape)
                           if np.ndim(weights) == 0 else weights)
         if w.size != idx.size:
             raise ParameterError(f"{idx.size} indices but {w.size} weights")
@@ -227,12 +324,24 @@ class SumTree:
             np.add(tree[2 * a:2 * b:2], tree[2 * a + 1:2 * b:2], out=tree[a:b])
 
     def _set(self, idx, w):
-        """Write distinct leaves *idx* and their ancestors: node by node up to
-        the top levels (four array operations a level), which are then
-        recomputed whole (2**TOP_LEVELS nodes, one operation a level)."""
+        """Set the weights of distinct leaves *idx* to *w* (as given) and
+        rewrite their ancestors (:meth:`_write`); rescale the whole tree if
+        the total left the scale's range."""
         node = idx + self._leaf0
-        old = self._tree[node]
+        old = self._tree[node] if self._given is None else self._given[idx]
         self._positive += int(np.count_nonzero(w > 0)) - int(np.count_nonzero(old > 0))
+        if self._given is not None:
+            self._given[idx] = w
+        with np.errstate(over="ignore", invalid="ignore"):
+            self._write(node, scaled(w, self._exponent))
+        if self._out_of_range():
+            self._rescale()
+
+    def _write(self, node, w):
+        """Write the scaled weights *w* at leaves *node* and their ancestors:
+        node by node up to the top levels (four array operations a level),
+        which are then recomputed whole (2**TOP_LEVELS nodes, one operation
+        a level)."""
         self._tree[node] = w
         tree = self._tree
         children = np.empty((node.size, 2))
@@ -359,7 +468,7 @@ class SumTree:
                 parts.append(new)
                 have += new.size
                 if have < k:
-                    removed.append((new, self._tree[new + self._leaf0]))
+                    removed.append((new, self.weights(new)))
                     self._set(new, np.zeros(new.size))
         finally:
             if removed:
@@ -433,8 +542,9 @@ class PrioritizedBuffer:
             raise ParameterError("the buffer is empty")
         beta = self.beta if beta is None else _nonnegative("beta", beta)
         slots = self.tree.sample(k, replace=replace)
-        p = self.tree.weights(slots) / self.tree.total
-        weights = (self._held * p) ** -beta
+        p = self.tree.probabilities(slots)
+        with np.errstate(over="ignore", divide="ignore"):
+            weights = (self._held * p) ** -beta
         if weights.size:
             weights /= weights.max()
         return slots, self._items[slots], weights
@@ -444,8 +554,8 @@ class PrioritizedBuffer:
         slots = self.tree._check_indices(slots)
         if slots.size and slots.max() >= self._held:
             raise ParameterError(f"slot {int(slots.max())} holds no item yet")
-        priorities = check_weights(np.abs(np.asarray(priorities, dtype=np.float64)),
-                                   "priority")
+        priorities = check_weights(np.abs(floats(priorities, "priorities")), "priority",
+                                   "priorities")
         if priorities.size != slots.size:
             raise ParameterError(f"{slots.size} slots but {priorities.size} priorities")
         self.tree.update(slots, self._weight(priorities))

@@ -646,14 +646,15 @@ WEIGHT_KEY_COLUMN = "__samplegen_weight_key"
 
 def _weight_keys(seed, sample, weights_name):
     """The Arrow UDF of the rows' keys ``E / w`` in *sample* (the block jobs'
-    keys at the same positions, :func:`udfs.weighted.exponential_keys`):
+    keys at the same positions, :func:`udfs.weighted.exponential_keys`, as
+    int64 that order like them whatever the weights, :data:`ANY_EXPONENT`):
     only the position and the weight cross to Python; a NULL, NaN, infinite
     or negative weight fails the task, naming the row's position."""
     import pyarrow as pa
 
     from samplegen.jobs.engines.task_errors import reported
     from samplegen.udfs.rng import PositionRNG, Purpose, stream
-    from samplegen.udfs.weighted import exponential_keys
+    from samplegen.udfs.weighted import ANY_EXPONENT, exponential_keys, key_order
 
     state = {}
 
@@ -667,15 +668,15 @@ def _weight_keys(seed, sample, weights_name):
         w = _checked_weights(weights_name, weights, pos)
         words = rng.at(stream(Purpose.WEIGHTED_KEY, sample), pos)[:, 0] if pos.size else \
             np.empty(0, np.uint64)
-        return pa.array(exponential_keys(words, w), pa.float64())
+        return pa.array(key_order(exponential_keys(words, w, ANY_EXPONENT)), pa.int64())
 
     keyed.__annotations__ = {"positions": pa.Array, "weights": pa.Array, "return": pa.Array}
     return keyed
 
 
-def _poisson_coins(seed, sample, rate):
+def _poisson_coins(seed, sample, rate, exponent):
     """The Arrow UDF of whether each row is in Poisson sample *sample* of
-    inclusion probabilities ``min(1, rate w)``: the block jobs' coins
+    inclusion probabilities ``min(1, rate w 2**exponent)``: the block jobs' coins
     (stream WEIGHTED_POISSON, lane 0) at the rows' positions."""
     import pyarrow as pa
 
@@ -690,7 +691,7 @@ def _poisson_coins(seed, sample, rate):
         w = weights.to_numpy(zero_copy_only=False).astype(np.float64, copy=False)
         words = rng.at(stream(Purpose.WEIGHTED_POISSON, sample), pos)[:, 0] if pos.size else \
             np.empty(0, np.uint64)
-        return pa.array(poisson_included(words, rate, w), pa.bool_())
+        return pa.array(poisson_included(words, rate, w, exponent), pa.bool_())
 
     coins.__annotations__ = {"positions": pa.Array, "weights": pa.Array, "return": pa.Array}
     return coins
@@ -747,9 +748,9 @@ def weighted(df, weights, seed, key, size=None, *, expected=None, replace=False,
     reach the driver: the rate c, the weighted tree's sums), then decide
     the rows in one pass."""
     from pyspark.sql import functions as F
-    from pyspark.sql.types import BooleanType, DoubleType
+    from pyspark.sql.types import BooleanType, LongType
 
-    from samplegen.udfs.weighted import RowWeights, Weighted, inclusion_rate
+    from samplegen.udfs.weighted import RowWeights, Weighted, scaled_inclusion_rate
 
     seed = check_seed(seed)
     samples = check_int("samples", samples, lo=1, hi=1 << 10)
@@ -781,16 +782,17 @@ def weighted(df, weights, seed, key, size=None, *, expected=None, replace=False,
             return _per_sample(frame, samples, False)[0]
         if expected is not None:
             _, w = _weights_by_position(df, key, weights)
-            rate = inclusion_rate(w, expected)
-            return [df.where(F.arrow_udf(_poisson_coins(seed, i, rate), BooleanType())(
-                position, weight)) for i in range(samples)]
+            rate, exponent = scaled_inclusion_rate(w, expected)
+            return [df.where(F.arrow_udf(_poisson_coins(seed, i, rate, exponent),
+                                         BooleanType())(position, weight))
+                    for i in range(samples)]
         positive = df.where(weight > 0).count()
         if positive < size:
             raise ParameterError(f"size = {size} distinct rows, but only {positive} rows "
                                  f"have a positive weight in {weights!r}")
         out = []
         for i in range(samples):
-            key_of = F.arrow_udf(_weight_keys(seed, i, weights), DoubleType())(position, weight)
+            key_of = F.arrow_udf(_weight_keys(seed, i, weights), LongType())(position, weight)
             out.append(df.withColumn(WEIGHT_KEY_COLUMN, key_of).withColumn(KEY_COLUMN, position)
                        .orderBy(WEIGHT_KEY_COLUMN, KEY_COLUMN).limit(size)
                        .drop(WEIGHT_KEY_COLUMN, KEY_COLUMN))
