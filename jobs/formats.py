@@ -39,11 +39,15 @@ PARQUET_MAGIC = b"PAR1"
 NULL_PARTITION = "__HIVE_DEFAULT_PARTITION__"
 
 
-def file_format(path):
+def file_format(path, reading=True):
+    """The format of file *path* by its name ending (one of FORMATS); else
+    ParameterError, naming what is allowed (for *reading*, also a directory
+    of Parquet files; an export writes one file)."""
     ext = os.path.splitext(path)[1].lower()
     if ext not in FORMATS:
-        raise ParameterError(f"unsupported file type {ext or '(none)'!r} for {path}: "
-                             f"use one of {', '.join(FORMATS)}, or a directory of Parquet files")
+        allowed = (f"use one of {', '.join(FORMATS)}, or a directory of Parquet files" if reading
+                   else f"export writes one file, named with one of {', '.join(FORMATS)}")
+        raise ParameterError(f"unsupported file type {ext or '(none)'!r} for {path}: {allowed}")
     return ext
 
 
@@ -1177,7 +1181,7 @@ def export(matrix, path, row_ids=True, overwrite=False):
     the files written (with ``.npy``, the row ids beside it)."""
     if not fsmod.is_local(path):
         return _export_remote(matrix, path, row_ids, overwrite)
-    fmt = file_format(path)
+    fmt = file_format(path, reading=False)
     _refuse_store_target(matrix, path)
     targets = _targets(path, row_ids, overwrite)
     ids_path = targets[1] if len(targets) > 1 else None
@@ -1207,10 +1211,14 @@ def _targets(path, row_ids, overwrite):
     ``.npy`` with *row_ids* the ids beside it; OutputError for one that exists
     unless *overwrite*."""
     targets = [path]
-    if file_format(path) == ".npy" and row_ids:
+    if file_format(path, reading=False) == ".npy" and row_ids:
         targets.append(os.path.splitext(path)[0] + ".row_ids.npy")
     for target in targets:
-        if fsmod.get_fs(target).exists(target) and not overwrite:
+        fs = fsmod.get_fs(target)
+        if fs.isdir(target):
+            raise OutputError(f"cannot write {target}: it is a directory (export writes one "
+                              "file; name a file)")
+        if fs.exists(target) and not overwrite:
             raise OutputError(f"{target} exists (use --overwrite to replace it)")
     return targets
 
