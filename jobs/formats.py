@@ -726,7 +726,7 @@ def _frame_values(frame, columns, half):
     """The float64 values of *columns* of the pandas DataFrame *frame* (a
     row group as fastparquet reads it); the columns at positions *half*
     hold half floats as fastparquet gives them: two bytes each, little
-    endian (None: null)."""
+    endian, trailing zero bytes cut off (None: null)."""
     if not half:
         return frame[columns].to_numpy(dtype=np.float64, na_value=np.nan)
     values = np.empty((len(frame), len(columns)))
@@ -737,11 +737,11 @@ def _frame_values(frame, columns, half):
     for j in half:
         column = frame[columns[j]]
         present = column.notna().to_numpy()
-        data = b"".join(column.to_numpy()[present])
-        if len(data) != 2 * int(present.sum()):
-            raise ValueError("a half float is not two bytes")
+        data = column.to_numpy()[present]
+        if any(len(v) > 2 for v in data):
+            raise DamagedPage("a half float is longer than two bytes")
         values[:, j] = np.nan
-        values[present, j] = np.frombuffer(data, "<f2")
+        values[present, j] = np.array(data, dtype="S2").view("<f2")   # zero bytes back
     return values
 
 
