@@ -32,6 +32,7 @@ import re
 import shutil
 import tempfile
 import threading
+import time
 import uuid
 
 from samplegen.udfs.errors import InputError, OutputError
@@ -68,7 +69,10 @@ def direct_io_enabled():
 def missing_dirs(path):
     """The directories that creating local *path* needs, outermost first
     (none if its parent exists); OutputError if an existing ancestor is a
-    file rather than a directory."""
+    file rather than a directory, or if *path* itself is a symbolic link
+    (:func:`check_not_link`).  Every command calls it on its output before
+    any work."""
+    check_not_link(path)
     missing = []
     parent = os.path.dirname(os.path.abspath(local_path(path)))
     while not os.path.isdir(parent):
@@ -77,6 +81,19 @@ def missing_dirs(path):
         missing.append(parent)
         parent = os.path.dirname(parent)
     return missing[::-1]
+
+
+def check_not_link(path):
+    """OutputError if local *path* is a symbolic link (dangling or not).
+    samplegen replaces an output by renaming a new one into its place, which
+    would replace the link rather than write where it points; it refuses
+    instead, naming the target to give."""
+    path = local_path(path).rstrip("/") or "/"
+    if not os.path.islink(path):
+        return
+    target = os.path.realpath(path)
+    raise OutputError(f"{path} is a symbolic link to {target}; samplegen does not write "
+                      f"through links: give the target ({target}) instead, or remove the link")
 
 
 def make_parents(path):
@@ -137,6 +154,15 @@ def _staging_name(path):
 
 #: what a writer's temporary file is called (:func:`temporary_name`)
 _TEMPORARY = re.compile(r"^\..+\.tmp-[0-9a-f]{12}$")
+#: ... and what a run's staging directory may be called on its way out
+#: (:class:`jobs.store.StagedOutput`: discarded, or the old output it replaced)
+_LEFTOVER = re.compile(r"^\..+\.tmp-[0-9a-f]{12}(\.discarded|\.old)?$")
+
+#: the file in a staging directory whose lock its live run holds
+OWNER = ".owner"
+#: a staging directory without an owner file (the old output an --overwrite
+#: moved aside, left by a kill) is stale once it is this old (seconds)
+ORPHAN_SECONDS = 600
 
 
 def temporary_name(name):
@@ -149,29 +175,145 @@ def is_temporary(name):
     return bool(_TEMPORARY.match(name))
 
 
+def _locked_temporary(path, flags=os.O_WRONLY):
+    """``(temporary path, fd)``: a new temporary file beside local *path*,
+    opened with *flags* and locked (``flock``) for as long as the fd is
+    open, so that :func:`remove_stale_temporaries` never takes it for a
+    dead writer's.  A file the remover unlinked between its creation and
+    the lock is given up for a new one."""
+    import fcntl
+    directory, name = os.path.split(path)
+    while True:
+        tmp = os.path.join(directory, temporary_name(name))
+        fd = os.open(tmp, flags | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            if os.fstat(fd).st_nlink:
+                return tmp, fd
+        except BaseException:
+            os.close(fd)
+            raise
+        os.close(fd)
+
+
+@contextlib.contextmanager
+def temporary_files(paths):
+    """``{path: temporary path}`` for writers that write by name (numpy,
+    pyarrow): an empty locked file beside each local path of *paths*, held
+    while the block runs and removed after it unless it was renamed into
+    place.  The stale temporaries of the paths' directories (dead writers'
+    files, killed runs' staging directories) are removed first
+    (:func:`remove_stale_temporaries`)."""
+    for directory in {os.path.dirname(os.path.abspath(local_path(p))) for p in paths}:
+        remove_stale_temporaries(directory)
+    held = {}
+    try:
+        for path in paths:
+            tmp, fd = _locked_temporary(os.path.abspath(local_path(path)))
+            held[path] = (tmp, fd)
+        yield {path: tmp for path, (tmp, _) in held.items()}
+    finally:
+        for tmp, fd in held.values():
+            try:
+                if os.path.lexists(tmp):
+                    os.remove(tmp)
+            finally:
+                os.close(fd)
+
+
+def remove_stale_temporaries(directory):
+    """Remove what dead writers left in local *directory*: temporary files
+    (:func:`temporary_name`) whose lock is free, staging directories of runs
+    (``.<name>.tmp-<id>``) whose ``.owner`` lock is free, and staging
+    directories without an owner file older than :data:`ORPHAN_SECONDS`.  A
+    live writer holds its lock, so nothing of it is touched; a killed one's
+    lock went with its process.  Every command that writes an output
+    calls this on the output's directory before it writes."""
+    import fcntl
+    directory = local_path(directory)
+    try:
+        entries = os.listdir(directory)
+    except OSError:
+        return
+    for entry in entries:
+        if not _LEFTOVER.match(entry):
+            continue
+        path = os.path.join(directory, entry)
+        if os.path.islink(path):
+            continue
+        directory_entry = os.path.isdir(path)
+        try:
+            lock = open(os.path.join(path, OWNER) if directory_entry else path, "rb")
+        except FileNotFoundError:
+            if directory_entry:
+                try:
+                    stale = time.time() - os.lstat(path).st_mtime > ORPHAN_SECONDS
+                except FileNotFoundError:
+                    continue
+                if stale:
+                    shutil.rmtree(path, ignore_errors=True)
+            continue
+        except OSError:
+            continue
+        with lock:
+            try:
+                fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except OSError:
+                continue  # a live writer holds it
+            if directory_entry:
+                shutil.rmtree(path, ignore_errors=True)
+            else:
+                try:
+                    os.remove(path)
+                except FileNotFoundError:
+                    pass
+
+
 class _AtomicLocalWriter:
+    """An atomic local writer: a locked temporary file beside the target
+    (:func:`_locked_temporary`), renamed into place on close.  An OSError
+    names the target."""
+
     def __init__(self, path, fsync=False):
         self.path = path
-        self.tmp = _staging_name(path)
-        self.file = open(self.tmp, "wb")
+        _staging_name(path)   # the directory, if it is missing
+        self.tmp, fd = _locked_temporary(path)
+        self.file = os.fdopen(fd, "wb")
         self.bytes = 0
         self.fsync = fsync
 
     def write(self, data):
-        self.file.write(data)
+        try:
+            self.file.write(data)
+        except OSError as exc:
+            raise _naming(exc, self.path) from None
         self.bytes += len(data)
 
     def close(self):
-        if self.fsync:
-            self.file.flush()
-            os.fsync(self.file.fileno())
-        self.file.close()
+        try:
+            if self.fsync:
+                self.file.flush()
+                os.fsync(self.file.fileno())
+            self.file.close()
+        except OSError as exc:
+            raise _naming(exc, self.path) from None
         os.replace(self.tmp, self.path)
 
     def abort(self):
-        self.file.close()
+        try:
+            self.file.close()
+        except OSError:     # the bytes it could not flush (a full disk)
+            pass
         if os.path.exists(self.tmp):
             os.remove(self.tmp)
+
+
+def _naming(exc, path):
+    """*exc*, an OSError of a write, as the same error naming *path* (a
+    write to a file descriptor names no file)."""
+    if exc.filename is not None:
+        return exc
+    return type(exc)(exc.errno, exc.strerror or str(exc), path)
 
 
 class _WriteResources:
@@ -316,7 +458,7 @@ class _DirectLocalWriter:
                     # the traceback keeps this frame: no view of a buffer in it, or
                     # the buffer cannot be closed (and that error would hide this one)
                     piece = rest = None
-                    raise
+                    raise _naming(exc, self.path) from None
                 self._buffered()  # the filesystem refuses direct writes here
 
     def _release(self):
