@@ -651,6 +651,7 @@ def _add_stream_commands(sub):
                    help="FILE.parquet, FILE.npy or FILE.csv (missing directories are created)")
     p.add_argument("--no-keys", action="store_true",
                    help="leave out the _sg_batch and _sg_row columns")
+    p.add_argument("--overwrite", action="store_true", help="replace an existing FILE")
 
     p = sub.add_parser("status",
                        help="batches processed, W_k, C_k, rho, |S_k| and footprint of a STATE")
@@ -677,7 +678,7 @@ def _cmd_run(args, log):
 
 def _cmd_sample(args, log):
     from .stream import write_sample
-    size = write_sample(args.state, args.to, keys=not args.no_keys)
+    size = write_sample(args.state, args.to, keys=not args.no_keys, overwrite=args.overwrite)
     log(f"wrote {count_words(size, 'item', 'items')} to {args.to}")
     return 0
 

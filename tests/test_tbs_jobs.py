@@ -505,8 +505,10 @@ def test_rows_read_by_offset_equal_the_decoded_rows(tmp_path, name):
     from samplegen.tbs.stream.task import IN_SAMPLE, POINT_ROWS, _source_parts, stack
     df, by_offset = _point_frames()[name]
     store = Store(str(tmp_path))
-    store.write_parquet("src.parquet", df, object_encoding={"tag": "utf8"} if "tag" in df else {},
-                        row_group_offsets=300, stats=False, has_nulls=name != "required")
+    written = store.write_parquet("src.parquet", df,
+                                  object_encoding={"tag": "utf8"} if "tag" in df else {},
+                                  row_group_offsets=300, stats=False,
+                                  has_nulls=name != "required")
     pf = fastparquet.ParquetFile(store.path("src.parquet"))
     assert [rg.num_rows for rg in pf.row_groups] == [250, 250, 250, 250]
     columns = [c for c in pf.columns if c != IN_SAMPLE]
@@ -521,10 +523,10 @@ def test_rows_read_by_offset_equal_the_decoded_rows(tmp_path, name):
         assert all(at is not None and len(at) == len(columns) for at in found["at"])
     expected = pf.to_pandas(index=False).drop(columns=[IN_SAMPLE], errors="ignore")
     rng = np.random.default_rng(11)
-    source = {"path": "src.parquet"}
+    source = {"path": "src.parquet", "sum": written}
     for rows in (np.array([0]), np.array([999]), np.sort(rng.choice(1000, 9, replace=False)),
                  np.arange(240, 260), np.sort(rng.choice(1000, 3 * POINT_ROWS, replace=False))):
-        for src in (source, {"path": "src.parquet", "points": None}):       # (None: decode)
+        for src in (source, {"path": "src.parquet", "sum": written, "points": None}):  # decode
             got = stack(_source_parts(store, src, rows, "test"))
             pd.testing.assert_frame_equal(got, expected.iloc[rows].reset_index(drop=True))
         assert source["points"] == found      # found on the first read, kept

@@ -157,8 +157,8 @@ def initial_commit(params):
     return {"format": FORMAT, "seq": 0, "params": params, "key": key, "salt": output_salt(key),
             "schema": None, "writer": None, "first_batch": None, "last_batch": None, "time": None,
             "ledger": [], "driver": initial_state(params, P), "since_snapshot": 0, "snapshot": None,
-            "partitions": [{"struct": None, "files": [], "full": 0, "realized": 0, "stored": 0}
-                           for _ in range(P)],
+            "partitions": [{"struct": None, "struct_sum": None, "files": [], "full": 0,
+                            "realized": 0, "stored": 0} for _ in range(P)],
             "deltas": []}
 
 
@@ -191,6 +191,7 @@ def plan_chunk(commit, chunk, store):
     plan = {"state": store.uri(), "fsync": store.fsync, "key": str(commit["key"]),
             "salt": str(commit["salt"]),
             "structs": [part["struct"] for part in commit["partitions"]],
+            "struct_sums": [part["struct_sum"] for part in commit["partitions"]],
             "writer": commit["writer"] or {"row_group_offsets": ROW_GROUP, "stats": False},
             "batches": steps, "batch_info": infos}
     return plan, states
@@ -215,16 +216,20 @@ def next_commit(commit, batch, step, state_after, summaries):
         if s["k"] != batch.k or s["p"] != p or s["full"] != step["expect"][p]:
             raise TBSError(f"internal error: task summary {s['k']}/{s['p']} does not match "
                            "the plan")
-        parts.append({"struct": s["struct"], "files": s["files"], "full": s["full"],
-                      "realized": s["realized"], "stored": s["stored"]})
+        parts.append({"struct": s["struct"], "struct_sum": s["struct_sum"], "files": s["files"],
+                      "full": s["full"], "realized": s["realized"], "stored": s["stored"]})
     realized = sum(part["realized"] for part in parts)
     if realized != driver_state["size"]:
         raise TBSError(f"internal error: batch {batch.k}: the partitions hold {realized} "
                        f"sampled items, the driver expects {driver_state['size']}")
     new["partitions"] = parts
     P = params["partitions"]
+    # each batch's delta files, and their checksums (for consumers of the deltas)
+    sums = {}
+    for s in summaries:
+        sums.update(s["sums"])
     deltas = commit["deltas"] + [[batch.k, [delta_in(batch.k, p) for p in range(P)],
-                                  [delta_out(batch.k, p) for p in range(P)]]]
+                                  [delta_out(batch.k, p) for p in range(P)], sums]]
     oldest = batch.k - max(params["keep_deltas"], since)
     new["deltas"] = [d for d in deltas if d[0] > oldest]
     new["superseded"] = superseded(commit, new)

@@ -6,11 +6,11 @@ import os
 import numpy as np
 
 from samplegen.jobs import fs as fsmod
-from samplegen.udfs.errors import count_words
+from samplegen.udfs.errors import OutputError, count_words
 
 from ..errors import TBSError
 from .decide import sample_weight, total_weight
-from .state import load_latest
+from .state import crash_point, load_latest
 from .storage import Store
 from .task import KEY_COLUMNS, Partition, empty_frame
 
@@ -19,8 +19,11 @@ FORMATS = (".parquet", ".npy", ".csv")
 
 def open_state(state_url):
     store = Store(state_url)
-    if not store.isdir():
+    kind = store.kind()
+    if kind is None:
         raise TBSError(f"STATE {state_url} does not exist")
+    if kind != "directory":
+        raise TBSError(f"STATE {state_url} is a file, not a STATE directory")
     commit = load_latest(store)
     if commit is None:
         raise TBSError(f"{state_url} is not a samplegen tbs STATE (no commits/)")
@@ -37,14 +40,17 @@ def current_sample(state_url, keys=True):
     for p, entry in enumerate(commit["partitions"]):
         if entry["struct"] is None:
             continue
-        part = Partition.load(store, p, entry["struct"], commit["writer"])
+        part = Partition.load(store, p, entry["struct"], commit["writer"],
+                              expected=entry["struct_sum"])
         rows = np.flatnonzero(part.R)
         if rows.size:
             frames.append(part.read(rows, f"partition {p}"))
     if frames:
         df = pd.concat(frames, ignore_index=True)
     elif commit["partitions"][0]["struct"] is not None:       # columns, no rows
-        part = Partition.load(store, 0, commit["partitions"][0]["struct"], commit["writer"])
+        first = commit["partitions"][0]
+        part = Partition.load(store, 0, first["struct"], commit["writer"],
+                              expected=first["struct_sum"])
         df = empty_frame(store, part.sources, "partition 0")
     else:
         df = pd.DataFrame({KEY_COLUMNS[0]: np.zeros(0, np.int64),
@@ -80,13 +86,26 @@ def _npy_bytes(df):
     return buf.getvalue()
 
 
-def write_sample(state_url, path, keys=True):
-    """Write S_k to ``path`` (.parquet, .npy or .csv), atomically (missing
-    parent directories are created); returns its size."""
+def write_sample(state_url, path, keys=True, overwrite=False):
+    """Write S_k to ``path`` (.parquet, .npy or .csv); returns its size.
+
+    ``path`` must not exist unless ``overwrite`` (OutputError, before the
+    STATE is read).  The file is written whole or not at all: under a
+    temporary name beside it, locked while it is written, then renamed (without
+    ``overwrite``, linked: a file that appeared meanwhile is not replaced).
+    Temporaries that killed writers left beside it are removed first (their
+    lock went with their process).  Missing parent directories are created
+    (and removed again if the write fails)."""
     ext = os.path.splitext(path)[1].lower()
     if ext not in FORMATS:
         raise TBSError(f"--to must end in .parquet, .npy or .csv, got {path!r}")
     fsmod.missing_dirs(path)  # a parent that is a file: refused before reading
+    local = fsmod.is_local(path)
+    target = fsmod.local_path(path) if local else path
+    if local and os.path.isdir(target):
+        raise OutputError(f"--to {path} is a directory; give a file name")
+    if fsmod.get_fs(path).exists(path) and not overwrite:
+        raise OutputError(f"--to {path} exists (use --overwrite to replace it)")
     df = current_sample(state_url, keys)
     if ext == ".parquet":
         from .storage import parquet_bytes
@@ -95,8 +114,76 @@ def write_sample(state_url, path, keys=True):
         data = _npy_bytes(df)
     else:
         data = df.to_csv(index=False).encode()
-    fsmod.write_atomic(path, data)
+    if not local:
+        fsmod.write_atomic(path, data)
+        return len(df)
+    created = fsmod.make_parents(target)
+    try:
+        _write_local(os.path.abspath(target), data, overwrite)
+    except BaseException:
+        fsmod.remove_dirs(created)
+        raise
     return len(df)
+
+
+def _write_local(path, data, overwrite):
+    """Write *data* to local *path* by a locked temporary file beside it."""
+    import fcntl
+    directory, name = os.path.split(path)
+    remove_stale(directory, name)
+    while True:
+        tmp = os.path.join(directory, fsmod.temporary_name(name))
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o644)
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        if os.fstat(fd).st_nlink:       # not taken for a dead writer's before it was locked
+            break
+        os.close(fd)
+    try:
+        with os.fdopen(os.dup(fd), "wb") as f:
+            f.write(data)
+        crash_point("sample-written")
+        if overwrite:
+            os.replace(tmp, path)
+        else:
+            try:
+                os.link(tmp, path)      # never over a file that appeared meanwhile
+            except FileExistsError:
+                raise OutputError(f"--to {path} exists (use --overwrite to replace it)") from None
+            os.remove(tmp)
+    except BaseException:
+        if os.path.lexists(tmp):
+            os.remove(tmp)
+        raise
+    finally:
+        os.close(fd)
+
+
+def remove_stale(directory, name):
+    """Delete the temporaries of file *name* in local *directory* that no
+    live writer holds (:func:`_write_local` keeps its own locked until it is
+    renamed; a killed writer's lock went with its process)."""
+    import fcntl
+    prefix = f".{name}.tmp-"
+    try:
+        entries = [e for e in os.listdir(directory) if e.startswith(prefix)]
+    except OSError:
+        return
+    for entry in entries:
+        if not fsmod.is_temporary(entry):
+            continue
+        stale = os.path.join(directory, entry)
+        try:
+            fd = os.open(stale, os.O_RDONLY | os.O_CLOEXEC)
+        except OSError:
+            continue
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            if os.stat(stale).st_ino == os.fstat(fd).st_ino:
+                os.remove(stale)
+        except OSError:                 # locked: a live writer's (or gone meanwhile)
+            pass
+        finally:
+            os.close(fd)
 
 
 def status(state_url):

@@ -23,10 +23,11 @@ from mrjob.protocol import RawValueProtocol
 from samplegen.jobs import plan as plan_codec
 from samplegen.jobs.engines.mapreduce import ClusterJob, mrjob_args, run_job, run_task
 from samplegen.tbs.errors import TBSError
+from samplegen.tbs.stream.storage import DamagedStateError
 from samplegen.tbs.stream.task import run_partition
 
 #: errors a task reports by name (jobs/engines/task_errors.py), besides samplegen's own
-TASK_ERRORS = (TBSError,)
+TASK_ERRORS = (DamagedStateError, TBSError)
 
 HADOOP_JOBCONF = {
     "mapreduce.map.speculative": "false",

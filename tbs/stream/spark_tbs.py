@@ -19,10 +19,11 @@ from samplegen.jobs import plan as plan_codec
 from samplegen.jobs.engines.task_errors import TaskFailed, error_line
 
 from ..errors import TBSError
+from .storage import DamagedStateError
 from .task import run_partition
 
 #: errors a task reports by name, besides samplegen's own
-TASK_ERRORS = (TBSError,)
+TASK_ERRORS = (DamagedStateError, TBSError)
 
 
 def _task(plan_json, p):

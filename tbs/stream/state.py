@@ -56,6 +56,7 @@ After each commit, :func:`forget` deletes what the commit two steps back
 was the last to need: the previous commit names the files it superseded
 (``superseded``), so neither walking nor reading anything is needed.
 """
+import json
 import os
 import re
 import signal
@@ -63,9 +64,12 @@ import signal
 from samplegen.jobs.fs import is_temporary
 
 from ..errors import TBSError
-from .storage import COMMITS, LOCK
+from .storage import CHECKSUM, COMMITS, LOCK, DamagedStateError, damaged
 
-FORMAT = "samplegen-tbs/1"
+#: the commits' format: ``/2`` carries checksums (every commit its own, and
+#: those of the files it references; see :mod:`.storage`), ``/1`` none
+FORMAT = "samplegen-tbs/2"
+LEGACY_FORMATS = ("samplegen-tbs/1",)
 _COMMIT_RE = re.compile(r"^(\d{10})\.json$")
 KEEP_COMMITS = 2
 
@@ -91,13 +95,46 @@ def read_log(store):
         return None, names
     name = commit_name(seqs[-1])
     try:
-        commit = store.read_json(name)
-    except (ValueError, OSError) as exc:
-        raise TBSError(f"corrupt STATE {store.url}: cannot read {name} ({exc})") from None
-    if (not isinstance(commit, dict) or commit.get("format") != FORMAT
-            or commit.get("seq") != seqs[-1]):
-        raise TBSError(f"{store.url} is not a samplegen tbs STATE (unexpected {name})")
+        commit = read_commit(store, seqs[-1])
+    except OSError as exc:
+        raise TBSError(f"cannot read {store.uri(name)} ({exc})") from None
     return commit, names
+
+
+def read_commit(store, seq):
+    """Commit ``seq``, verified (its own checksum) and of this format.  A
+    STATE of the checksum-less format is refused: its files cannot be told
+    from damaged ones (docs/TBS_JOBS.md, section 3, "Checksums")."""
+    name = commit_name(seq)
+    try:
+        commit = store.read_json(name)
+    except DamagedStateError:
+        legacy = _legacy_format(store, name)
+        if legacy is None:
+            raise
+        raise TBSError(f"STATE {store.url} was written by an earlier samplegen (format {legacy}) "
+                       "whose files carry no checksums, so damage in them could not be found; "
+                       "rebuild it: 'samplegen tbs run' from the batches into a new STATE "
+                       "(or export its sample with the earlier version)") from None
+    if not isinstance(commit, dict) or commit.get("format") != FORMAT:
+        found = commit.get("format") if isinstance(commit, dict) else None
+        raise TBSError(f"{store.url} is not a samplegen tbs STATE this version can read "
+                       f"({store.uri(name)} has format {found!r}, expected {FORMAT!r})")
+    if commit.get("seq") != seq:
+        raise damaged(store.uri(name), f"holds commit {commit.get('seq')!r}, not {seq}")
+    return commit
+
+
+def _legacy_format(store, name):
+    """The format of commit file ``name`` if it is a readable commit of a
+    checksum-less format, else None."""
+    try:
+        old = json.loads(store.read_bytes(name))
+    except (OSError, ValueError):
+        return None
+    if isinstance(old, dict) and CHECKSUM not in old and old.get("format") in LEGACY_FORMATS:
+        return old["format"]
+    return None
 
 
 _BATCH_DIR = re.compile(r"^\d{10}$")
@@ -168,7 +205,7 @@ def forget(store, seq, known=None):
     known = known or {}
 
     def get(s):
-        return known[s] if s in known else store.read_json(commit_name(s))
+        return known[s] if s in known else read_commit(store, s)
 
     try:
         previous = get(seq - 1)
@@ -231,7 +268,7 @@ def collect_garbage(store):
     seqs = commit_seqs(store)
     keep = set()
     for seq in seqs[-KEEP_COMMITS:]:
-        keep |= referenced(store.read_json(commit_name(seq)))
+        keep |= referenced(read_commit(store, seq))
     removed = 0
     names = [rel for rel in store.names() if rel != LOCK and rel not in keep]
     # commits/ last: while it holds more than the newest two, the next run

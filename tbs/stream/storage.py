@@ -23,6 +23,14 @@ refuses and object stores cannot do atomically.
   commit therefore still follows every file it references.  Small files
   (commits, structure files) are read whole: one ``OPEN``, where reading
   pieces of them costs a request each.
+
+**Checksums.**  Every file is checksummed when it is written (:func:`checksum`:
+its size and CRC-32, returned by the writing methods) and verified whenever it
+is read back (:meth:`Store.read_verified`, :meth:`Store.verify`,
+:meth:`Store.map_tail`): the checksum of a data file is recorded by what
+references it (the commit, a structure file), and a JSON file carries its own
+(:meth:`Store.write_json`).  Damage -- flipped bytes, a truncated or deleted
+file -- is a :class:`DamagedStateError` naming the file.
 """
 import io
 import json
@@ -32,9 +40,11 @@ import socket
 import threading
 import time
 import uuid
+import zlib
 from concurrent.futures import ThreadPoolExecutor
 
 from samplegen.jobs import fs as fsmod
+from samplegen.udfs.errors import InputError
 
 from ..errors import TBSError
 
@@ -44,6 +54,42 @@ LOCK = "_lock"
 COMMITS = "commits"
 #: remote files written at the same time by one :class:`Store`
 WRITERS = 8
+
+
+#: the key of a JSON file's own checksum (:meth:`Store.write_json`)
+CHECKSUM = "checksum"
+#: how to repair a damaged STATE (the end of every damage message)
+REPAIR = ("restore the file from a backup, or rebuild the STATE with 'samplegen tbs run' "
+          "from the batches into a new STATE")
+
+
+class DamagedStateError(TBSError, InputError):
+    """A file of a STATE is missing, truncated or damaged: its bytes are not
+    those whose checksum was recorded when it was written."""
+
+
+def checksum(data):
+    """The checksum of the bytes *data* (any buffer): ``"<size>:<CRC-32 in hex>"``."""
+    view = memoryview(data).cast("B")
+    return f"{view.nbytes}:{zlib.crc32(view):08x}"
+
+
+def _describe_sum(value):
+    size, _, crc = str(value).partition(":")
+    return f"{size} bytes with CRC-32 {crc}"
+
+
+def damaged(where, problem):
+    """The error for STATE file *where* (a URL) with *problem*."""
+    return DamagedStateError(f"damaged STATE: {where} {problem}; {REPAIR}")
+
+
+def json_text(value):
+    """The canonical JSON text of *value* (sorted keys, no spaces), as
+    :func:`json.loads` then :func:`json.dumps` give it again (so that a
+    reader recomputes the same text from what it parsed)."""
+    text = json.dumps(value, sort_keys=True, separators=(",", ":"))
+    return json.dumps(json.loads(text), sort_keys=True, separators=(",", ":"))
 
 
 def is_local(url):
@@ -98,6 +144,7 @@ class Store:
         self._slots = threading.BoundedSemaphore(WRITERS)
         self._pool = None
         self._failure = None              # the first failed remote write, for sync()
+        self._verified = set()            # (rel, checksum) of files read back and verified
 
     # -- naming ----------------------------------------------------------
     def path(self, rel=""):
@@ -208,43 +255,108 @@ class Store:
         self._settle(rel)
         return self.remote.read_range(self.path(rel), start, length)
 
-    def map_tail(self, rel, count, head, dtype="<i8"):
+    def map_tail(self, rel, count, head, expected, dtype="<i8"):
         """The last ``count`` values of a file and its first ``head`` bytes (one
-        open; the values memory-mapped for local files).  None if the file is
-        shorter than ``head`` bytes plus the values."""
+        open; the values memory-mapped for local files); the values' bytes
+        must have checksum ``expected`` (:class:`DamagedStateError` naming the
+        file otherwise, also when it is missing or too short)."""
         import numpy as np
         width = np.dtype(dtype).itemsize * count
         self._settle(rel)
-        if self.local:
-            with open(self.path(rel), "rb") as f:
-                size = os.fstat(f.fileno()).st_size
-                if size < head + width:
-                    return None
-                first = os.pread(f.fileno(), head, 0)
-                if count == 0:
-                    return np.zeros(0, dtype=dtype), first
-                # a plain array over a read-only map of the tail, its pages read
-                # in at once (the callers gather rows all over it)
-                start = (size - width) // mmap.ALLOCATIONGRANULARITY * mmap.ALLOCATIONGRANULARITY
-                mapped = mmap.mmap(f.fileno(), size - start, prot=mmap.PROT_READ,
-                                   flags=mmap.MAP_SHARED | _POPULATE, offset=start)
-                return np.frombuffer(mapped, dtype=dtype, count=count,
-                                     offset=size - width - start), first
-        data = self.read_bytes(rel)      # whole: one request, where tail and head are three
-        if len(data) < head + width:
-            return None
-        return (np.frombuffer(data, dtype=dtype, count=count, offset=len(data) - width),
-                data[:head])
+        try:
+            if self.local:
+                with open(self.path(rel), "rb") as f:
+                    size = os.fstat(f.fileno()).st_size
+                    if size < head + width:
+                        raise damaged(self.uri(rel), f"is truncated ({size} bytes, too short for "
+                                                     f"the {count} keys it holds)")
+                    first = os.pread(f.fileno(), head, 0)
+                    if count == 0:
+                        values = np.zeros(0, dtype=dtype)
+                    else:
+                        # a plain array over a read-only map of the tail, its pages
+                        # read in at once (the callers gather rows all over it)
+                        start = ((size - width) // mmap.ALLOCATIONGRANULARITY
+                                 * mmap.ALLOCATIONGRANULARITY)
+                        mapped = mmap.mmap(f.fileno(), size - start, prot=mmap.PROT_READ,
+                                           flags=mmap.MAP_SHARED | _POPULATE, offset=start)
+                        values = np.frombuffer(mapped, dtype=dtype, count=count,
+                                               offset=size - width - start)
+            else:
+                data = self.read_bytes(rel)  # whole: one request, where tail and head are three
+                if len(data) < head + width:
+                    raise damaged(self.uri(rel), f"is truncated ({len(data)} bytes, too short "
+                                                 f"for the {count} keys it holds)")
+                values = np.frombuffer(data, dtype=dtype, count=count, offset=len(data) - width)
+                first = data[:head]
+        except FileNotFoundError:
+            raise damaged(self.uri(rel), "is missing") from None
+        self.check(rel, values, expected, what=" in its keys")
+        return values, first
 
     def read_json(self, rel):
-        return json.loads(self.read_bytes(rel))
+        """A JSON file written by :meth:`write_json`, its own checksum verified
+        (and removed).  A file that is not there raises FileNotFoundError; a
+        damaged one (not JSON, truncated, another checksum, none at all),
+        :class:`DamagedStateError` naming it."""
+        data = self.read_bytes(rel)
+        try:
+            value = json.loads(data)
+        except ValueError:
+            raise damaged(self.uri(rel), f"is not valid JSON ({len(data)} bytes: truncated or "
+                                         "overwritten)") from None
+        if not isinstance(value, dict) or not isinstance(value.get(CHECKSUM), str):
+            raise damaged(self.uri(rel), "has no checksum")
+        recorded = value.pop(CHECKSUM)
+        found = checksum(json_text(value).encode())
+        if found != recorded:
+            raise damaged(self.uri(rel), f"does not match its checksum (its content has "
+                                         f"{_describe_sum(found)}, the file records "
+                                         f"{_describe_sum(recorded)})")
+        return value
 
-    def open_parquet(self, rel):
+    def read_verified(self, rel, expected):
+        """The bytes of file ``rel``, which must be those of checksum
+        ``expected`` (recorded when it was written): else
+        :class:`DamagedStateError` naming it (also when it is missing)."""
+        try:
+            data = self.read_bytes(rel)
+        except FileNotFoundError:
+            raise damaged(self.uri(rel), "is missing") from None
+        self.check(rel, data, expected)
+        with self._guard:
+            self._verified.add((rel, expected))
+        return data
+
+    def check(self, rel, data, expected, what=""):
+        """Raise :class:`DamagedStateError` unless the bytes *data* (of file
+        ``rel``; *what*: which part of it) have checksum ``expected``."""
+        if not isinstance(expected, str):
+            raise damaged(self.uri(rel), "has no checksum recorded where it is referenced")
+        found = checksum(data)
+        if found != expected:
+            short = int(found.partition(":")[0]) < int(expected.partition(":")[0])
+            problem = "is truncated" if short else "does not match its checksum"
+            raise damaged(self.uri(rel), f"{problem}{what} (it has {_describe_sum(found)}, "
+                                         f"{_describe_sum(expected)} were written)")
+
+    def verify(self, rel, expected):
+        """Check that file ``rel`` still has checksum ``expected`` (read whole,
+        once per Store: files are never modified after they are written)."""
+        with self._guard:
+            if (rel, expected) in self._verified:
+                return
+        self.read_verified(rel, expected)
+
+    def open_parquet(self, rel, expected):
+        """A fastparquet ParquetFile of file ``rel``, verified against
+        checksum ``expected`` first (remote: from the bytes read to verify it)."""
         import fastparquet
-        self._settle(rel)
         if self.local:
+            self.verify(rel, expected)
             return fastparquet.ParquetFile(self.path(rel))
-        return fastparquet.ParquetFile(self.path(rel), open_with=self.fs.open)
+        data = self.read_verified(rel, expected)
+        return fastparquet.ParquetFile(self.path(rel), open_with=lambda *_: io.BytesIO(data))
 
     # -- writing -----------------------------------------------------------------
     def makedirs(self, rel=""):
@@ -267,13 +379,15 @@ class Store:
     def write_bytes(self, rel, data):
         """Write ``data`` to ``rel`` atomically: temporary name, (fsync), rename;
         missing directories are created.  Remote: in the background (see the
-        module's docstring); :meth:`sync` waits for it."""
+        module's docstring); :meth:`sync` waits for it.  Returns the bytes'
+        :func:`checksum`, for the record that will reference the file."""
         head = rel.rpartition("/")[0]
+        written = checksum(data)
         if self.local:
             self.makedirs(head)
             fsmod.write_atomic(self.path(rel), data, fsync=self.fsync)
             self._dirty_dirs.add(self.path(head))
-            return
+            return written
         self._settle(rel)                 # (one write per name at a time)
         self._slots.acquire()             # at most WRITERS files in flight (and in memory)
         try:
@@ -284,13 +398,22 @@ class Store:
             self._slots.release()
             raise
         future.add_done_callback(lambda _: self._slots.release())
+        return written
 
     def write_json(self, rel, value):
-        text = json.dumps(value, sort_keys=True, separators=(",", ":"))
-        self.write_bytes(rel, text.encode() + b"\n")
+        """Write the dict ``value`` as JSON carrying its own checksum: the key
+        :data:`CHECKSUM` holds the :func:`checksum` of the canonical text of
+        the other keys (:func:`json_text`), which :meth:`read_json` verifies.
+        The file stays plain JSON for any other reader."""
+        text = json_text(value)
+        value = json.loads(text)
+        value[CHECKSUM] = checksum(text.encode())
+        return self.write_bytes(rel, json.dumps(value, sort_keys=True,
+                                                separators=(",", ":")).encode() + b"\n")
 
     def write_parquet(self, rel, df, **options):
-        self.write_bytes(rel, parquet_bytes(df, **options))
+        """Write ``df`` as one Parquet file; returns its :func:`checksum`."""
+        return self.write_bytes(rel, parquet_bytes(df, **options))
 
     def _executor(self):
         """The threads of remote reads and writes (the caller holds the guard)."""

@@ -14,10 +14,11 @@ batch) and ``_sg_row`` (row of that batch); in memory a key is the int64
 ``(batch << 32) | row``, and the keys of a source are also stored, as one
 array, in the structure file of the batch that wrote it (read much faster
 than Parquet when rows leave the sample).  Which rows are items is kept in
-the partition's *structure* file ``parts/<p>/<k>.bin``, rewritten for every
-batch: the list of sources (each, once read, with where its values lie in
-its file -- :func:`.points.layout` -- so that rows re-entering the sample
-are read by offset without parsing it again), two bitmaps over the
+the partition's *structure* file ``deltas/<k>/part-<p>.bin``, rewritten for
+every batch: the list of sources (each with the checksums of its file and
+of its keys, and, once read, with where its values lie in its file --
+:func:`.points.layout` -- so that rows re-entering the sample are read by
+offset without parsing it again), two bitmaps over the
 rows of all sources -- ``F`` (a full item of some latent sample) and ``R`` (in
 the realized sample ``S_k``; not stored when ``S_k`` is every full item plus
 some partial ones, the usual case, since it is then ``F`` and those rows) --
@@ -44,6 +45,10 @@ sub=p)``:
 
 The task checks the driver's counts against its own before and after every
 batch, so a disagreement stops the run instead of corrupting the STATE.
+Every file it reads back is verified against the checksum recorded when it
+was written (the structure file's in the commit, a source's and its keys'
+in the structure file): damage stops the run with a
+:class:`.storage.DamagedStateError` naming the file.
 """
 import json
 import os
@@ -58,7 +63,7 @@ from ..randomness import STREAM_APPLY, batch_generator
 from .batches import read_rows
 from .decide import group_of
 from .points import layout, layout_plan, read_points
-from .storage import Store
+from .storage import Store, checksum, damaged
 
 ROW_GROUP = 1 << 16   # rows per row group of written files (bounds the cost of reading a few rows)
 POINT_ROWS = 128      # more rows of one row group than this: decode it whole (measured, 6 columns
@@ -106,7 +111,7 @@ class Partition:
         self.store = store
         self.p = p
         self.options = writer_options
-        # [{"path", "keys", "rows", "segs": [[batch, lo, hi]], "points"}]
+        # [{"path", "sum", "keys", "keys_sum", "rows", "segs": [[batch, lo, hi]], "points"}]
         self.sources = []
         self.n = 0                        # rows of all sources (and, during a batch, the new rows)
         self._F = np.zeros(0, dtype=bool)  # growable buffers behind the F and R bitmaps
@@ -147,23 +152,20 @@ class Partition:
 
     # ------------------------------------------------------------------ persistence
     @classmethod
-    def load(cls, store, p, rel, writer_options, headroom=0):
+    def load(cls, store, p, rel, writer_options, headroom=0, expected=None):
         """The partition after the commit that references structure file ``rel``
-        (None: empty), with room for ``headroom`` more rows in its bitmaps."""
+        (None: empty) with checksum ``expected`` (recorded in that commit),
+        with room for ``headroom`` more rows in its bitmaps."""
         part = cls(store, p, writer_options)
         if rel is None:
             return part
-        # A remote file is read whole (one request; by pieces, three or four);
-        # a local one by offset (the newest source's keys are not needed yet).
-        data = None if store.local else store.read_bytes(rel)
+        # read whole and verified (remote: one request; by pieces, three or four)
+        data = store.read_verified(rel, expected)
         head, base = read_struct_header(store, rel, data)
         n = head["rows"]
         f_at, f_len = head["F"]
-        r_at, r_len = head.get("R", (f_at + f_len, f_len))   # (older structure files always hold R)
-        if data is None:
-            bits = np.frombuffer(store.read_range(rel, base + f_at, f_len + r_len), dtype=np.uint8)
-        else:
-            bits = np.frombuffer(data, dtype=np.uint8, count=f_len + r_len, offset=base + f_at)
+        r_at, r_len = head["R"]
+        bits = np.frombuffer(data, dtype=np.uint8, count=f_len + r_len, offset=base + f_at)
         F = _unpack(bits[:f_len], n + headroom)
         part.all_mode = bool(head["all_mode"])
         part.extra_rows = np.array(head["extra_rows"], dtype=np.int64)
@@ -183,26 +185,28 @@ class Partition:
             raise TBSError(f"corrupt STATE: {rel} does not match its sources")
         # the other sources' keys, wanted as soon as rows leave S (remote: read them together)
         store.prefetch(sorted({s["keys"] for s in part.sources} - {rel}))
-        if data is not None:                # the keys this file holds, already read
-            keys_at, count = head["keys"]
-            for i, source in enumerate(part.sources):
-                if source["keys"] == rel and source["rows"] == count:
-                    part._keys[i] = np.frombuffer(data, dtype="<i8", count=count,
-                                                  offset=base + keys_at)
+        keys_at, count = head["keys"]       # the keys this file holds, already read
+        for i, source in enumerate(part.sources):
+            if source["keys"] == rel and source["rows"] == count:
+                part._keys[i] = np.frombuffer(data, dtype="<i8", count=count,
+                                              offset=base + keys_at)
         if int(np.count_nonzero(R)) != part.realized:
             raise TBSError(f"corrupt STATE: {rel} marks {int(np.count_nonzero(R))} rows as "
                            f"sampled, its header {part.realized}")
         return part
 
     def save(self, rel):
+        """Write the structure file ``rel``; returns its checksum (for the commit)."""
         pids = sorted(self.partials)
         fresh = np.zeros(0, dtype=np.int64) if self._fresh is None else self._fresh
         head = {"rows": int(self.F.size), "pids": pids, "prows": [self.partials[i] for i in pids],
                 "sources": self.sources, "all_mode": self.all_mode,
                 "extra_rows": self.extra_rows.tolist(), "realized": self.realized}
         r_bits = None if self.all_mode else np.packbits(self.R)   # (all mode: R = F + extra_rows)
-        self.store.write_bytes(rel, struct_bytes(head, np.packbits(self.F), r_bits, fresh))
+        written = self.store.write_bytes(rel, struct_bytes(head, np.packbits(self.F), r_bits,
+                                                           fresh))
         self._fresh = None
+        return written
 
     # ------------------------------------------------------------------ rows
     def offsets(self):
@@ -254,11 +258,11 @@ class Partition:
     def _source_keys(self, source):
         """The keys of a source: the tail of the structure file that wrote it
         (no header to parse: this runs for every source a batch touches)."""
-        got = self.store.map_tail(source["keys"], source["rows"], len(_MAGIC))
-        if got is None or got[1] != _MAGIC:
-            raise TBSError(f"corrupt STATE: {source['keys']} does not hold the {source['rows']} "
-                           f"keys of {source['path']}")
-        return got[0]
+        keys, first = self.store.map_tail(source["keys"], source["rows"], len(_MAGIC),
+                                          source.get("keys_sum"))
+        if first != _MAGIC:
+            raise damaged(self.store.uri(source["keys"]), "is not a partition structure file")
+        return keys
 
     def group_ranges(self, mapping):
         """{group id: [(lo, hi), ...]} in global rows, from the source segments."""
@@ -323,17 +327,18 @@ class Partition:
         full_now = self._count_full(k, expect)
         left, enter = self._realize(op["out"], touched, pid_rows, base, new_keys, salt)
         in_df, in_keys, out_keys = self._delta_tables(base, columns, new_keys, left, enter, label)
-        self._write_delta(k, in_df, out_keys)
+        in_sum, out_sum = self._write_delta(k, in_df, out_keys)
         n_new = int(chosen.size)
-        n_copies = self._add_source(k, in_df, in_keys, n_new)
+        n_copies = self._add_source(k, in_df, in_keys, n_new, in_sum)
         summary = {"k": k, "p": p, "in": delta_in(k, p), "in_rows": len(in_df), "new": n_new,
                    "copies": n_copies, "out": delta_out(k, p), "out_rows": int(out_keys.size),
-                   "snapshot": None}
+                   "sums": {delta_in(k, p): in_sum, delta_out(k, p): out_sum}, "snapshot": None}
         if compact:                                         # step 6
             summary["snapshot"] = self.compact(k, label)
-        self.save(struct_file(k, p))
-        summary.update(struct=struct_file(k, p), files=self.files(), full=full_now,
-                       realized=self.realized, stored=full_now + len(self.partials))
+        struct_sum = self.save(struct_file(k, p))
+        summary.update(struct=struct_file(k, p), struct_sum=struct_sum, files=self.files(),
+                       full=full_now, realized=self.realized,
+                       stored=full_now + len(self.partials))
         return summary
 
     def _evict(self, rng, mapping, moves):
@@ -479,18 +484,23 @@ class Partition:
         return in_df, in_keys, out_keys
 
     def _write_delta(self, k, in_df, out_keys):
-        """Write the delta of batch ``k``: ``in_df`` and the ``out`` keys."""
+        """Write the delta of batch ``k``: ``in_df`` and the ``out`` keys;
+        returns the two files' checksums."""
         import pandas as pd
         ob, orow = split_keys(out_keys)
         out_df = pd.DataFrame({KEY_COLUMNS[0]: ob, KEY_COLUMNS[1]: orow}, copy=False)
         store = self.store
-        store.write_parquet(delta_in(k, self.p), in_df, **self.options)
-        store.write_parquet(delta_out(k, self.p), out_df, row_group_offsets=ROW_GROUP, stats=False)
+        return (store.write_parquet(delta_in(k, self.p), in_df, **self.options),
+                store.write_parquet(delta_out(k, self.p), out_df, row_group_offsets=ROW_GROUP,
+                                    stats=False))
 
-    def _add_source(self, k, in_df, in_keys, n_new):
-        """Make the delta's ``in`` file the newest source (copies not full); returns the copies."""
+    def _add_source(self, k, in_df, in_keys, n_new, in_sum):
+        """Make the delta's ``in`` file (checksum ``in_sum``) the newest source
+        (copies not full); returns the copies."""
         n_copies = len(in_df) - n_new
-        self.sources.append({"path": delta_in(k, self.p), "keys": struct_file(k, self.p),
+        in_keys = np.ascontiguousarray(in_keys, dtype="<i8")
+        self.sources.append({"path": delta_in(k, self.p), "sum": in_sum,
+                             "keys": struct_file(k, self.p), "keys_sum": checksum(in_keys),
                              "rows": len(in_df), "segs": [[k, 0, n_new]] if n_new else []})
         self._keys[len(self.sources) - 1] = self._fresh = in_keys
         self._append(n_copies, False)
@@ -523,7 +533,7 @@ class Partition:
         df = df.drop(columns=[IN_SAMPLE], errors="ignore")
         df[IN_SAMPLE] = self.R[rows]
         path = snapshot_file(k, self.p)
-        self.store.write_parquet(path, df, **self.options)
+        written = self.store.write_parquet(path, df, **self.options)
         batches = keys >> 32
         cuts = np.flatnonzero(np.diff(batches)) + 1
         starts = np.concatenate([[0], cuts]).astype(np.int64)
@@ -535,8 +545,9 @@ class Partition:
         self.partials = {pid: int(position[row]) for pid, row in self.partials.items()}
         self.extra_rows = position[self.extra_rows]
         self._set(self.F[rows], self.R[rows])
-        self.sources = [{"path": path, "keys": struct_file(k, self.p), "rows": int(rows.size),
-                         "segs": segs}]
+        keys = np.ascontiguousarray(keys, dtype="<i8")
+        self.sources = [{"path": path, "sum": written, "keys": struct_file(k, self.p),
+                         "keys_sum": checksum(keys), "rows": int(rows.size), "segs": segs}]
         self._keys = {0: keys}
         self._fresh = keys
         return path
@@ -608,19 +619,19 @@ def struct_bytes(head, f_bits, r_bits, keys):
                      np.ascontiguousarray(keys, dtype="<i8").tobytes()])
 
 
-def read_struct_header(store, rel, data=None):
-    """(header, offset of the arrays) of a structure file (from its bytes
-    ``data`` if given, else read from the start of the file)."""
-    first = store.read_range(rel, 0, 1 << 16) if data is None else data
-    if first[:len(_MAGIC)] != _MAGIC:
-        raise TBSError(f"corrupt STATE: {rel} is not a partition structure file")
-    size = int.from_bytes(first[len(_MAGIC):len(_MAGIC) + 8], "little")
+def read_struct_header(store, rel, data):
+    """(header, offset of the arrays) of a structure file from its bytes ``data``."""
+    if data[:len(_MAGIC)] != _MAGIC:
+        raise damaged(store.uri(rel), "is not a partition structure file")
+    size = int.from_bytes(data[len(_MAGIC):len(_MAGIC) + 8], "little")
     start = len(_MAGIC) + 8
-    if start + size <= len(first):
-        text = first[start:start + size]
-    else:
-        text = store.read_range(rel, start, size)
-    return json.loads(text), start + size
+    try:
+        head = json.loads(data[start:start + size])
+    except ValueError:
+        head = None
+    if not isinstance(head, dict) or start + size > len(data):
+        raise damaged(store.uri(rel), "has no readable header")
+    return head, start + size
 
 
 def _source_parts(store, source, local_rows, label):
@@ -630,6 +641,7 @@ def _source_parts(store, source, local_rows, label):
     ``source["points"]``, which the structure file saves), else decoding the
     row group; without the snapshot's ``_sg_in_sample`` column."""
     path = source["path"]
+    store.verify(path, source.get("sum"))       # (DamagedStateError: as it is)
     fd = pf = None
     try:
         found = None
@@ -639,7 +651,7 @@ def _source_parts(store, source, local_rows, label):
                 source["points"] = layout(fd, skip=(IN_SAMPLE,))
             found = source["points"]
         if found is None:
-            pf = store.open_parquet(path)
+            pf = store.open_parquet(path, source.get("sum"))
             columns = [c for c in pf.columns if c != IN_SAMPLE]
             counts = [int(rg.num_rows) for rg in pf.row_groups]
         else:
@@ -656,7 +668,7 @@ def _source_parts(store, source, local_rows, label):
                 parts.append(read_points(fd, plan, sel))
             else:
                 if pf is None:
-                    pf = store.open_parquet(path)
+                    pf = store.open_parquet(path, source.get("sum"))
                 parts.append(pf[g:g + 1].to_pandas(columns=columns, index=False).take(sel))
     except Exception as exc:
         raise TBSError(f"{label}: cannot read {store.uri(path)} "
@@ -695,7 +707,7 @@ def empty_frame(store, sources, label):
     """No rows, with the columns of the partition's sources (item columns and keys)."""
     if not sources:
         raise TBSError(f"{label}: no source files")
-    pf = store.open_parquet(sources[0]["path"])
+    pf = store.open_parquet(sources[0]["path"], sources[0].get("sum"))
     return pf[0:0].to_pandas(index=False).drop(columns=[IN_SAMPLE], errors="ignore")
 
 
@@ -710,7 +722,8 @@ def run_partition(plan, p, store=None):
     if not shared:
         store = Store(plan["state"], fsync=plan.get("fsync"))
     headroom = sum(bp["ops"][p]["take"] + 1 for bp in plan["batches"]) + 4096
-    part = Partition.load(store, p, plan["structs"][p], plan["writer"], headroom)
+    part = Partition.load(store, p, plan["structs"][p], plan["writer"], headroom,
+                          plan["struct_sums"][p])
     key = int(plan["key"])
     summaries = []
     for bp, batch in zip(plan["batches"], plan["batch_info"]):
