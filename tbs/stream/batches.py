@@ -11,6 +11,11 @@ A batch directory (any fsspec URL; local paths by default) holds entries
   still being written and the run stops before it.  Data files are the
   entries not starting with ``_`` or ``.``, in name order.
 
+Any other entry whose name starts with ``batch-`` (``batch-abc.parquet``,
+``batch-3.csv``, ``batch-3.parquet.tmp``) is refused, naming it: a batch
+whose name does not parse is never skipped silently.  Other entries are
+ignored; a producer writes under a name starting with ``.`` or ``_``.
+
 An item is a row, with all its columns.  Batch ``k`` arrives at time ``k``
 unless the producer records another time: the Parquet key-value metadata
 entry ``samplegen.time`` (in the footer of the file, or of every data file of
@@ -35,6 +40,8 @@ from samplegen.udfs.errors import InputError
 from ..errors import TBSError
 
 BATCH_RE = re.compile(r"^batch-(\d+)(\.parquet)?$")
+#: every entry whose name starts with this must be a batch (:data:`BATCH_RE`)
+BATCH_PREFIX = "batch-"
 TIME_KEY = "samplegen.time"
 TIME_FILE = "_samplegen_time"
 RESERVED = ("_sg_batch", "_sg_row", "_sg_in_sample")
@@ -87,6 +94,11 @@ def list_batches(url):
         name = entry["name"].rstrip("/").rsplit("/", 1)[-1]
         m = BATCH_RE.match(name)
         if not m:
+            if name.startswith(BATCH_PREFIX):
+                raise TBSError(f"{name} in {url} is named like a batch but is not one: batches are "
+                               f"batch-<k> or batch-<k>.parquet with an integer k >= 0; rename or "
+                               f"remove it (a producer writes a batch under a name starting with "
+                               f"'.' or '_' and renames it)")
             continue
         k = int(m.group(1))
         is_dir = entry.get("type") == "directory"
