@@ -94,8 +94,9 @@ def write_sample(state_url, path, keys=True, overwrite=False):
     temporary name beside it, locked while it is written, then renamed (without
     ``overwrite``, linked: a file that appeared meanwhile is not replaced).
     Temporaries that killed writers left beside it are removed first (their
-    lock went with their process).  Missing parent directories are created
-    (and removed again if the write fails)."""
+    lock went with their process:
+    :func:`samplegen.jobs.fs.remove_stale_temporaries`).  Missing parent
+    directories are created (and removed again if the write fails)."""
     ext = os.path.splitext(path)[1].lower()
     if ext not in FORMATS:
         raise TBSError(f"--to must end in .parquet, .npy or .csv, got {path!r}")
@@ -127,63 +128,21 @@ def write_sample(state_url, path, keys=True, overwrite=False):
 
 
 def _write_local(path, data, overwrite):
-    """Write *data* to local *path* by a locked temporary file beside it."""
-    import fcntl
-    directory, name = os.path.split(path)
-    remove_stale(directory, name)
-    while True:
-        tmp = os.path.join(directory, fsmod.temporary_name(name))
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o644)
-        fcntl.flock(fd, fcntl.LOCK_EX)
-        if os.fstat(fd).st_nlink:       # not taken for a dead writer's before it was locked
-            break
-        os.close(fd)
-    try:
-        with os.fdopen(os.dup(fd), "wb") as f:
+    """Write *data* to local *path* by a locked temporary file beside it
+    (:func:`samplegen.jobs.fs.temporary_files`, which first removes what
+    dead writers left there)."""
+    with fsmod.temporary_files([path]) as temporaries:
+        tmp = temporaries[path]
+        with open(tmp, "wb") as f:
             f.write(data)
         crash_point("sample-written")
         if overwrite:
             os.replace(tmp, path)
-        else:
-            try:
-                os.link(tmp, path)      # never over a file that appeared meanwhile
-            except FileExistsError:
-                raise OutputError(f"--to {path} exists (use --overwrite to replace it)") from None
-            os.remove(tmp)
-    except BaseException:
-        if os.path.lexists(tmp):
-            os.remove(tmp)
-        raise
-    finally:
-        os.close(fd)
-
-
-def remove_stale(directory, name):
-    """Delete the temporaries of file *name* in local *directory* that no
-    live writer holds (:func:`_write_local` keeps its own locked until it is
-    renamed; a killed writer's lock went with its process)."""
-    import fcntl
-    prefix = f".{name}.tmp-"
-    try:
-        entries = [e for e in os.listdir(directory) if e.startswith(prefix)]
-    except OSError:
-        return
-    for entry in entries:
-        if not fsmod.is_temporary(entry):
-            continue
-        stale = os.path.join(directory, entry)
+            return
         try:
-            fd = os.open(stale, os.O_RDONLY | os.O_CLOEXEC)
-        except OSError:
-            continue
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            if os.stat(stale).st_ino == os.fstat(fd).st_ino:
-                os.remove(stale)
-        except OSError:                 # locked: a live writer's (or gone meanwhile)
-            pass
-        finally:
-            os.close(fd)
+            os.link(tmp, path)          # never over a file that appeared meanwhile
+        except FileExistsError:
+            raise OutputError(f"--to {path} exists (use --overwrite to replace it)") from None
 
 
 def status(state_url):

@@ -32,6 +32,11 @@ modified.  Hence:
 
 Commits are never renamed over an existing file, which HDFS would refuse.
 
+Every commit carries its own checksum and those of the structure files and
+delta files it references (:mod:`.storage`, "Checksums"); :func:`read_commit`
+verifies it and refuses a commit of another format, the checksum-less
+``samplegen-tbs/1`` included.
+
 **When to collect.**  A run that ends, even with an error, leaves only the
 files of the newest two commits.  So the garbage collection's walk of the
 whole STATE runs only when a run died: when this run took over a lock left
@@ -211,7 +216,7 @@ def forget(store, seq, known=None):
         previous = get(seq - 1)
         if "superseded" in previous:
             gone = set(previous["superseded"])
-        else:                         # a commit of an earlier version: compare with the old one
+        else:                         # (a commit without the list: compare with the old one)
             gone = referenced(get(old)) - referenced(previous)
     except FileNotFoundError:
         return 0

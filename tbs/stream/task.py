@@ -88,8 +88,7 @@ def snapshot_file(k, p):
 def struct_file(k, p):
     """Partition p's structure file after batch k: in the batch's directory,
     like every other file of batch k but its snapshot (see
-    :func:`.state.unfinished`).  (STATEs of earlier versions reference theirs
-    as ``parts/<p>/<k>.bin``; commits name every file, so both coexist.)"""
+    :func:`.state.unfinished`)."""
     return f"deltas/{k:010d}/part-{p:05d}.bin"
 
 
