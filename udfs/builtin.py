@@ -117,6 +117,8 @@ class HoldOut(SamplingUDF):
         self.groups = check_side(self, "groups", groups, grouping)
         self.grouping = grouping if self.groups else None
         self.exact = check_bool("exact", exact) or self.stratify is not None
+        if self.stratify and not exact:
+            raise _per_row_stratified("exact")
         units = self.grouping.counts.size if self.groups else self.n_rows
         self.counts = (holdout_counts(units, self.ratio, self.fraction,
                                       "group" if self.groups else "row")
@@ -223,6 +225,13 @@ def _cutoffs_param(udf):
     return {"cutoffs": format_lists(udf.cutoffs)} if udf.cutoffs else {}
 
 
+def _per_row_stratified(param):
+    """The refusal of the paper's coins per row (``--per-row``, *param* False)
+    for a stratified split, whose sizes are exact by construction."""
+    return ParameterError(f"a stratified split has exact sizes: --per-row ({param}=False) does "
+                          "not apply to it; drop --per-row, or --stratify")
+
+
 def _stratify_param(udf):
     """The ``stratify`` and ``groups`` entries of a UDF's parameters (none
     when unstratified and ungrouped)."""
@@ -276,6 +285,8 @@ class KFold(SamplingUDF):
         self.groups = check_side(self, "groups", groups, grouping)
         self.grouping = grouping if self.groups else None
         self.balanced = check_bool("balanced", balanced) or self.stratify is not None
+        if self.stratify and not balanced:
+            raise _per_row_stratified("balanced")
         self.composes_folds = not self.naive
         if self.groups:
             if grouping.counts.size < self.k:
