@@ -7,11 +7,12 @@ runs them (:func:`dispatch`); :mod:`samplegen.cli` owns the rest: parsing,
 stderr through ``log``; results (``info``) go to stdout.
 """
 import json
+import math
 import os
 import sys
 
 from samplegen.udfs.custom import parse_param, parse_seed
-from samplegen.udfs.errors import ParameterError, count_words
+from samplegen.udfs.errors import InputError, ParameterError, SamplegenError, count_words
 from samplegen.udfs.options import (
     add_method_options,
     add_time_series_options,
@@ -20,6 +21,7 @@ from samplegen.udfs.options import (
 )
 
 from . import driver
+from . import fs as fsmod
 from .formats import export as export_file
 
 DEFAULT_RUNNER = os.environ.get("SAMPLEGEN_RUNNER", "embedded")
@@ -146,13 +148,30 @@ def _options(args):
     return {k: v for k, v in options.items() if v not in (None, [])}
 
 
+#: the largest --memory-mib and --bin-mib taken (1 TiB): a budget is a bound on
+#: memory, and more than any machine has is a mistake (an exponent too many)
+MAX_MIB = 1 << 20
+
+
+def _check_mib(option, value, lo, lo_text=None):
+    """*value* of the MiB *option*, a finite number from *lo* to :data:`MAX_MIB`,
+    or ParameterError naming it."""
+    if not math.isfinite(value):
+        raise ParameterError(f"{option} must be a finite number of MiB, got {value}; give a "
+                             f"number such as {option} 64")
+    if not value >= lo:
+        raise ParameterError(f"{option} must be {lo_text or f'>= {lo:g}'}, got {value:g}")
+    if value > MAX_MIB:
+        raise ParameterError(f"{option} must be <= {MAX_MIB} (1 TiB), got {value:g}")
+    return value
+
+
 def _run(args, udf, params, log, materialize=False):
-    if not args.bin_mib > 0:
-        raise ParameterError(f"--bin-mib must be > 0, got {args.bin_mib}")
+    _check_mib("--bin-mib", args.bin_mib, 1 / 1024, "> 0 and at least 1/1024 (1 KiB)")
     if args.num_cores is not None and args.num_cores < 1:
         raise ParameterError(f"--num-cores must be >= 1, got {args.num_cores}")
-    if args.memory_mib is not None and not args.memory_mib >= 1:
-        raise ParameterError(f"--memory-mib must be >= 1, got {args.memory_mib}")
+    if args.memory_mib is not None:
+        _check_mib("--memory-mib", args.memory_mib, 1)
     return driver.generate(args.src, args.dest, udf, params, args.seed, runner=args.runner,
                            overwrite=args.overwrite, options=_options(args),
                            bin_budget=int(args.bin_mib * 2 ** 20), log=log,
@@ -188,6 +207,32 @@ def _print_info(desc):
         print(f"fingerprint {desc['fingerprint']}")
 
 
+def user_code(args):
+    """For :mod:`samplegen.cli`: None when the command *args* runs only
+    samplegen's own code, else the clean-up of its output for when the
+    process running it ends before the run finished.  A run with ``--udf
+    MODULE:FUNCTION`` (a module of the user's: its import, its sample names,
+    its calls) runs in a child process, so that nothing the UDF does -- an
+    ``os._exit(0)`` included -- can end the command with a success it did
+    not have; the clean-up removes what the dead run left (its staging
+    directory, once its lock is free, and the parent directories it made)."""
+    if getattr(args, "command", None) != "sample" or ":" not in args.udf:
+        return None
+    dest = str(args.dest)
+    if not fsmod.is_local(dest):
+        return lambda: None    # remote staging is removed by the run itself only
+    dest = os.path.abspath(fsmod.local_path(dest)).rstrip("/") or "/"
+    try:
+        made = fsmod.missing_dirs(dest)
+    except SamplegenError:    # refused again, and reported, by the run itself
+        made = []
+
+    def clean_up():
+        fsmod.remove_stale_temporaries(os.path.dirname(dest))
+        fsmod.remove_dirs(made)
+    return clean_up
+
+
 def dispatch(args, log):
     """Run the command *args* (parsed by :mod:`samplegen.cli`); ``log(message,
     progress=False)`` writes a line on stderr.  Returns the exit status."""
@@ -213,8 +258,12 @@ def dispatch(args, log):
     elif cmd == "info":
         desc = driver.info(args.path)
         if args.json:
-            json.dump(desc, sys.stdout, indent=1)
-            sys.stdout.write("\n")
+            try:   # whole, or not at all: never NaN or Infinity, which JSON has not
+                text = json.dumps(desc, indent=1, allow_nan=False)
+            except ValueError:
+                raise InputError(f"{args.path}: its metadata holds NaN or an infinity, "
+                                 "which JSON cannot; it is damaged") from None
+            sys.stdout.write(text + "\n")
         else:
             _print_info(desc)
     elif cmd == "export":

@@ -13,7 +13,9 @@ a function ``run(plan, input_uris, runner, options) -> [summary, ...]`` that
 executes the phases of :mod:`jobs.phases` and returns the reducers'
 summaries (one per written column of blocks).
 """
+import contextlib
 import os
+import re
 import time
 
 import numpy as np
@@ -34,7 +36,7 @@ from . import engines
 from . import fs as fsmod
 from .blocks import KINDS, Block, row_chars
 from .formats import open_source
-from .limits import check_disk, check_memory
+from .limits import check_disk, check_memory, format_bytes, out_of_space
 from .phases import partners
 from .plan import DEFAULT_BIN_BUDGET, make_plan
 from .progress import Progress
@@ -48,8 +50,9 @@ from .store import (
     block_list,
     fingerprint,
     make_meta,
+    manifest_json,
     n_blocks,
-    read_json,
+    read_manifest,
     to_json,
     write_group,
     write_meta,
@@ -110,7 +113,7 @@ def generate(src, dest, udf_spec, params, seed, runner="embedded", overwrite=Fal
     shape = {k: v for k, v in params.items() if ":" in udf_spec or k not in SIDES.values()}
     shaped = load_udf(udf_spec, matrix.rows, shape)
     to_json(shaped.params())  # a NaN parameter is refused before any work, not in the manifest
-    check_run_limits(shaped, matrix.meta, dest, runner)
+    estimate = check_run_limits(shaped, matrix.meta, dest, runner)
     sides = sides or row_sides(matrix, udf_spec, params, log)
     udf = load_udf(udf_spec, matrix.rows, params, *(sides[field][0] for field in SIDES))
     prepared = udf.prepare(PositionRNG(seed))
@@ -118,7 +121,7 @@ def generate(src, dest, udf_spec, params, seed, runner="embedded", overwrite=Fal
         params = dict(params, **prepared)
         udf = load_udf(udf_spec, matrix.rows, params, *(sides[field][0] for field in SIDES))
     staged = StagedOutput(dest, overwrite, inputs=[src])
-    with staged as staging:
+    with _space_named(staged, estimate), staged as staging:
         plan = make_plan(udf, seed, matrix.meta, staging, bin_budget)
         written = []
         for field, param in SIDES.items():
@@ -147,9 +150,36 @@ def generate(src, dest, udf_spec, params, seed, runner="embedded", overwrite=Fal
     samples = manifest["samples"]
     total = sum(s["bytes"] for s in samples)
     log(f"wrote {count_words(len(samples), 'sample matrix', 'sample matrices')} "
-        f"({total / 1e6:.1f} MB) in "
+        f"({format_bytes(total)}) in "
         f"{manifest['elapsed_seconds']:.1f} s")
     return manifest
+
+
+@contextlib.contextmanager
+def _space_named(staged, estimate=None):
+    """A full disk (or quota) while *staged* (a :class:`jobs.store.StagedOutput`)
+    is written becomes one OutputError naming the output and the *estimate*
+    of the bytes it needs (:func:`jobs.limits.out_of_space`); the staged
+    output is gone by then, so nothing partial is left."""
+    try:
+        yield
+    except OSError as exc:
+        error = out_of_space(exc, _output_name(exc.filename, staged), estimate)
+        if error is None:
+            raise
+        raise error from None
+
+
+def _output_name(path, staged):
+    """The name under the destination of *path*, a file of *staged*'s
+    staging directory (its writer's temporary name: the file's own); the
+    destination itself for a path elsewhere or none."""
+    path = str(path) if path is not None else ""
+    if not path.startswith(staged.staging + "/"):
+        return staged.dest
+    pieces = path[len(staged.staging) + 1:].split("/")
+    pieces[-1] = re.sub(r"^\.(.+)\.tmp-[0-9a-f]{12}$", r"\1", pieces[-1])
+    return "/".join([staged.dest] + pieces)
 
 
 def row_sides(matrix, udf_spec, params, log=None):
@@ -209,7 +239,7 @@ def write_run(plan, input_meta, src, summaries, root, engine_info, started=None)
         "samples": samples,
         "elapsed_seconds": None if started is None else round(time.time() - started, 3),
     }
-    fsmod.get_fs(root).write_bytes(fsmod.join(root, MANIFEST), to_json(manifest))
+    fsmod.get_fs(root).write_bytes(fsmod.join(root, MANIFEST), manifest_json(manifest))
     return manifest
 
 
@@ -242,7 +272,7 @@ def materialize_composed(root, manifest, log=None):
         entry.clear()
         entry.update(_sample_entry(name, meta, sum(s["bytes"] for s in summaries)))
         log(f"materialized {name}: {rows} rows", progress=True)
-    fs.write_bytes(fsmod.join(root, MANIFEST), to_json(manifest))
+    fs.write_bytes(fsmod.join(root, MANIFEST), manifest_json(manifest))
     return manifest
 
 
@@ -288,10 +318,11 @@ def check_run_limits(udf, meta, dest, runner=None):
     (e.g. a bootstrap --size many times the input's rows), or whose shuffle
     the inline runner would sort in more memory than the machine has.  (When
     GNU sort fails for want of space, mrjob's local runner sorts in memory,
-    which can exhaust the machine instead of failing the run.)"""
+    which can exhaust the machine instead of failing the run.)  Returns the
+    estimate of the bytes the run writes."""
     names = udf.sample_names()
     if not names or not meta["rows"]:
-        return
+        return None
     expected = sum(udf.expected_rows(i) for i in range(len(names)))
     row_bytes = _row_bytes(meta)
     per_block = expected * min(meta["block_size"], meta["rows"]) / meta["rows"]
@@ -305,6 +336,7 @@ def check_run_limits(udf, meta, dest, runner=None):
     if runner == "inline":
         check_memory(expected * row_bytes, "the inline runner's shuffle (mrjob sorts it in "
                      "memory)", "use the embedded runner (the default) or local")
+    return expected * row_bytes * (1 + copies)
 
 
 def commit_samples(plan, input_meta, summaries, staging):
@@ -410,7 +442,8 @@ def import_file(src, dest, block_size, kind="dense", columns=None, overwrite=Fal
             + ", ".join(f"{name} ({kind})" for name, kind in rows.left_out))
     check_memory(2 * 8 * block_size * rows.n_cols, f"a row of blocks of {rows.n_cols} columns",
                  "use a smaller --block-size")
-    with StagedOutput(dest, overwrite, inputs=[src]) as staging:
+    staged = StagedOutput(dest, overwrite, inputs=[src])
+    with _space_named(staged), staged as staging:
         writer = MatrixWriter(staging, rows.n_cols, block_size, kind, columns=rows.names,
                               label=label)
         labels = []
@@ -461,10 +494,12 @@ def make_matrix(dest, rows, cols, block_size, density=None, seed=0, overwrite=Fa
     rng = PositionRNG(seed)
     kind = "dense" if density is None else "sparse"
     cells = rows * cols if density is None else rows * cols * density
-    check_disk(dest, cells * (32 / 3 if density is None else 16), f"a {rows} x {cols} matrix")
+    estimate = cells * (32 / 3 if density is None else 16)
+    check_disk(dest, estimate, f"a {rows} x {cols} matrix")
     check_memory(8 * block_size * min(block_size, cols) * (1 if density is None else 3),
                  "one block", "use a smaller --block-size")
-    with StagedOutput(dest, overwrite) as staging:
+    staged = StagedOutput(dest, overwrite)
+    with _space_named(staged, estimate), staged as staging:
         writer = MatrixWriter(staging, cols, block_size, kind)
         for h in range(n_blocks(rows, block_size)):
             draws = rng.draws(stream(Purpose.MATRIX), h)
@@ -490,9 +525,11 @@ def info(path):
     fs = fsmod.get_fs(path)
     manifest_uri = fsmod.join(path, MANIFEST)
     if fs.exists(manifest_uri):
-        manifest = read_json(manifest_uri, "run manifest")
-        if not isinstance(manifest, dict) or "samples" not in manifest:
-            raise InputError(f"corrupt run manifest in {path}")
+        manifest = read_manifest(manifest_uri)
+        if not isinstance(manifest.get("samples"), list) or not all(
+                isinstance(s, dict) and isinstance(s.get("name"), str)
+                for s in manifest["samples"]):
+            raise InputError(f"corrupt run manifest {manifest_uri}: no list of samples")
         indexes = {}
         for entry in manifest["samples"]:
             if entry.get("composed_of"):

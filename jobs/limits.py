@@ -7,6 +7,7 @@ instead of failing after hours or gigabytes of partial output.  Estimates are
 for the bytes samplegen writes (base64 text of float64 values: 4/3 of 8 bytes
 per value); the checks leave a margin rather than cut it fine.
 """
+import errno
 import os
 import shutil
 
@@ -33,8 +34,28 @@ def available_memory():
         return 1 << 62  # unknown: do not refuse
 
 
-def _gib(n):
+def format_bytes(n):
+    """A size for a message: ``"512.0 MB"`` below 1 GiB (decimal megabytes,
+    as the runs' own summaries print), ``"3.2 GiB"`` from there on."""
+    if n < 2 ** 30:
+        return f"{n / 1e6:.1f} MB"
     return f"{n / 2 ** 30:.1f} GiB"
+
+
+#: the errors of a file system that has no room left (space, or quota)
+_NO_SPACE = (errno.ENOSPC, errno.EDQUOT)
+
+
+def out_of_space(exc, where, nbytes=None):
+    """The OutputError for *exc* if it is a full file system (or quota)
+    while writing *where*, naming the estimate *nbytes* of what the output
+    needs when there is one; None for any other error."""
+    if not isinstance(exc, OSError) or exc.errno not in _NO_SPACE:
+        return None
+    what = "no space left on device" if exc.errno == errno.ENOSPC else "disk quota exceeded"
+    need = f"; about {format_bytes(nbytes)} needed" if nbytes else ""
+    return OutputError(f"{what} while writing {where}{need}: nothing was written; free space "
+                       "there, choose another destination, or ask for less")
 
 
 def check_disk(dest, nbytes, what):
@@ -51,8 +72,8 @@ def check_disk(dest, nbytes, what):
     except OSError:
         return
     if nbytes > free:
-        raise OutputError(f"{what} would take about {_gib(nbytes)}, more than the "
-                          f"{_gib(free)} free on the file system of {dest}; free space "
+        raise OutputError(f"{what} would take about {format_bytes(nbytes)}, more than the "
+                          f"{format_bytes(free)} free on the file system of {dest}; free space "
                           "there, choose another destination, or ask for less")
 
 
@@ -61,5 +82,5 @@ def check_memory(nbytes, what, fix):
     than :data:`MEMORY_SHARE` of what the machine has available."""
     limit = int(available_memory() * MEMORY_SHARE)
     if nbytes > limit:
-        raise ParameterError(f"{what} would hold about {_gib(nbytes)} of memory, more than "
-                             f"the {_gib(limit)} one task may use here; {fix}")
+        raise ParameterError(f"{what} would hold about {format_bytes(nbytes)} of memory, more than "
+                             f"the {format_bytes(limit)} one task may use here; {fix}")

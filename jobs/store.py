@@ -107,6 +107,48 @@ def to_json(document):
                              "cannot record; use a finite number") from None
 
 
+#: the field of a run manifest that holds its checksum (:func:`manifest_json`)
+CHECKSUM = "checksum"
+
+
+def _manifest_digest(document):
+    """``sha256:<hex>`` of the canonical JSON of *document* (keys sorted, no
+    spaces, strict): the same for the document however it was indented."""
+    canonical = json.dumps(document, sort_keys=True, separators=(",", ":"), allow_nan=False)
+    return "sha256:" + hashlib.sha256(canonical.encode()).hexdigest()
+
+
+def manifest_json(manifest):
+    """The bytes of a run's ``_manifest.json``: *manifest* (without a
+    checksum of its own) with the field :data:`CHECKSUM`, the SHA-256 of its
+    other fields (:func:`read_manifest` verifies it).  NaN and infinities are
+    refused, as by :func:`to_json`."""
+    document = {k: v for k, v in manifest.items() if k != CHECKSUM}
+    try:
+        checksum = _manifest_digest(document)
+    except ValueError:
+        to_json(document)   # the ParameterError naming the problem
+        raise
+    return to_json(dict(document, **{CHECKSUM: checksum}))
+
+
+def read_manifest(uri):
+    """The run manifest at *uri*, verified: strict JSON, an object, and --
+    when it records one, as every manifest since checksums were added does --
+    its checksum matching its content; else InputError naming the file (a
+    hand-edited manifest is a damaged one).  The checksum field is not part
+    of the returned dict."""
+    document = read_json(uri, "run manifest")
+    if not isinstance(document, dict):
+        raise InputError(f"corrupt run manifest {uri}: not a JSON object")
+    recorded = document.pop(CHECKSUM, None)
+    if recorded is not None and recorded != _manifest_digest(document):
+        raise InputError(f"damaged run manifest {uri}: its content does not match its "
+                         "checksum (edited by hand, or damaged); run the sampling command "
+                         "again to rewrite the run")
+    return document
+
+
 def write_meta(fs, uri, meta):
     fs.write_bytes(fsmod.join(uri, META), to_json(meta))
 
@@ -225,12 +267,19 @@ def write_group(root, sample_name, v, blocks):
 # ---------------------------------------------------------------------------
 # reading
 # ---------------------------------------------------------------------------
+def _no_constant(name):
+    raise ValueError(f"{name} is not JSON")
+
+
 def read_json(uri, what):
+    """The JSON document at *uri* (*what*: its name in messages), parsed
+    strictly: NaN and infinities, which samplegen never writes, are
+    damage, as is anything that is not JSON (InputError naming the file)."""
     fs = fsmod.get_fs(uri)
     if not fs.exists(uri):
         raise InputError(f"{what} not found: {uri}")
     try:
-        return json.loads(fs.read_bytes(uri))
+        return json.loads(fs.read_bytes(uri), parse_constant=_no_constant)
     except (ValueError, UnicodeDecodeError) as exc:
         raise InputError(f"corrupt {what} {uri}: {exc}") from None
 
@@ -544,8 +593,11 @@ class StagedOutput:
       whoever started first.  With *overwrite* the old destination is moved
       aside, replaced and removed.
     * On local disks a live run holds a lock on ``<staging>/.owner``; any
-      staging directory of *dest* whose lock is free (its run was killed) is
-      removed when the next run into *dest* starts.
+      staging directory (or writer's temporary file) beside *dest* whose
+      lock is free (its run was killed) is removed when the next run into
+      *dest*'s directory starts (:func:`jobs.fs.remove_stale_temporaries`).
+    * A local *dest* that is a symbolic link is refused (OutputError naming
+      its target), with or without *overwrite*.
     * :attr:`scratch` is a local directory for the engines' temporary files
       (inside the staging directory when it is local), removed with it; it
       is made by the first engine that needs it (:func:`jobs.fs.scratch_dir`).
@@ -554,10 +606,7 @@ class StagedOutput:
       that is a file is refused when the object is made.
     """
 
-    OWNER = ".owner"
-    #: a staging directory without an owner file (moved aside by --overwrite
-    #: and left by a kill) is stale once it is this old
-    ORPHAN_SECONDS = 600
+    OWNER = fsmod.OWNER
 
     def __init__(self, dest, overwrite=False, inputs=()):
         if fsmod.is_local(dest):  # tasks run in other working directories
@@ -567,6 +616,7 @@ class StagedOutput:
         self.overwrite = overwrite
         self.local = fsmod.is_local(dest)
         if self.local:
+            fsmod.check_not_link(dest)   # before anything else: the link, not its target
             for src in inputs:
                 if fsmod.is_local(src) and _same_or_nested(fsmod.local_path(dest),
                                                            fsmod.local_path(src)):
@@ -605,33 +655,8 @@ class StagedOutput:
         return self.staging
 
     def _remove_stale(self):
-        """Remove staging directories of this destination left by killed runs."""
-        import fcntl
-        parent = fsmod.local_path(self.parent)
-        prefix = f".{self.name}.tmp-"
-        for entry in os.listdir(parent):
-            path = os.path.join(parent, entry)
-            if not entry.startswith(prefix) or not os.path.isdir(path) \
-                    or os.path.islink(path):
-                continue
-            try:
-                owner = open(os.path.join(path, self.OWNER), "rb")
-            except FileNotFoundError:
-                try:
-                    stale = time.time() - os.lstat(path).st_mtime > self.ORPHAN_SECONDS
-                except FileNotFoundError:
-                    continue
-                if stale:
-                    shutil.rmtree(path, ignore_errors=True)
-                continue
-            except OSError:
-                continue
-            with owner:
-                try:
-                    fcntl.flock(owner, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                except OSError:
-                    continue  # a live run holds it
-                shutil.rmtree(path, ignore_errors=True)
+        """Remove what killed runs and writers left beside the destination."""
+        fsmod.remove_stale_temporaries(self.parent)
 
     def _release(self):
         if self.scratch is not None and os.path.lexists(self.scratch):

@@ -25,12 +25,17 @@ every command:
 import argparse
 import contextlib
 import errno
+import io
 import logging
 import os
 import re
 import select
 import signal
+import struct
 import sys
+import threading
+import time
+import traceback
 
 from samplegen import __version__
 from samplegen.hive import cli as hive_cli
@@ -76,7 +81,8 @@ def _add_set(sub, module):
     for parser in {id(p): p for p in sub.choices.values()}.values():
         if id(parser) not in before:
             _add_common(parser)
-            parser.set_defaults(dispatch=module.dispatch)
+            parser.set_defaults(dispatch=module.dispatch,
+                                user_code=getattr(module, "user_code", None))
 
 
 def build_parser():
@@ -163,7 +169,179 @@ def run_command(dispatch, args):
             if _signalled["int"]:
                 raise KeyboardInterrupt() from None
             return _failure(exc, verbose)
+    user_code = getattr(args, "user_code", None)
+    clean_up = user_code(args) if user_code is not None else None
+    if clean_up is not None:
+        return stoppable(lambda: in_child(checked, clean_up))
     return stoppable(checked)
+
+
+# ----------------------------------------------------------------------------- user code
+
+def in_child(call, clean_up):
+    """The exit status of ``call()`` (a command under :func:`run_command`'s
+    contract) run in a forked child process: a command that runs the user's
+    code (a sampling-UDF's module), which must not be able to end the
+    command with a success it did not have -- ``os._exit(0)`` ends only the
+    child.  The child sends what it writes on stdout and stderr, then its
+    exit status, through a pipe; the parent writes the first two where its
+    own go and returns the status.  A child that ends without sending its
+    status (whatever its exit status) is a failure: *clean_up* removes
+    what it left, one line says so, status 1.  A stop (Ctrl-C, SIGTERM) of
+    the parent is passed on to the child, which cleans up and reports
+    130 or 143 itself (after :data:`CHILD_STOP_SECONDS` without an answer
+    it is killed and cleaned up after)."""
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(Exception):
+            stream.flush()
+    read_fd, write_fd = os.pipe()
+    parent = os.getpid()
+    pid = os.fork()
+    if pid == 0:                                   # the child: never returns
+        os.close(read_fd)
+        _child(call, _Pipe(write_fd), parent)
+    os.close(write_fd)
+    return _parent(pid, read_fd, clean_up)
+
+
+#: seconds a child has, after a stop was passed on, before it is killed
+CHILD_STOP_SECONDS = 30
+
+
+class _Pipe:
+    """The child's end: frames of ``kind (1 byte), length (4 bytes), bytes``
+    (kind ``1`` stdout, ``2`` stderr, ``S`` the exit status)."""
+
+    def __init__(self, fd):
+        self.fd = fd
+        self.lock = threading.Lock()
+
+    def send(self, kind, data):
+        frame = kind + struct.pack(">I", len(data)) + data
+        with self.lock:
+            view = memoryview(frame)
+            while view:
+                view = view[os.write(self.fd, view):]
+
+
+class _Forwarded(io.TextIOBase):
+    """A text stream of the child that sends what it is given to the
+    parent (:class:`_Pipe`); a terminal's questions go to *original*."""
+
+    def __init__(self, pipe, kind, original):
+        self.pipe, self.kind, self.original = pipe, kind, original
+
+    def writable(self):
+        return True
+
+    def write(self, text):
+        if text:
+            self.pipe.send(self.kind, text.encode("utf-8", "replace"))
+        return len(text)
+
+    def isatty(self):
+        return bool(getattr(self.original, "isatty", lambda: False)())
+
+    def fileno(self):
+        return self.original.fileno()
+
+    @property
+    def encoding(self):
+        return "utf-8"
+
+
+def _child(call, pipe, parent):
+    """Run *call* in the forked child and report its status to *parent*;
+    ends the process (nothing of the parent's -- atexit handlers, a test
+    runner -- runs here)."""
+    status = 1
+    try:
+        _end_with(parent)
+        sys.stdout = _Forwarded(pipe, b"1", sys.stdout)
+        sys.stderr = _Forwarded(pipe, b"2", sys.stderr)
+        try:
+            status = stoppable(call)
+        except BaseException:          # -v: the failure's traceback, as the parent would
+            traceback.print_exc()
+            status = 1
+        pipe.send(b"S", b"%d" % status)
+    except BaseException:
+        status = 1
+    finally:
+        os._exit(status)
+
+
+def _end_with(parent):
+    """Have the kernel stop this child (SIGTERM: it cleans up) when its
+    parent dies (Linux); end it now if the parent is gone already."""
+    with contextlib.suppress(Exception):
+        import ctypes
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+    if os.getppid() != parent:
+        os._exit(128 + signal.SIGTERM)
+
+
+def _parent(pid, fd, clean_up):
+    """Forward the child *pid*'s output from *fd* and return its status
+    (see :func:`in_child`)."""
+    status, stop, stopped_at, buffer = None, None, None, b""
+    outputs = {b"1": sys.stdout, b"2": sys.stderr}
+    while True:
+        try:
+            if stopped_at is not None and time.monotonic() - stopped_at > CHILD_STOP_SECONDS:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, signal.SIGKILL)
+            data = os.read(fd, 1 << 16)
+            if not data:
+                break
+            buffer += data
+            while len(buffer) >= 5:
+                size = struct.unpack(">I", buffer[1:5])[0]
+                if len(buffer) < 5 + size:
+                    break
+                kind, payload, buffer = buffer[:1], buffer[5:5 + size], buffer[5 + size:]
+                if kind == b"S":
+                    status = int(payload)
+                else:
+                    outputs[kind].write(payload.decode("utf-8", "replace"))
+                    outputs[kind].flush()
+        except KeyboardInterrupt as exc:   # Terminated too; raised again every second
+            if stop is None:
+                stop, stopped_at = exc, time.monotonic()
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, signal.SIGTERM if isinstance(exc, Terminated)
+                            else signal.SIGINT)
+    os.close(fd)
+    ended = _reap(pid)
+    if status is not None:
+        return status
+    with contextlib.suppress(Exception):
+        clean_up()
+    if stop is not None:
+        raise stop
+    sys.stderr.write(f"{PROG}: error: the run's process {ended} before the run finished "
+                     "(does the UDF call os._exit?); nothing was written\n")
+    return 1
+
+
+def _reap(pid):
+    """Wait for child *pid* to end; how it ended, in words."""
+    while True:
+        try:
+            _, wait_status = os.waitpid(pid, 0)
+            break
+        except KeyboardInterrupt:      # it is ending: its pipe is closed
+            continue
+        except ChildProcessError:
+            return "ended"
+    if os.WIFSIGNALED(wait_status):
+        signum = os.WTERMSIG(wait_status)
+        try:
+            name = signal.Signals(signum).name
+        except ValueError:
+            name = f"signal {signum}"
+        return f"was killed by {name}"
+    return f"ended with status {os.waitstatus_to_exitcode(wait_status)}"
 
 
 def _failure(exc, verbose):

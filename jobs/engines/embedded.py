@@ -57,15 +57,17 @@ shuffle bin and its merged copy (``--bin-mib``), a block and the writer's two
 2 MiB buffers, and at most twice as many map tasks as threads are in flight;
 the CRC thread reads one run at a time.
 
-Errors: a task's samplegen error is raised as itself, same class and message;
-anything else as one RuntimeError naming it (a UDF's bug), a UDF that calls
-``sys.exit`` as EngineError.  The first failure stops the other tasks at
-their next block; the driver then removes the staging directory, so nothing
-is committed.
+Errors: a task's samplegen error is raised as itself, same class and message,
+and so is an OSError of the machine (a full disk, a permission:
+:data:`ENVIRONMENT_ERRNOS`); anything else as one RuntimeError naming it (a
+UDF's bug), a UDF that calls ``sys.exit`` as EngineError.  The first
+failure stops the other tasks at their next block; the driver then
+removes the staging directory, so nothing is committed.
 """
 import collections
 import contextlib
 import copy
+import errno
 import os
 import sys
 import tempfile
@@ -132,14 +134,29 @@ def run_embedded(plan, inputs, runner, options):
         except SystemExit as exc:
             raise EngineError(f"a task called sys.exit({exc.code!r}) (does the UDF exit?); "
                               "nothing was written") from None
+        except OSError as exc:
+            if exc.errno in ENVIRONMENT_ERRNOS:   # the machine's to fix, not the job's
+                raise
+            raise _failed(exc) from exc
         except Exception as exc:
-            raise RuntimeError("the embedded job failed: " +
-                               " ".join(f"{type(exc).__name__}: {exc}".split())) from exc
+            raise _failed(exc) from exc
         finally:
             job.close()
     if options.get("on_task_stats") is not None:
         options["on_task_stats"](job.stats)
     return summaries
+
+
+#: OSErrors that are the machine's, not the job's: a full disk or quota, a
+#: read-only file system, a permission; they reach the driver as themselves
+#: (the command line names them in one sentence, status 2)
+ENVIRONMENT_ERRNOS = (errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EACCES, errno.EPERM)
+
+
+def _failed(exc):
+    """The RuntimeError naming a task's unexpected failure *exc* (a UDF's bug)."""
+    return RuntimeError("the embedded job failed: " +
+                        " ".join(f"{type(exc).__name__}: {exc}".split()))
 
 
 def default_threads():

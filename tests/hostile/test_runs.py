@@ -1,7 +1,10 @@
-"""Hostile use of the command line: damaged stores, unsafe sample names, glob
-characters in paths, concurrent and killed runs, tasks that exit early, absurd
-sizes, bad metadata.  Each test is named after what it protects; every one of
-them failed before the behaviour it checks was built."""
+"""Hostile use of the command line's runs (import, make-matrix, the sampling
+commands, info, export) on the default embedded runner and mrjob's: damaged
+stores and manifests, unsafe sample names, glob characters in paths, outputs
+that are symbolic links, concurrent, killed and stopped runs and exports,
+UDFs that exit (``sys.exit``, ``os._exit``) or print, a full disk, absurd
+sizes and options, bad metadata.  Each test is named after what it protects;
+every one of them failed before the behaviour it checks was built."""
 import contextlib
 import json
 import os
@@ -11,6 +14,7 @@ import subprocess
 import sys
 import time
 
+import numpy as np
 import pytest
 
 from samplegen.jobs import driver, phases
@@ -62,6 +66,17 @@ def exits(start, stop, rng, params):
 
 def prints(start, stop, rng, params):
     print("rows", start, stop)
+    return _all(start, stop)
+
+def os_exit(start, stop, rng, params):
+    if start >= 200:
+        os._exit(params.get("status", 0))
+    return _all(start, stop)
+
+def waits(start, stop, rng, params):
+    open(params["marker"], "a").close()   # the run is under way
+    import time
+    time.sleep(0.2)
     return _all(start, stop)
 '''
 
@@ -560,3 +575,311 @@ def test_a_task_outliving_its_run_never_recreates_the_staging(tmp_path):
     writer.write(b"x\n")
     writer.close()
     assert (staging / "train-0" / "part-v00000").read_bytes() == b"x\n"
+
+
+# ---------------------------------------------------------------------------
+# user code cannot turn a failed run into a success
+# ---------------------------------------------------------------------------
+@pytest.mark.parametrize("status", [0, 3])
+def test_a_udf_calling_os_exit_fails_the_default_runners_run(tmp_path, capsys, udf_module,
+                                                             status):
+    """The embedded runner runs the tasks in the command's process: a UDF's
+    os._exit(0) there used to end the command with status 0 and nothing
+    written.  The run is a child process; its end before the run finished
+    is a failure (status 1), and what it left is removed."""
+    src = make(tmp_path, rows=1017, block_size=64)
+    dest = tmp_path / "new" / "deeper" / "out"
+    code, out, err = run_cli(capsys, "sample", src, dest, "--udf", f"{udf_module}:os_exit",
+                             "--param", f"status={status}", "--seed", 1)
+    assert code == 1 and _one_line_error(err), err
+    assert f"ended with status {status} before the run finished" in err and "os._exit" in err
+    assert out == ""
+    assert sorted(os.listdir(tmp_path)) == ["hostile_udfs.py", "m"]   # no staging, no parents
+
+
+def test_a_user_udf_runs_messages_and_errors_reach_the_command(tmp_path, capsys, udf_module):
+    """What the child process of a user UDF's run says is the command's."""
+    src = make(tmp_path, rows=300)
+    code, _, err = run_cli(capsys, "sample", src, tmp_path / "out", "--udf",
+                           f"{udf_module}:prints", "--seed", 1)
+    assert code == 0 and "wrote 1 sample matrix" in err, err
+    code, _, err = run_cli(capsys, "sample", src, tmp_path / "out2", "--udf",
+                           f"{udf_module}:exits", "--param", "how=sys", "--seed", 1)
+    assert code == 1 and _one_line_error(err) and "sys.exit" in err
+    code, _, err = run_cli(capsys, "sample", src, tmp_path / "out", "--udf",
+                           f"{udf_module}:prints", "--seed", 1)
+    assert code == 2 and _one_line_error(err) and "not empty" in err
+
+
+def _user_run(tmp_path, udf_module, marker):
+    src = make(tmp_path, rows=2000, block_size=64)
+    argv = [sys.executable, "-m", "samplegen", "sample", src, str(tmp_path / "out"), "--udf",
+            f"{udf_module}:waits", "--param", f"marker={marker}", "--seed", "1",
+            "--num-cores", "1"]
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([ROOT, str(tmp_path)])}
+    proc = subprocess.Popen(argv, env=env, cwd=tmp_path, stderr=subprocess.PIPE, text=True,
+                            start_new_session=True)
+    deadline = time.time() + 30
+    while not os.path.exists(marker) and time.time() < deadline:
+        time.sleep(0.02)
+    assert _staging_dirs(tmp_path), "the run did not start"
+    return proc
+
+
+def test_a_stopped_user_udf_run_cleans_up_and_says_so(tmp_path, udf_module):
+    """SIGTERM to the command reaches its run's process, which removes its
+    staging directory and reports 143; nothing of it stays running."""
+    proc = _user_run(tmp_path, udf_module, tmp_path / "started")
+    proc.send_signal(signal.SIGTERM)
+    err = proc.communicate(timeout=60)[1]
+    assert proc.returncode == 128 + signal.SIGTERM and err == "samplegen: terminated\n", err
+    assert _staging_dirs(tmp_path) == [] and not (tmp_path / "out").exists()
+    assert _group_ends(proc.pid)
+
+
+def test_a_user_udf_run_ends_with_its_killed_command(tmp_path, udf_module):
+    """A SIGKILL of the command alone (not its process group) stops its
+    run's process too, which cleans up: no orphan goes on to commit."""
+    proc = _user_run(tmp_path, udf_module, tmp_path / "started")
+    proc.kill()
+    proc.communicate(timeout=60)
+    try:
+        assert _group_ends(proc.pid), "the run's process outlived its command"
+        assert _staging_dirs(tmp_path) == [] and not (tmp_path / "out").exists()
+    finally:
+        _end_group(proc.pid)
+
+
+# ---------------------------------------------------------------------------
+# outputs that are symbolic links
+# ---------------------------------------------------------------------------
+def _link_to_dir(tmp_path, name, filled):
+    target = tmp_path / f"{name}-target"
+    target.mkdir()
+    if filled:
+        (target / "keep").write_text("mine")
+    link = tmp_path / name
+    link.symlink_to(target)
+    return link, target
+
+
+@pytest.mark.parametrize("filled", [False, True])
+@pytest.mark.parametrize("overwrite", [[], ["--overwrite"]])
+def test_an_output_that_is_a_symbolic_link_is_refused_before_any_work(tmp_path, capsys, filled,
+                                                                       overwrite):
+    """A link as DEST was sampled whole, then refused as "filled by another
+    run"; with --overwrite the link was replaced by a directory.  Every
+    command that writes a DEST or FILE refuses it up front, naming the link,
+    its target and what to give instead."""
+    src = make(tmp_path, rows=200)
+    np.save(tmp_path / "rows.npy", np.ones((10, 3)))
+    link, target = _link_to_dir(tmp_path, "out", filled)
+    before = sorted(os.listdir(target))
+    commands = [["holdout", src, link, "--ratio", 0.5, "--seed", 1],
+                ["sample", src, link, "--udf", "holdout", "--param", "ratio=0.5", "--seed", 1],
+                ["import", tmp_path / "rows.npy", link, "--block-size", 4],
+                ["make-matrix", link, "--rows", 10, "--cols", 2, "--block-size", 4]]
+    for argv in commands:
+        code, _, err = run_cli(capsys, *argv, *overwrite)
+        assert code == 2 and _one_line_error(err), (argv, err)
+        assert f"{link} is a symbolic link to {target}" in err and "give the target" in err
+        assert link.is_symlink() and sorted(os.listdir(target)) == before
+    file_target = tmp_path / "real.csv"
+    file_target.write_text("mine\n")
+    (tmp_path / "x.csv").symlink_to(file_target)
+    code, _, err = run_cli(capsys, "export", src, "--to", tmp_path / "x.csv", *overwrite)
+    assert code == 2 and _one_line_error(err)
+    assert ("symbolic link" in err) if overwrite else ("exists" in err)
+    assert (tmp_path / "x.csv").is_symlink() and file_target.read_text() == "mine\n"
+    assert not [n for n in os.listdir(tmp_path) if ".tmp-" in n]
+
+
+def test_a_destination_below_a_linked_directory_is_written(tmp_path, capsys):
+    """Only the output itself may not be a link: a directory on the way to it may."""
+    src = make(tmp_path, rows=200)
+    (tmp_path / "real").mkdir()
+    (tmp_path / "via").symlink_to(tmp_path / "real")
+    code, _, err = run_cli(capsys, "holdout", src, tmp_path / "via" / "out", "--ratio", 0.5,
+                           "--seed", 1)
+    assert code == 0, err
+    assert (tmp_path / "real" / "out" / "_SUCCESS").exists()
+
+
+# ---------------------------------------------------------------------------
+# what killed exports leave
+# ---------------------------------------------------------------------------
+_DEAD_WRITER = """
+import os, sys
+from samplegen.jobs import fs
+files = fs.temporary_files([sys.argv[1]]).__enter__()
+open(files[sys.argv[1]], "w").write("half a file")
+os.kill(os.getpid(), 9)
+"""
+
+
+def test_a_killed_exports_temporary_is_removed_by_the_next_export(tmp_path, capsys):
+    """A SIGKILLed export leaves `.FILE.tmp-*` beside FILE; the next export
+    there removes it (its writer is dead: its lock is free), never the
+    temporary of a writer that still runs."""
+    from samplegen.jobs import fs as fsmod
+    src = make(tmp_path, rows=200)
+    out = tmp_path / "exports"
+    out.mkdir()
+    target = str(out / "x.csv")
+    proc = subprocess.run([sys.executable, "-c", _DEAD_WRITER, target],
+                          env={**os.environ, "PYTHONPATH": ROOT})
+    assert proc.returncode == -signal.SIGKILL
+    dead = [n for n in os.listdir(out) if n.startswith(".x.csv.tmp-")]
+    assert len(dead) == 1
+    with fsmod.temporary_files([str(out / "y.csv")]) as live:   # a writer still at work
+        code, _, err = run_cli(capsys, "export", src, "--to", target)
+        assert code == 0, err
+        assert os.path.exists(live[str(out / "y.csv")])
+        assert sorted(os.listdir(out)) == sorted([os.path.basename(live[str(out / "y.csv")]),
+                                                  "x.csv"])
+    assert os.listdir(out) == ["x.csv"]
+
+
+def test_a_temporary_taken_by_a_cleaner_before_its_lock_is_replaced(tmp_path, monkeypatch):
+    """A writer's temporary is created, then locked: a cleaner that removed
+    it in between makes the writer take a new one, never write a lost file."""
+    import fcntl
+
+    from samplegen.jobs import fs as fsmod
+    real = fcntl.flock
+    calls = []
+
+    def flock(fd, op):
+        if not calls:                       # the cleaner gets there first
+            calls.append(fd)
+            path = os.readlink(f"/proc/self/fd/{fd}")
+            os.remove(path)
+        return real(fd, op)
+    monkeypatch.setattr(fcntl, "flock", flock)
+    with fsmod.temporary_files([str(tmp_path / "x.csv")]) as tmp:
+        assert os.path.exists(tmp[str(tmp_path / "x.csv")]) and calls
+    assert os.listdir(tmp_path) == []
+
+
+# ---------------------------------------------------------------------------
+# a full disk, absurd options, sizes in messages
+# ---------------------------------------------------------------------------
+class _FullDisk:
+    """The os module as :mod:`jobs.fs` sees it, on a disk that is full after
+    *room* bytes written."""
+
+    def __init__(self, room):
+        self.room = room
+
+    def write(self, fd, data):
+        n = len(memoryview(data).cast("B"))
+        if n > self.room:
+            raise OSError(28, "No space left on device")
+        self.room -= n
+        return os.write(fd, data)
+
+    def __getattr__(self, name):
+        return getattr(os, name)
+
+
+@pytest.mark.parametrize("command", [["holdout", "--ratio", 0.5], ["bootstrap", "--samples", 3]])
+def test_a_full_disk_is_one_line_naming_the_output_and_leaves_nothing(tmp_path, capsys,
+                                                                      monkeypatch, command):
+    """ENOSPC in a task's writer was a raw RuntimeError with status 1."""
+    from samplegen.jobs import fs as fsmod
+    src = make(tmp_path, rows=3000, cols=20, block_size=100)
+    monkeypatch.setattr(fsmod, "os", _FullDisk(room=100_000))
+    dest = tmp_path / "runs" / "out"
+    code, out, err = run_cli(capsys, command[0], src, dest, *command[1:], "--seed", 1)
+    assert code == 2 and _one_line_error(err), err
+    assert f"no space left on device while writing {dest}" in err
+    assert " MB needed" in err and "GiB" not in err
+    assert sorted(os.listdir(tmp_path)) == ["m"]        # no run, no staging, no parents
+
+
+@pytest.mark.parametrize("option", ["--bin-mib", "--memory-mib"])
+@pytest.mark.parametrize("value", ["inf", "-inf", "nan", "-1", "0", "1e300"])
+def test_memory_options_must_be_finite_and_in_range(tmp_path, capsys, option, value):
+    """--bin-mib inf was an OverflowError with status 1."""
+    src = make(tmp_path, rows=200)
+    code, _, err = run_cli(capsys, "holdout", src, tmp_path / "out", "--ratio", 0.5, "--seed", 1,
+                           option, value)
+    assert code == 2 and _one_line_error(err) and option in err, err
+    assert sorted(os.listdir(tmp_path)) == ["m"]
+
+
+def test_sizes_below_a_gib_are_given_in_megabytes(tmp_path, capsys, monkeypatch):
+    """The estimate of a run's bytes read "about 0.0 GiB, more than the 0.0
+    GiB free" for small outputs on a nearly full disk."""
+    from collections import namedtuple
+
+    from samplegen.jobs import limits
+    usage = namedtuple("usage", "total used free")
+    monkeypatch.setattr(limits.shutil, "disk_usage", lambda path: usage(1 << 40, 0, 250_000))
+    src = make(tmp_path, rows=2000, cols=8, block_size=100)
+    code, _, err = run_cli(capsys, "bootstrap", src, tmp_path / "out", "--samples", 2, "--seed", 1)
+    assert code == 2 and _one_line_error(err)
+    assert "more than the 0.2 MB free" in err and "GiB" not in err, err
+    assert limits.format_bytes(0) == "0.0 MB"
+    assert limits.format_bytes(2 ** 30 - 1) == "1073.7 MB"
+    assert limits.format_bytes(3 * 2 ** 30) == "3.0 GiB"
+
+
+@pytest.mark.parametrize("command", [["holdout", "--ratio", 0.5], ["kfold", "--k", 3]])
+def test_per_row_coins_with_stratify_are_refused(tmp_path, capsys, command):
+    """--per-row with --stratify was silently ignored (exact sizes made)."""
+    rows = np.column_stack([np.arange(300) % 3, np.ones(300)])
+    np.save(tmp_path / "rows.npy", rows)
+    src = tmp_path / "m"
+    assert run_cli(capsys, "import", tmp_path / "rows.npy", src, "--block-size", 64)[0] == 0
+    code, _, err = run_cli(capsys, command[0], src, tmp_path / "out", *command[1:], "--seed", 1,
+                           "--stratify", "0", "--per-row")
+    assert code == 2 and _one_line_error(err), err
+    assert "--per-row" in err and "stratified" in err
+    assert sorted(os.listdir(tmp_path)) == ["m", "rows.npy"]
+
+
+# ---------------------------------------------------------------------------
+# the manifest is verified when it is read back
+# ---------------------------------------------------------------------------
+def _run_dir(tmp_path, capsys):
+    src = make(tmp_path, rows=200)
+    dest = tmp_path / "run"
+    assert run_cli(capsys, "holdout", src, dest, "--ratio", 0.5, "--seed", 1)[0] == 0
+    return dest
+
+
+@pytest.mark.parametrize("edit", ["nan", "rows", "infinity"])
+def test_a_hand_edited_manifest_is_damage_and_info_json_stays_json(tmp_path, capsys, edit):
+    """`info --json` echoed a hand-edited NaN (no JSON reader accepts it)."""
+    dest = _run_dir(tmp_path, capsys)
+    path = dest / "_manifest.json"
+    text = path.read_text()
+    if edit == "nan":
+        text = text.replace('"elapsed_seconds": ', '"elapsed_seconds": NaN, "was": ')
+    elif edit == "infinity":
+        text = text.replace('"seed": 1', '"seed": Infinity')
+    else:
+        text = text.replace('"rows": 100', '"rows": 101', 1)
+    path.write_text(text)
+    for argv in (["info", dest, "--json"], ["info", dest], ["export", dest, "train-0", "--to",
+                                                           tmp_path / "t.csv"]):
+        code, out, err = run_cli(capsys, *argv)
+        assert code == 2 and _one_line_error(err) and str(path) in err, (argv, err)
+        assert out == ""
+    assert not (tmp_path / "t.csv").exists()
+
+
+def test_a_manifest_without_a_checksum_is_still_read_if_valid(tmp_path, capsys):
+    """Runs written before manifests carried a checksum stay readable."""
+    dest = _run_dir(tmp_path, capsys)
+    path = dest / "_manifest.json"
+    manifest = json.loads(path.read_text())
+    assert manifest.pop("checksum").startswith("sha256:")
+    path.write_text(json.dumps(manifest, indent=1))
+    code, out, err = run_cli(capsys, "info", dest, "--json")
+    assert code == 0, err
+    assert [s["name"] for s in json.loads(out)["samples"]] == ["train-0", "test-0"]
+    path.write_text(json.dumps(dict(manifest, elapsed_seconds=float("nan")), indent=1))
+    code, out, err = run_cli(capsys, "info", dest, "--json")
+    assert code == 2 and out == "" and "corrupt run manifest" in err
