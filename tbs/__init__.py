@@ -9,7 +9,7 @@ them.  See docs/TBS.md.
 """
 from .bchao import BChao
 from .decay import CustomDecay, Decay, Exponential, Polynomial, as_decay, gamma
-from .errors import TBSError
+from .errors import TBSError, TBSInputError, TBSOutputError, TBSParameterError
 from .reservoir import BatchedReservoir
 from .rows import StratifiedStreamSample, StreamSample
 from .rtbs import RTBS
@@ -18,4 +18,5 @@ from .window import SlidingWindow
 
 __all__ = ["BChao", "BTBS", "BatchedReservoir", "CustomDecay", "Decay", "Exponential",
            "Polynomial", "RTBS", "SlidingWindow", "StratifiedStreamSample", "StreamSample",
-           "TBSError", "TTBS", "as_decay", "gamma"]
+           "TBSError", "TBSInputError", "TBSOutputError", "TBSParameterError", "TTBS", "as_decay",
+           "gamma"]

@@ -15,7 +15,7 @@ from abc import ABC, abstractmethod
 import numpy as np
 
 from .decay import as_decay, decay_from_json
-from .errors import TBSError, check_int, check_items, check_real
+from .errors import TBSError, TBSParameterError, check_int, check_items, check_real
 from .latent import isin_items
 from .randomness import batch_generator, derive_key
 
@@ -243,7 +243,24 @@ class Sampler(ABC):
 
         ``joined`` (R-TBS, general decay) holds, for each item, the age at
         which its batch joined the consolidated sample (NaN for recent
-        batches); see :class:`~samplegen.tbs.StreamSample`, which tracks it."""
+        batches); see :class:`~samplegen.tbs.StreamSample`, which tracks it.
+        Ages are finite and non-negative, and a joining age lies between 0
+        and its item's age: anything else is a TBSParameterError."""
+        ages = _checked_ages("ages", ages)
+        if joined is not None:
+            joined = _checked_ages("joined", joined, missing=True)
+            if joined.shape != ages.shape:
+                raise TBSParameterError(f"joined must have the shape of ages {ages.shape}, "
+                                        f"got {joined.shape}")
+            late = np.flatnonzero(joined > ages)
+            if late.size:
+                i = int(late[0])
+                raise TBSParameterError(f"joined[{i}] = {float(joined.flat[i])!r} is later than "
+                                        f"its item's age {float(ages.flat[i])!r}")
+        return self._inclusion_probabilities(ages, joined)
+
+    def _inclusion_probabilities(self, ages, joined):
+        """Implemented by the samplers that give one (checked arguments)."""
         raise TBSError(f"{type(self).__name__} gives no per-item inclusion probability")
 
     @abstractmethod
@@ -338,3 +355,20 @@ def get_array(arrays, name, dtype=None):
         raise TBSError(f"state arrays must contain {name!r}")
     arr = np.asarray(arrays[name])
     return arr if dtype is None else arr.astype(dtype, copy=False)
+
+
+def _checked_ages(name, values, missing=False):
+    """*values* as a float64 array of finite non-negative ages (NaN allowed
+    where *missing*: a recent batch in ``joined``), else TBSParameterError."""
+    try:
+        arr = np.asarray(values, dtype=np.float64)
+    except (TypeError, ValueError):
+        raise TBSParameterError(f"{name} must be numbers (ages), got {values!r:.60}") from None
+    bad = ~(np.isfinite(arr) & (arr >= 0))
+    if missing:
+        bad &= ~np.isnan(arr)
+    if np.any(bad):
+        i = int(np.flatnonzero(bad.ravel())[0])
+        raise TBSParameterError(f"{name} must be finite and >= 0, got {arr.ravel()[i]!r} "
+                                f"at position {i}")
+    return arr

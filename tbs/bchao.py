@@ -86,12 +86,13 @@ class BChao(Sampler):
         if b == 0:
             return
         if self._S is None:
-            self._S = np.empty(n, dtype=items.dtype)
+            self._S = np.empty(min(n, b), dtype=items.dtype)
         dec = self._generator(STREAM_DECIDE)
         rng = self._generator(STREAM_APPLY)
         j = 0
         if self._size + len(self._V_items) < n:      # fill-up: accept with probability 1
             take = min(n - self._size - len(self._V_items), b)
+            self._room(self._size + take)
             self._S[self._size:self._size + take] = items[:take]
             self._size += take
             self._W += take
@@ -103,10 +104,19 @@ class BChao(Sampler):
             self._one(items[j:j + 1], dec, rng)
             j += 1
 
+    def _room(self, needed):
+        """Make ``_S`` hold at least *needed* items (at most n): memory
+        follows the items seen, not the sample's size."""
+        if self._S.size < needed:
+            grown = np.empty(min(self.n, max(needed, 2 * self._S.size)), dtype=self._S.dtype)
+            grown[: self._size] = self._S[: self._size]
+            self._S = grown
+
     def _bulk(self, items, dec, rng):
         """Items none of which can be overweight: accept the r-th with
         probability n / (W + r + 1) and overwrite a uniform slot."""
         n = self.n
+        self._room(n)
         m = int(items.size)
         w_after = self._W + np.arange(1, m + 1, dtype=np.float64)
         accept = np.flatnonzero(dec.random(m) < n / w_after)
@@ -181,6 +191,7 @@ class BChao(Sampler):
             self._push(z)
 
     def _push(self, item):
+        self._room(self._size + 1)
         self._S[self._size] = item[0]
         self._size += 1
 
@@ -207,8 +218,7 @@ class BChao(Sampler):
         if over.size != weights.size:
             raise TBSError("state arrays overweight_items and overweight_weights differ in length")
         if meta["started"]:
-            self._S = np.empty(self.n, dtype=items.dtype)
-            self._S[: items.size] = items
+            self._S = items.copy()
             self._size = int(items.size)
         self._V_items = [over[i:i + 1].copy() for i in range(over.size)]
         self._V_w = [float(w) for w in weights]

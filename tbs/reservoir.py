@@ -68,7 +68,7 @@ class BatchedReservoir(Sampler):
                          "erasure its sample would no longer be uniform over the items seen; "
                          "use R-TBS or T-TBS for streams with erasures")
 
-    def inclusion_probabilities(self, ages, joined=None):
+    def _inclusion_probabilities(self, ages, joined):
         """min(1, n / W_k) for every item seen."""
         return np.full(np.shape(ages), min(1.0, self.n / self._seen) if self._seen else 1.0)
 

@@ -525,7 +525,7 @@ class RTBS(Sampler):
             _check_latent(ls)
         return erased
 
-    def inclusion_probabilities(self, ages, joined=None):
+    def _inclusion_probabilities(self, ages, joined):
         """``sample_rho f(age)``; general decay: for an item whose batch joined
         the consolidated sample at age ``a_join`` (``joined``, NaN otherwise),
         ``sample_rho f(a_join) exp(-lambda (age - a_join))``."""

@@ -157,7 +157,7 @@ class _BernoulliTBS(Sampler):
             self._hist_b = [h[1] for h in hist]
         self._time = t
 
-    def inclusion_probabilities(self, ages, joined=None):
+    def _inclusion_probabilities(self, ages, joined):
         """``q f(age)`` (B-TBS: q = 1)."""
         return self.q * np.asarray(self.decay(np.asarray(ages, dtype=np.float64)),
                                    dtype=np.float64)

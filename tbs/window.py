@@ -16,7 +16,7 @@ class SlidingWindow(Sampler):
     def __init__(self, n):
         super().__init__(None)
         self.n = check_int("n", n, 1)
-        self._ring = None      # circular buffer of capacity n
+        self._ring = None      # circular buffer, grown up to capacity n as items arrive
         self._start = 0        # index of the oldest item
         self._size = 0
         self._seen = 0
@@ -36,19 +36,31 @@ class SlidingWindow(Sampler):
         if b == 0:
             return
         n = self.n
-        if self._ring is None:
-            self._ring = np.empty(n, dtype=items.dtype)
         if b >= n:
-            self._ring[:] = items[b - n:]
+            self._ring = items[b - n:].copy()
             self._start, self._size = 0, n
             return
-        end = (self._start + self._size) % n
-        first = min(b, n - end)
+        self._grow(min(n, self._size + b), items.dtype)
+        cap = self._ring.size
+        end = (self._start + self._size) % cap
+        first = min(b, cap - end)
         self._ring[end:end + first] = items[:first]
         self._ring[:b - first] = items[first:]
-        overflow = max(0, self._size + b - n)
-        self._start = (self._start + overflow) % n
-        self._size = min(n, self._size + b)
+        overflow = max(0, self._size + b - cap)
+        self._start = (self._start + overflow) % cap
+        self._size = min(cap, self._size + b)
+
+    def _grow(self, needed, dtype):
+        """Make the ring hold at least *needed* items (at most n): memory
+        follows the items seen, not the window's size, so a huge n costs
+        nothing until that many items arrive."""
+        if self._ring is not None and self._ring.size >= needed:
+            return
+        have = 0 if self._ring is None else self._ring.size
+        ring = np.empty(min(self.n, max(needed, 2 * have)),
+                        dtype=dtype if self._ring is None else self._ring.dtype)
+        ring[: self._size] = self.sample()
+        self._ring, self._start = ring, 0
 
     def sample(self):
         """The window, oldest item first (a new array)."""
@@ -58,7 +70,7 @@ class SlidingWindow(Sampler):
 
     def _positions(self):
         """Ring positions of the window, oldest item first."""
-        return (self._start + np.arange(self._size)) % self.n
+        return (self._start + np.arange(self._size)) % max(1, self._ring.size)
 
     def held(self):
         return self.sample()
@@ -82,7 +94,7 @@ class SlidingWindow(Sampler):
             self._start, self._size = 0, int(kept.size)
         return erased
 
-    def inclusion_probabilities(self, ages, joined=None):
+    def _inclusion_probabilities(self, ages, joined):
         """1 for every item in the window."""
         return np.ones(np.shape(ages))
 
@@ -101,6 +113,5 @@ class SlidingWindow(Sampler):
         items = get_array(arrays, "items")
         self._seen = int(meta["seen"])
         if items.size or self._dtype is not None:
-            self._ring = np.empty(self.n, dtype=items.dtype)
-            self._ring[: items.size] = items
+            self._ring = items.copy()
             self._start, self._size = 0, int(items.size)

@@ -228,3 +228,50 @@ def test_merge_refuses_what_is_not_a_sampler_of_its_kind(kind, other):
     before = _snapshot(s)
     _refused(lambda: s.merge(other), "merge needs two samplers of one kind")
     _same(_snapshot(s), before)
+
+
+# -- memory follows the items, not the size -----------------------------------------------------
+@pytest.mark.parametrize("kind", ["window", "bchao", "reservoir", "rtbs"])
+def test_a_huge_size_costs_nothing_until_items_arrive(kind):
+    """A size far beyond memory is a valid bound, not an allocation: the
+    sampler keeps every item of a small stream (fewer items than n), and
+    allocates only for what it holds."""
+    sampler = SIZED[kind](10 ** 15)
+    for t in range(3):
+        sampler.update(np.arange(100 * t, 100 * t + 100, dtype=np.int64), time=float(t))
+    held = np.sort(sampler.held()) if hasattr(sampler, "held") else np.sort(sampler.sample())
+    if kind in ("window", "reservoir", "bchao"):
+        np.testing.assert_array_equal(held, np.arange(300))
+
+
+def test_a_window_that_grows_keeps_the_last_n_in_order():
+    """The window's ring grows with the items (the doubling must keep the
+    oldest-first order across the wrap), and the result is always the last
+    n items seen, whatever the batch sizes."""
+    rng = np.random.default_rng(5)
+    window, seen = SlidingWindow(37), []
+    for t in range(60):
+        b = int(rng.integers(0, 12))
+        batch = np.arange(len(seen), len(seen) + b, dtype=np.int64)
+        seen.extend(batch.tolist())
+        window.update(batch, time=float(t))
+        np.testing.assert_array_equal(window.sample(), seen[-37:])
+
+
+# -- inclusion probabilities -------------------------------------------------------------------
+@pytest.mark.parametrize("kind", ["rtbs-exp", "rtbs-general", "ttbs", "btbs", "reservoir",
+                                  "window"])
+@pytest.mark.parametrize("ages", [[1.0, NAN], [-0.5], [INF], ["x"]], ids=repr)
+def test_inclusion_probabilities_refuse_ages_that_are_not_finite_and_non_negative(kind, ages):
+    sampler = KINDS[kind]()
+    sampler.update(np.arange(20, dtype=np.int64), time=1.0)
+    _refused(lambda: sampler.inclusion_probabilities(ages), "ages must be")
+
+
+def test_inclusion_probabilities_refuse_a_joining_age_later_than_the_age():
+    sampler = KINDS["rtbs-general"]()
+    sampler.update(np.arange(20, dtype=np.int64), time=1.0)
+    _refused(lambda: sampler.inclusion_probabilities([2.0, 3.0], joined=[NAN, 4.0]), "joined[1]")
+    _refused(lambda: sampler.inclusion_probabilities([2.0, 3.0], joined=[NAN]), "joined must")
+    p = sampler.inclusion_probabilities([2.0, 3.0], joined=[NAN, 1.0])
+    assert np.all((p >= 0) & (p <= 1))
