@@ -30,13 +30,26 @@ are wanted.  Labels and groups travel apart from ``X``, with one row per row of
     s.y("test-0"), s.groups("test-0")        # also s.take(name, weights)
 
 Bad input (a type without rows, no rows, lengths that differ) raises
-:class:`ParameterError` (a ``ValueError``).
+:class:`ParameterError` (a ``ValueError``), and so does a numeric parameter
+that is not a finite number (a string, a bool, NaN, an infinity) or, where an
+integer is asked for, not a whole number: every function checks them the
+same way (:func:`_check_numbers`) before any work.
+
+A sampling-UDF (``sample(X, "mymodule:f", ...)``) runs in the caller's
+process, as any function it calls: its exceptions propagate as they are, a
+``sys.exit()`` in it is an :class:`EngineError` (nothing is returned), what
+it prints goes to stderr; an ``os._exit()`` ends the caller's process, which
+no function can prevent -- run untrusted UDFs with ``samplegen sample``,
+whose runs are a child process of the command.
 """
+import math
+import numbers
+
 import numpy as np
 
 from samplegen.udfs.builtin import Bootstrap, HoldOut, KFold
 from samplegen.udfs.custom import load_udf
-from samplegen.udfs.errors import ParameterError
+from samplegen.udfs.errors import EngineError, ParameterError
 from samplegen.udfs.rng import PositionRNG
 from samplegen.udfs.strata import Strata
 from samplegen.udfs.weighted import RowWeights, Weighted
@@ -47,6 +60,34 @@ from .phases import composed_ids, relpos_order
 _RANGE_ROWS = 1 << 20
 
 _KINDS = "a numpy array, a pandas DataFrame or Series, a SciPy sparse matrix, a list"
+
+
+def _check_numbers(function, integers=(), reals=(), optional=()):
+    """Refuse, with one ParameterError naming *function*'s parameter, its
+    value and the value's type, a numeric parameter that is not a number:
+    *integers* and *reals* are ``(name, value)`` pairs that must be whole
+    numbers and finite numbers (Python's or numpy's; a bool, a string, NaN
+    or an infinity is refused); the names in *optional* may also be None.
+    The ranges are the UDFs' to check."""
+    for kind, pairs in (("an integer", integers), ("a number", reals)):
+        for name, value in pairs:
+            if value is None and name in optional:
+                continue
+            number = isinstance(value, numbers.Real) and not isinstance(value, (bool, np.bool_))
+            if number and kind == "an integer" and not isinstance(value, numbers.Integral):
+                number = math.isfinite(value) and float(value).is_integer()
+            if not number:
+                raise ParameterError(f"{function}(): {name} must be {kind}, got {value!r} "
+                                     f"({type(value).__name__}); pass it as a number, e.g. "
+                                     f"{name}={_example(name, kind)}")
+            if not math.isfinite(value):
+                raise ParameterError(f"{function}(): {name} must be a finite number, got "
+                                     f"{value!r}")
+
+
+def _example(name, kind):
+    return {"ratio": "0.8", "fraction": "1.0", "k": "5", "seed": "7"}.get(
+        name, "10" if kind == "an integer" else "0.5")
 
 
 def _rows(arg, data, count_ok=False):
@@ -232,7 +273,11 @@ def sample_indices(udf, seed, block_size=1000):
     n = udf.n_rows
     ids, sample, relpos = [], [], []
     for a in range(0, n, _RANGE_ROWS):
-        occ = udf(a, min(n, a + _RANGE_ROWS), rng)
+        try:
+            occ = udf(a, min(n, a + _RANGE_ROWS), rng)
+        except SystemExit as exc:   # a UDF's exit is its failure, not the caller's exit
+            raise EngineError(f"the sampling-UDF {udf.name} called sys.exit({exc.code!r}); "
+                              "no samples were made") from None
         ids.append(occ.offset + a)
         sample.append(occ.sample)
         relpos.append(occ.relpos)
@@ -318,6 +363,8 @@ def holdout(X, ratio, seed, repeats=1, fraction=1.0, *, exact=True, stratify=Non
     *stratify*: True to keep the classes of *y* in proportion on both sides,
     or labels of its own, one per row; *by_groups*: True to keep each group
     of *groups* on one side, or groups of its own)."""
+    _check_numbers("holdout", integers=[("seed", seed), ("repeats", repeats)],
+                   reals=[("ratio", ratio), ("fraction", fraction)])
     inputs = _inputs(X, y, groups)
     strata = _strata(inputs[0], stratify, inputs[2])
     grouping = _grouping(inputs[0], by_groups, inputs[3])
@@ -333,6 +380,8 @@ def kfold(X, k, seed, naive=False, block_size=1000, *, balanced=True, stratify=N
     groups; *repeats*: R sets of k folds, rounds ``r * k + i``).  In fold mode the
     training sets' row order follows dynamic composition with *block_size*
     (use the block size of the matrix the job reads to match it exactly)."""
+    _check_numbers("kfold", integers=[("k", k), ("seed", seed), ("block_size", block_size),
+                                      ("repeats", repeats)])
     inputs = _inputs(X, y, groups)
     strata = _strata(inputs[0], stratify, inputs[2])
     grouping = _grouping(inputs[0], by_groups, inputs[3])
@@ -344,6 +393,8 @@ def bootstrap(X, samples, seed, size=None, *, oob=False, stratify=None, y=None, 
     """Bootstrap samples ``sample-<i>`` of exactly *size* rows (default: all)
     and, with *oob*, each one's out-of-bag rows ``oob-<i>`` (*stratify*: as
     :func:`holdout`'s, each bag holds each class in proportion)."""
+    _check_numbers("bootstrap", integers=[("samples", samples), ("seed", seed), ("size", size)],
+                   optional=("size",))
     inputs = _inputs(X, y, groups)
     return _samples(Bootstrap(inputs[0], samples, size, oob, *_strata(inputs[0], stratify,
                                                                       inputs[2])), inputs, seed)
@@ -357,6 +408,9 @@ def weighted_sample(X, weights, seed, size=None, *, expected=None, replace=False
     order (*replace*: *size* draws with replacement), or *expected* rows
     expected by Poisson sampling (see :class:`udfs.weighted.Weighted`).
     The same rows as ``samplegen weighted`` with the same seed and weights."""
+    _check_numbers("weighted_sample", integers=[("seed", seed), ("size", size),
+                                                ("expected", expected), ("samples", samples)],
+                   optional=("size", "expected"))
     inputs = _inputs(X, y, groups)
     n, data = inputs[0], inputs[1]
     if isinstance(weights, str) and weights in getattr(data, "columns", ()):
@@ -373,6 +427,10 @@ def weighted_sample(X, weights, seed, size=None, *, expected=None, replace=False
 
 def sample(X, udf, seed, block_size=1000, *, y=None, groups=None, **params):
     """Any sampling-UDF by name or ``module:function`` with its parameters
-    (*params*; ``y`` and ``groups`` are this function's own)."""
+    (*params*; ``y`` and ``groups`` are this function's own; a parameter
+    that is a float must be finite, as a run's manifest requires)."""
+    _check_numbers("sample", integers=[("seed", seed), ("block_size", block_size)],
+                   reals=[(name, value) for name, value in params.items()
+                          if isinstance(value, float)])
     inputs = _inputs(X, y, groups)
     return _samples(load_udf(udf, inputs[0], params), inputs, seed, block_size)
