@@ -19,6 +19,10 @@ every command:
   shown on a terminal only;
 * Ctrl-C exits with status 130 and SIGTERM with 143, after every ``with``
   block (staged outputs, engine runners, locks) has cleaned up;
+* a command that runs the user's code (``sample --udf MODULE:FUNCTION``:
+  the command set's ``user_code(args)`` says so) runs in a forked child
+  (:func:`in_child`): an ``os._exit`` in a UDF ends the child, and a child
+  that ends without reporting its status is a failure (status 1);
 * a reader that goes away (``samplegen tbs status STATE | head -1``) ends
   the command quietly with status 141, as SIGPIPE ends other tools.
 """
