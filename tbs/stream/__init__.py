@@ -9,10 +9,14 @@ mrjob or pyspark for those runners); ``import tbs`` does not import it.
 * :func:`status` -- W_k, C_k, rho, |S_k|, footprint;
 * :func:`sink` -- a Spark Structured Streaming ``foreachBatch`` function that
   keeps a STATE up to date, each micro-batch exactly once;
-  :func:`read_sample` -- S_k as a Spark DataFrame.
+  :func:`read_sample` -- S_k as a Spark DataFrame;
+* :class:`DamagedStateError` -- a STATE file does not hold what was written
+  (flipped bytes, truncated, missing): the message names it.
 """
 from .job import run
 from .materialize import current_sample, status, write_sample
 from .spark_sink import read_sample, sink
+from .storage import DamagedStateError
 
-__all__ = ["run", "current_sample", "status", "write_sample", "sink", "read_sample"]
+__all__ = ["run", "current_sample", "status", "write_sample", "sink", "read_sample",
+           "DamagedStateError"]
