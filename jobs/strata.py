@@ -6,9 +6,9 @@ once -- recorded at import for the matrix's label column, or by a pre-pass
 over the label column's blocks -- and writes them as three files next to the
 run's output:
 
-* ``<base>.json``: ``{"format": "samplegen-strata/1", "label": name,
+* ``<base>.json``: ``{"format": "samplegen-strata/2", "label": name,
   "codes": "<u2", "classes": [values], "counts": [rows per class],
-  "table_rows": 1024}``;
+  "table_rows": 1024, "files": {suffix: record}, "checksum": "sha256:..."}``;
 * ``<base>.codes``: one little-endian class code per row (uint16, or uint32
   for more than 65,536 groups: ``"codes"`` names the type), in row order, of
   which a task reads only its rows' bytes;
@@ -25,29 +25,58 @@ only each row's group and the rows per group.
 by the recorded label reads no block before it starts.
 
 A weighted run's weights (:class:`udfs.weighted.RowWeights`) travel the
-same way, as ``<base>.json`` (``{"format": "samplegen-weights/1", "label":
+same way, as ``<base>.json`` (``{"format": "samplegen-weights/2", "label":
 name, "n_rows": n, "positive": rows of positive weight, "exponent": the
-power of two that scales every sum}``), ``<base>.weights`` (one little-endian
-float64 per row, as given) and ``<base>.chunks`` (the row-id tree's chunk
-totals of the scaled weights, float64, read whole by a weighted bootstrap).
-:func:`side_for`, :func:`write_side`, :func:`open_side` and
-:func:`remove_side` take either kind.
+power of two that scales every sum, "files": ..., "checksum": ...}``),
+``<base>.weights`` (one little-endian float64 per row, as given) and
+``<base>.chunks`` (the row-id tree's chunk totals of the scaled weights,
+float64, read whole by a weighted bootstrap).  :func:`side_for`,
+:func:`write_side`, :func:`open_side` and :func:`remove_side` take either
+kind.
+
+**Checksums.**  ``<base>.json`` records every other file it describes
+(``"files"``: ``{".codes": {"bytes": size, "piece": p, "crc32": base64 of
+one little-endian uint32 per piece}, ...}``: a CRC-32 of each piece of ``p``
+bytes, 64 KiB or a larger power of two for files of more than 65,536
+pieces) and carries ``"checksum"``, the SHA-256 of its other fields'
+canonical JSON (sorted keys, no spaces).  Every read verifies what it reads:
+the JSON whole, a data file piece by piece (:class:`VerifiedFile`: a task
+reading a range of rows reads and checks the pieces holding it, not the
+whole file, and keeps the last pieces it checked for the next range).  A
+changed, truncated, lengthened or missing file is one InputError naming it.
+Classes recorded at import by a samplegen without checksums
+(``samplegen-strata/1``) are not read: a run reads the label column
+instead, as for a matrix without recorded classes.
 """
+import base64
+import binascii
+import hashlib
+import json
 import os
 import tokenize
+import zlib
 
 import numpy as np
 
 from samplegen.udfs.errors import InputError, ParameterError
 from samplegen.udfs.strata import TABLE_ROWS, Strata, code_dtype
-from samplegen.udfs.weighted import RowWeights
+from samplegen.udfs.weighted import RowWeights, chunk_bounds
 
 from . import fs as fsmod
 from .blocks import column_of_line
 from .store import read_json, to_json
 
-FORMAT = "samplegen-strata/1"
-WEIGHTS_FORMAT = "samplegen-weights/1"
+FORMAT = "samplegen-strata/2"
+WEIGHTS_FORMAT = "samplegen-weights/2"
+#: the formats written before side files carried checksums
+UNCHECKED_FORMATS = ("samplegen-strata/1", "samplegen-weights/1")
+#: the field of ``<base>.json`` that holds its own checksum
+CHECKSUM = "checksum"
+#: bytes per checksummed piece of a side file (at least), and the most pieces
+#: a file has before its pieces grow (by powers of two): a task reading a
+#: range reads whole pieces, and the JSON holds 4 bytes per piece
+PIECE_BYTES = 1 << 16
+MAX_PIECES = 1 << 16
 #: base name of the label's classes recorded in a matrix directory
 RECORDED = "_label"
 #: base names of a run's classes and groups (by the plan's field), in its
@@ -152,62 +181,66 @@ def read_label(matrix, column, progress=None):
 def write_strata(base, strata, label):
     """Write *strata* (of the column *label*) as the files ``<base>.json``,
     ``<base>.codes`` and (ranked) ``<base>.table``; returns *base*."""
-    fs = fsmod.get_fs(base)
     dtype = code_dtype(strata.counts.size).newbyteorder("<")
-    codes = strata.codes(0, strata.n_rows).astype(dtype)
-    fs.write_bytes(base + ".codes", codes.tobytes())
+    files = {".codes": strata.codes(0, strata.n_rows).astype(dtype).tobytes()}
     ranked = strata.ranked
     if ranked:
-        fs.write_bytes(base + ".table", strata.table().astype("<i8").tobytes())
-    fs.write_bytes(base + ".json", to_json({
+        files[".table"] = strata.table().astype("<i8").tobytes()
+    _write_files(base, files, {
         "format": FORMAT, "label": label, "codes": dtype.str,
         "classes": strata.classes if ranked else None, "counts": strata.counts.tolist(),
-        "table_rows": TABLE_ROWS if ranked else None}))
+        "table_rows": TABLE_ROWS if ranked else None})
     return base
 
 
 def open_strata(base, doc=None):
     """The :class:`Strata` that :func:`write_strata` wrote at *base*, reading
-    the codes of a range when asked (*doc*: its ``.json``, when read already)."""
-    doc = doc or read_json(base + ".json", "label classes")
+    (and verifying) the codes of a range when asked (*doc*: its ``.json``
+    as :func:`read_side_json` gives it, when read already)."""
+    doc = doc or read_side_json(base)
+    json_uri = base + ".json"
     if doc.get("format") != FORMAT:
-        raise InputError(f"{base}.json is not a {FORMAT} file")
-    fs = fsmod.get_fs(base)
-    codes_uri = base + ".codes"
-    dtype = np.dtype(doc.get("codes", "<u2"))
+        raise InputError(f"{json_uri} is not a {FORMAT} file")
+    counts = doc.get("counts")
+    if doc.get("codes") not in ("<u2", "<u4") or not isinstance(counts, list) or not all(
+            type(c) is int and c >= 0 for c in counts):
+        raise InputError(f"corrupt side file {json_uri}: its codes type or class counts are "
+                         f"not samplegen's; {_remedy(base)}")
+    dtype = np.dtype(doc["codes"])
+    n_rows, n_classes = sum(counts), len(counts)
+    codes = _file(base, doc, ".codes", n_rows * dtype.itemsize)
 
     def read(start, stop):
         if stop <= start:
             return np.empty(0, dtype)
-        data = fs.read_range(codes_uri, start * dtype.itemsize, (stop - start) * dtype.itemsize)
-        if len(data) != (stop - start) * dtype.itemsize:
-            raise InputError(f"{codes_uri} is truncated")
-        return np.frombuffer(data, dtype)
-
-    n_classes = len(doc["counts"])
-
-    def entry(j):
-        data = fs.read_range(base + ".table", j * n_classes * 8, n_classes * 8)
-        if len(data) != n_classes * 8:
-            raise InputError(f"{base}.table is truncated")
-        return np.frombuffer(data, "<i8")
+        return np.frombuffer(codes.read(start * dtype.itemsize, (stop - start) * dtype.itemsize),
+                             dtype)
 
     ranked = doc.get("classes") is not None
     if ranked and doc.get("table_rows") != TABLE_ROWS:
-        raise InputError(f"{base}.json is not the class file this version of samplegen writes "
+        raise InputError(f"{json_uri} is not the class file this version of samplegen writes "
                          f"(running counts every {TABLE_ROWS} rows); import the matrix again")
-    return Strata(doc["classes"], doc["counts"], entry if doc.get("table_rows") else None,
-                  read, label=doc.get("label"))
+    entry = None
+    if ranked:
+        table = _file(base, doc, ".table", (n_rows // TABLE_ROWS + 1) * n_classes * 8)
+
+        def entry(j):
+            return np.frombuffer(table.read(j * n_classes * 8, n_classes * 8), "<i8")
+
+    return Strata(doc["classes"], counts, entry, read, label=doc.get("label"))
 
 
 def recorded(matrix, column):
     """The base of the classes recorded at import for *column* of
-    *matrix*, or None."""
+    *matrix*, or None (none recorded, or recorded by a samplegen without
+    checksums: :data:`UNCHECKED_FORMATS`)."""
     label = matrix.meta.get("label")
     if label is None or label_column(matrix.meta, label) != column:
         return None
     base = fsmod.join(matrix.uri, RECORDED)
-    return base if matrix.fs.exists(base + ".json") else None
+    if not matrix.fs.exists(base + ".json"):
+        return None
+    return base if read_side_json(base, unchecked=None) is not None else None
 
 
 def strata_for(matrix, label, progress=None, ranked=True):
@@ -293,7 +326,7 @@ def write_side(base, side, label):
 
 def open_side(base):
     """The side :func:`write_side` wrote at *base*, read range by range."""
-    doc = read_json(base + ".json", "rows' side file")
+    doc = read_side_json(base)
     if doc.get("format") == WEIGHTS_FORMAT:
         return open_weights(base, doc)
     return open_strata(base, doc)
@@ -302,35 +335,191 @@ def open_side(base):
 def write_weights(base, weights, label):
     """Write *weights* (:class:`RowWeights` of column *label*) as
     ``<base>.json``, ``<base>.weights`` and ``<base>.chunks``; returns *base*."""
-    fs = fsmod.get_fs(base)
-    fs.write_bytes(base + ".weights",
-                   weights.weights(0, weights.n_rows).astype("<f8").tobytes())
-    fs.write_bytes(base + ".chunks", np.asarray(weights.chunk_totals(), "<f8").tobytes())
-    fs.write_bytes(base + ".json", to_json({
+    _write_files(base, {
+        ".weights": weights.weights(0, weights.n_rows).astype("<f8").tobytes(),
+        ".chunks": np.asarray(weights.chunk_totals(), "<f8").tobytes()}, {
         "format": WEIGHTS_FORMAT, "label": label, "n_rows": weights.n_rows,
-        "positive": weights.positive, "exponent": weights.exponent}))
+        "positive": weights.positive, "exponent": weights.exponent})
     return base
 
 
 def open_weights(base, doc=None):
     """The :class:`RowWeights` that :func:`write_weights` wrote at *base*:
-    a range's weights read when asked, the chunk totals when first needed."""
-    doc = doc or read_json(base + ".json", "weights")
+    a range's weights read (and verified) when asked, the chunk totals when
+    first needed (*doc*: its ``.json`` as :func:`read_side_json` gives it)."""
+    doc = doc or read_side_json(base)
+    json_uri = base + ".json"
     if doc.get("format") != WEIGHTS_FORMAT:
-        raise InputError(f"{base}.json is not a {WEIGHTS_FORMAT} file")
-    fs = fsmod.get_fs(base)
-    n_rows = int(doc["n_rows"])
+        raise InputError(f"{json_uri} is not a {WEIGHTS_FORMAT} file")
+    n_rows, exponent = doc.get("n_rows"), doc.get("exponent", 0)
+    if type(n_rows) is not int or n_rows < 1 or type(exponent) is not int:
+        raise InputError(f"corrupt side file {json_uri}: its n_rows or exponent is not "
+                         f"samplegen's; {_remedy(base)}")
+    values = _file(base, doc, ".weights", n_rows * 8)
+    chunks = _file(base, doc, ".chunks", chunk_bounds(n_rows)[0].size * 8)
 
     def read(start, stop):
         if stop <= start:
             return np.empty(0)
-        data = fs.read_range(base + ".weights", start * 8, (stop - start) * 8)
-        if len(data) != (stop - start) * 8:
-            raise InputError(f"{base}.weights is truncated")
-        return np.frombuffer(data, "<f8")
+        return np.frombuffer(values.read(start * 8, (stop - start) * 8), "<f8")
 
-    def chunks():
-        return np.frombuffer(fs.read_bytes(base + ".chunks"), "<f8")
+    return RowWeights(n_rows, read, lambda: np.frombuffer(chunks.read_all(), "<f8"),
+                      doc.get("label"), doc.get("positive"), exponent)
 
-    return RowWeights(n_rows, read, chunks, doc.get("label"), doc.get("positive"),
-                      int(doc.get("exponent", 0)))
+
+# -- checksums ----------------------------------------------------------------------
+def _digest(doc):
+    """``sha256:<hex>`` of the canonical JSON of *doc* (keys sorted, no
+    spaces): the same however the file was indented."""
+    canonical = json.dumps(doc, sort_keys=True, separators=(",", ":"), allow_nan=False)
+    return "sha256:" + hashlib.sha256(canonical.encode()).hexdigest()
+
+
+def piece_bytes(size):
+    """The bytes per checksummed piece of a side file of *size* bytes:
+    :data:`PIECE_BYTES`, doubled until the file has at most
+    :data:`MAX_PIECES` pieces."""
+    piece = PIECE_BYTES
+    while size > piece * MAX_PIECES:
+        piece *= 2
+    return piece
+
+
+def file_record(data):
+    """What ``<base>.json`` records of a side file's bytes *data*: ``{"bytes":
+    size, "piece": p, "crc32": base64 of the little-endian CRC-32 of every
+    piece of p bytes}``."""
+    piece, view = piece_bytes(len(data)), memoryview(data)
+    crcs = np.array([zlib.crc32(view[i:i + piece]) for i in range(0, len(data), piece)], "<u4")
+    return {"bytes": len(data), "piece": piece,
+            "crc32": base64.b64encode(crcs.tobytes()).decode("ascii")}
+
+
+def _write_files(base, files, doc):
+    """Write the side files *files* (``{suffix: bytes}``) at *base*, then
+    ``<base>.json``: *doc* with their records (``"files"``) and its own
+    checksum (``"checksum"``).  The JSON comes last, so a side whose JSON
+    exists has all its files."""
+    fs = fsmod.get_fs(base)
+    records = {}
+    for suffix, data in files.items():
+        fs.write_bytes(base + suffix, data)
+        records[suffix] = file_record(data)
+    doc = dict(doc, files=records)
+    fs.write_bytes(base + ".json", to_json(dict(doc, **{CHECKSUM: _digest(doc)})))
+
+
+def _remedy(base):
+    """How to mend a damaged side at *base*, for messages."""
+    if base.rstrip("/").rsplit("/", 1)[-1] == RECORDED:
+        return (f"remove the matrix's {RECORDED}.* files (its label column is then read "
+                "instead) or import the matrix again")
+    return "the run's side files were changed while it ran; run the command again"
+
+
+def read_side_json(base, unchecked=False):
+    """The verified ``<base>.json`` of a side (without its checksum field):
+    strict JSON, an object whose checksum matches its content, else
+    InputError naming the file.  A side of :data:`UNCHECKED_FORMATS`
+    (written before checksums) is refused too, unless *unchecked* is None:
+    then the answer is None."""
+    uri = base + ".json"
+    try:
+        doc = read_json(uri, "side file")
+    except InputError as exc:
+        raise InputError(f"{exc}; {_remedy(base)}") from None
+    if not isinstance(doc, dict):
+        raise InputError(f"corrupt side file {uri}: not a JSON object; {_remedy(base)}")
+    recorded_sum = doc.pop(CHECKSUM, None)
+    if recorded_sum is None and doc.get("format") in UNCHECKED_FORMATS:
+        if unchecked is None:
+            return None
+        raise InputError(f"{uri} was written by a samplegen without checksums "
+                         f"({doc['format']}); {_remedy(base)}")
+    try:
+        ok = recorded_sum is not None and recorded_sum == _digest(doc)
+    except ValueError:      # not strict JSON: read_json refused it already
+        ok = False
+    if not ok:
+        raise InputError(f"damaged side file {uri}: its content does not match its checksum "
+                         f"({'none recorded' if recorded_sum is None else 'edited or damaged'}); "
+                         f"{_remedy(base)}")
+    return doc
+
+
+def _file(base, doc, suffix, size):
+    """The :class:`VerifiedFile` of ``<base><suffix>`` from the record in
+    *doc* (its ``.json``), which must be of *size* bytes (what the rest of
+    *doc* implies)."""
+    files = doc.get("files")
+    record = files.get(suffix) if isinstance(files, dict) else None
+    try:
+        verified = VerifiedFile(base + suffix, record, base + ".json", _remedy(base))
+    except (KeyError, TypeError, ValueError, binascii.Error):
+        verified = None
+    if verified is None or verified.size != size:
+        raise InputError(f"corrupt side file {base}.json: no valid record of {base}{suffix} "
+                         f"({size} bytes); {_remedy(base)}")
+    return verified
+
+
+class VerifiedFile:
+    """A side file read by ranges of bytes, each piece read checked against
+    its CRC-32 in *record* (:func:`file_record`, from the JSON *json_uri*);
+    *remedy*: how messages say to mend damage.  The pieces last read are
+    kept (one assignment: safe to share between threads), so the ranges of
+    consecutive blocks in one piece read and check it once."""
+
+    def __init__(self, uri, record, json_uri, remedy):
+        self.uri, self.json_uri, self.remedy = uri, json_uri, remedy
+        self.size, self.piece = record["bytes"], record["piece"]
+        if type(self.size) is not int or type(self.piece) is not int or self.size < 0 or \
+                self.piece < 1:
+            raise ValueError("not a file record")
+        self.crcs = np.frombuffer(base64.b64decode(record["crc32"], validate=True), "<u4")
+        if self.crcs.size != -(-self.size // self.piece):
+            raise ValueError("not a file record")
+        self.fs = fsmod.get_fs(uri)
+        self._last = (0, b"")
+
+    def _damaged(self, what):
+        return InputError(f"damaged side file {self.uri}: {what}; {self.remedy}")
+
+    def read(self, start, length):
+        """The *length* bytes from offset *start*, verified."""
+        stop = start + length
+        lo, held = self._last
+        if lo <= start and stop <= lo + len(held):
+            return held[start - lo:stop - lo]
+        if length <= 0:
+            return b""
+        if start < 0 or stop > self.size:
+            raise self._damaged(f"bytes {start}-{stop - 1} were asked of the {self.size} "
+                                f"{self.json_uri} records")
+        first, last = start // self.piece, -(-stop // self.piece)
+        lo, hi = first * self.piece, min(self.size, last * self.piece)
+        try:        # one byte more at the end: a file longer than written is damaged too
+            data = self.fs.read_range(self.uri, lo, hi - lo + (hi == self.size))
+        except FileNotFoundError:
+            raise InputError(f"side file {self.uri} is missing ({self.json_uri} records "
+                             f"{self.size} bytes of it); {self.remedy}") from None
+        if len(data) < hi - lo:
+            raise self._damaged(f"it is truncated (it ends at byte {lo + len(data)}, "
+                                f"{self.json_uri} records {self.size} bytes)")
+        if len(data) > hi - lo:
+            raise self._damaged(f"it is longer than the {self.size} bytes {self.json_uri} "
+                                "records")
+        view = memoryview(data)
+        for p in range(first, last):
+            a = (p - first) * self.piece
+            crc = zlib.crc32(view[a:a + self.piece])
+            if crc != self.crcs[p]:
+                raise self._damaged(f"bytes {lo + a}-{lo + a + len(view[a:a + self.piece]) - 1} "
+                                    f"have CRC-32 {crc:08x}, {self.json_uri} records "
+                                    f"{int(self.crcs[p]):08x} (changed or damaged)")
+        self._last = (lo, view)
+        return view[start - lo:stop - lo]
+
+    def read_all(self):
+        """The whole file, verified."""
+        return self.read(0, self.size)
