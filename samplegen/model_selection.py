@@ -31,7 +31,7 @@ import numpy as np
 
 from samplegen.jobs import api
 from samplegen.udfs.builtin import TimeSeries
-from samplegen.udfs.errors import ParameterError
+from samplegen.udfs.errors import ParameterError, check_bool
 from samplegen.udfs.rng import check_seed, fresh_seed
 
 __all__ = ["Bootstrap", "GroupKFold", "GroupShuffleSplit", "KFold", "RepeatedKFold",
@@ -48,6 +48,19 @@ def _seed(seed, random_state):
         raise ParameterError(f"seed={seed} and random_state={random_state} disagree; give one")
     chosen = seed if seed is not None else random_state
     return None if chosen is None else check_seed(chosen)
+
+
+def _whole(name, value, lo, optional=False):
+    """*value* as an int >= *lo* (None when *optional* and None): an
+    integer, as scikit-learn's splitters take their counts -- never a
+    string, a float or a bool."""
+    if value is None and optional:
+        return None
+    if not isinstance(value, numbers.Integral) or isinstance(value, bool):
+        raise ParameterError(f"{name} must be an integer, got {value!r}")
+    if value < lo:
+        raise ParameterError(f"{name} must be >= {lo}, got {value}")
+    return int(value)
 
 
 def _n_samples(X):
@@ -135,7 +148,7 @@ class KFold(_Folds):
 
     def __init__(self, n_splits=5, *, seed=None, random_state=None, balanced=True):
         super().__init__(n_splits, seed=seed, random_state=random_state)
-        self.balanced = bool(balanced)
+        self.balanced = check_bool("balanced", balanced)
 
     def _params(self):
         return {**super()._params(), "balanced": self.balanced}
@@ -154,9 +167,7 @@ class RepeatedKFold(_Folds):
 
     def __init__(self, *, n_splits=5, n_repeats=10, seed=None, random_state=None):
         super().__init__(n_splits, seed=seed, random_state=random_state)
-        if not isinstance(n_repeats, numbers.Integral) or n_repeats < 1:
-            raise ParameterError(f"n_repeats must be an integer >= 1, got {n_repeats!r}")
-        self.n_repeats = int(n_repeats)
+        self.n_repeats = _whole("n_repeats", n_repeats, 1)
 
     def _params(self):
         return {"n_splits": self.n_splits, "n_repeats": self.n_repeats, "seed": self.seed}
@@ -348,7 +359,9 @@ class TimeSeriesSplit(_Splitter):
         super().__init__(n_splits, None, None)
         if self.n_splits < 2:
             raise ParameterError(f"n_splits must be >= 2, got {self.n_splits}")
-        self.max_train_size, self.test_size, self.gap = max_train_size, test_size, gap
+        self.max_train_size = _whole("max_train_size", max_train_size, 0, optional=True)
+        self.test_size = _whole("test_size", test_size, 1, optional=True)
+        self.gap = _whole("gap", gap, 0)
 
     def _params(self):
         return {"n_splits": self.n_splits, "max_train_size": self.max_train_size,
@@ -407,6 +420,7 @@ def train_test_split(*arrays, test_size=None, train_size=None, seed=None, random
     proportion (``holdout --stratify``)."""
     if not arrays:
         raise ParameterError("train_test_split needs at least one array")
+    shuffle = check_bool("shuffle", shuffle)
     n = _n_samples(arrays[0])
     for i, data in enumerate(arrays[1:], 1):
         if _n_samples(data) != n:

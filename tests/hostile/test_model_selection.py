@@ -1,0 +1,154 @@
+"""Hostile use of ``samplegen.model_selection``, the scikit-learn splitters
+and ``train_test_split`` (no JVM, no scikit-learn needed).
+
+What they are fed: bad ``n_splits`` and ``n_repeats`` (zero, floats,
+strings, bools, more folds than rows), ``test_size`` / ``train_size`` out of
+range or NaN or strings, X, y and groups of different lengths, NaN and None
+labels and groups, a class with one member, empty X, things without rows,
+strings and floats where counts go, flags given as strings, and
+``random_state`` as a numpy Generator or RandomState.  Each is one
+``ParameterError`` (a ValueError, as scikit-learn raises) naming the
+parameter and echoing the value.  Where samplegen claims scikit-learn's
+behaviour the expectations are scikit-learn's documented ones (sizes,
+refusals); where it deliberately differs, samplegen's documented behaviour:
+``random_state`` is an integer seed (samplegen's samples are keyed by it, so
+no Generator or RandomState), a stratified k-fold refuses a class with
+fewer rows than folds (scikit-learn warns), and a stratified hold-out keeps
+each class within one row of its share, so a one-member class is on one
+side (scikit-learn refuses it).
+"""
+import numpy as np
+import pytest
+
+from samplegen import model_selection as ms
+from samplegen.udfs.errors import ParameterError
+
+X = np.zeros((20, 2))
+Y = np.array([0, 1] * 10)
+
+
+def _refused(call, *words):
+    with pytest.raises(ParameterError) as caught:
+        call()
+    message = str(caught.value)
+    assert "\n" not in message and isinstance(caught.value, ValueError)
+    for word in words:
+        assert word in message, (word, message)
+
+
+def test_bad_n_splits_and_n_repeats_are_refused():
+    for value in (0, 1, -3):
+        _refused(lambda v=value: ms.KFold(v), "n_splits must be >= 2", str(value))
+    for value in (2.0, "3", True, None):
+        _refused(lambda v=value: ms.KFold(v), "n_splits must be an integer", repr(value))
+        _refused(lambda v=value: ms.ShuffleSplit(v), "n_splits must be an integer")
+    _refused(lambda: ms.ShuffleSplit(0), "n_splits must be >= 1")
+    _refused(lambda: ms.Bootstrap(0), "n_splits must be >= 1")
+    _refused(lambda: ms.TimeSeriesSplit(1), "n_splits must be >= 2")
+    for value in (0, 2.0, "2", True):
+        _refused(lambda v=value: ms.RepeatedKFold(n_repeats=v), "n_repeats", repr(value))
+    # more folds than rows: scikit-learn refuses it at split()
+    _refused(lambda: list(ms.KFold(21, seed=1).split(X)), "21", "20")
+    _refused(lambda: list(ms.TimeSeriesSplit(20).split(X)), "20")
+    assert sum(1 for _ in ms.KFold(np.int64(4), seed=1).split(X)) == 4   # numpy integers
+
+
+@pytest.mark.parametrize("name, value", [
+    ("test_size", 0.0), ("test_size", 1.0), ("test_size", -0.1), ("test_size", float("nan")),
+    ("test_size", 20), ("test_size", 0), ("test_size", "0.2"), ("test_size", True),
+    ("train_size", 1.5), ("train_size", 25), ("train_size", "5")])
+def test_sizes_out_of_range_are_refused(name, value):
+    """scikit-learn: a share in (0, 1) or a row count in [1, n - 1]."""
+    _refused(lambda: list(ms.ShuffleSplit(2, seed=1, **{name: value}).split(X)), name)
+    _refused(lambda: ms.train_test_split(X, seed=1, **{name: value}), name)
+
+
+def test_sizes_that_leave_a_side_empty_or_overlap_are_refused():
+    _refused(lambda: ms.train_test_split(X, train_size=0.01, seed=1), "training set empty")
+    _refused(lambda: ms.train_test_split(X, train_size=15, test_size=10, seed=1),
+             "15 + 10 rows of 20")
+    # the smallest shares scikit-learn accepts: one row, rounded up for test, down for train
+    [(train, test)] = ms.ShuffleSplit(1, test_size=0.01, seed=1).split(X)
+    assert (len(train), len(test)) == (19, 1)
+    [(train, test)] = ms.ShuffleSplit(1, train_size=0.99, seed=1).split(X)
+    assert (len(train), len(test)) == (19, 1)
+
+
+def test_lengths_that_disagree_are_refused():
+    _refused(lambda: ms.train_test_split(X, Y[:5], seed=1), "array 1 has 5 rows", "20")
+    _refused(lambda: ms.train_test_split(X, stratify=Y[:5], seed=1), "5 rows", "20")
+    _refused(lambda: list(ms.StratifiedKFold(2, seed=1).split(X, Y[:5])), "5 rows", "20")
+    _refused(lambda: list(ms.StratifiedShuffleSplit(2, seed=1).split(X, Y[:19])), "19 rows")
+    _refused(lambda: list(ms.GroupKFold(2, seed=1).split(X, groups=np.arange(5))),
+             "groups has 5 rows")
+    _refused(lambda: list(ms.GroupShuffleSplit(2, seed=1).split(X)), "pass groups")
+
+
+def test_nan_and_none_labels_and_groups_are_refused():
+    nan = np.array([0.0, np.nan] * 10)
+    none = np.array(["a", None] * 10, dtype=object)
+    _refused(lambda: list(ms.StratifiedKFold(2, seed=1).split(X, nan)), "NaN")
+    _refused(lambda: list(ms.StratifiedKFold(2, seed=1).split(X, none)), "None")
+    _refused(lambda: list(ms.StratifiedShuffleSplit(2, seed=1).split(X, nan)), "NaN")
+    _refused(lambda: ms.train_test_split(X, stratify=nan, seed=1), "NaN")
+    _refused(lambda: list(ms.GroupKFold(2, seed=1).split(X, groups=nan)), "NaN")
+    _refused(lambda: list(ms.StratifiedKFold(2, seed=1).split(X, np.c_[Y, Y])),
+             "one value per row")
+
+
+def test_small_classes_follow_samplegens_documented_rules():
+    one = np.array([0] * 19 + [1])
+    # k folds need k rows of every class (scikit-learn only warns)
+    _refused(lambda: list(ms.StratifiedKFold(3, seed=1).split(X, one)), "class 1 has 1 row",
+             "3")
+    # a hold-out keeps each class within one row of its share: the lone row on one side
+    for seed in range(5):
+        [(train, test)] = ms.StratifiedShuffleSplit(1, test_size=0.5, seed=seed).split(X, one)
+        assert (len(train), len(test)) == (10, 10)
+        assert (19 in train) != (19 in test)
+    _refused(lambda: list(ms.GroupKFold(3, seed=1).split(X, groups=Y)), "at least 3 groups")
+
+
+def test_empty_x_and_things_without_rows_are_refused():
+    empty = np.zeros((0, 2))
+    for cv in (ms.KFold(2, seed=1), ms.ShuffleSplit(2, seed=1), ms.Bootstrap(2, seed=1),
+               ms.TimeSeriesSplit(2), ms.StratifiedKFold(2, seed=1)):
+        args = (empty, np.zeros(0)) if isinstance(cv, ms.StratifiedKFold) else (empty,)
+        _refused(lambda cv=cv, args=args: list(cv.split(*args)))
+    _refused(lambda: ms.train_test_split(empty, seed=1), "0 rows")
+    _refused(lambda: ms.train_test_split(seed=1), "at least one array")
+    for thing in (5, None, np.float64(3), (i for i in range(10))):
+        _refused(lambda t=thing: list(ms.KFold(2, seed=1).split(t)), "X must have rows")
+
+
+def test_strings_and_floats_where_counts_go_are_refused():
+    for params, name in [({"gap": "1"}, "gap"), ({"gap": 1.0}, "gap"), ({"gap": -1}, "gap"),
+                         ({"test_size": 0}, "test_size"), ({"test_size": 2.5}, "test_size"),
+                         ({"test_size": "3"}, "test_size"),
+                         ({"max_train_size": "5"}, "max_train_size"),
+                         ({"max_train_size": -1}, "max_train_size")]:
+        _refused(lambda p=params: list(ms.TimeSeriesSplit(2, **p).split(X)), name,
+                 repr(next(iter(params.values()))).strip("-"))
+    for size in ("10", 0.5, 0, -1, True):
+        _refused(lambda s=size: list(ms.Bootstrap(2, size=s, seed=1).split(X)), "size")
+    # what scikit-learn takes: max_train_size=0 is no limit; the defaults
+    assert [len(train) for train, _ in ms.TimeSeriesSplit(2, max_train_size=0).split(X)] == \
+        [8, 14]
+
+
+def test_flags_given_as_strings_are_refused():
+    """``"no"`` is a true string: a flag takes True or False, never a truth."""
+    _refused(lambda: ms.KFold(2, balanced="no"), "balanced", "'no'")
+    _refused(lambda: ms.train_test_split(X, shuffle="no", seed=1), "shuffle", "'no'")
+    _refused(lambda: ms.train_test_split(X, shuffle=0, seed=1), "shuffle")
+
+
+def test_random_state_must_be_an_integer_seed():
+    for state in (np.random.default_rng(0), np.random.RandomState(0), 7.0, "7"):
+        _refused(lambda s=state: ms.KFold(3, random_state=s), "random_state must be an integer")
+        _refused(lambda s=state: ms.train_test_split(X, random_state=s),
+                 "random_state must be an integer")
+    for seed in (-1, 2 ** 64, True, 2.5):
+        _refused(lambda s=seed: ms.KFold(3, seed=s), "seed must be an integer", str(seed))
+    _refused(lambda: ms.KFold(3, seed=1, random_state=2), "disagree")
+    assert ms.KFold(3, random_state=np.int64(5)).seed == 5
