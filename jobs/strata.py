@@ -37,7 +37,7 @@ kind.
 **Checksums.**  ``<base>.json`` records every other file it describes
 (``"files"``: ``{".codes": {"bytes": size, "piece": p, "crc32": base64 of
 one little-endian uint32 per piece}, ...}``: a CRC-32 of each piece of ``p``
-bytes, 64 KiB or a larger power of two for files of more than 65,536
+bytes, 16 KiB or a larger power of two for files of more than 65,536
 pieces) and carries ``"checksum"``, the SHA-256 of its other fields'
 canonical JSON (sorted keys, no spaces).  Every read verifies what it reads:
 the JSON whole, a data file piece by piece (:class:`VerifiedFile`: a task
@@ -75,7 +75,7 @@ CHECKSUM = "checksum"
 #: bytes per checksummed piece of a side file (at least), and the most pieces
 #: a file has before its pieces grow (by powers of two): a task reading a
 #: range reads whole pieces, and the JSON holds 4 bytes per piece
-PIECE_BYTES = 1 << 16
+PIECE_BYTES = 1 << 14
 MAX_PIECES = 1 << 16
 #: base name of the label's classes recorded in a matrix directory
 RECORDED = "_label"
