@@ -42,6 +42,10 @@ def parse_url(url):
     """``dict(host, port, database, username)`` plus the query options."""
     if not url:
         raise ParameterError("runner 'hive' needs --hive-url hive://HOST:PORT/DB")
+    if not isinstance(url, str) or any(c.isspace() or not c.isprintable() for c in url):
+        # urlsplit would drop tabs and newlines silently: another database, another option
+        raise ParameterError(f"--hive-url {url!r} holds whitespace or control characters; "
+                             "write it as hive://HOST:PORT/DB (percent-encode a space)")
     parts = urllib.parse.urlsplit(url)
     if parts.scheme != "hive":
         raise ParameterError(f"--hive-url must look like hive://HOST:PORT/DB, got {url!r}")

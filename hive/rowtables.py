@@ -35,7 +35,7 @@ from samplegen.udfs.strata import SIDES
 from . import sql
 from .client import Client
 from .engine import PENDING_ZIP, server_path, settings, ship_zip
-from .tables import drop_statements, view_name
+from .tables import check_params, drop_statements, view_name
 
 #: the number of rows holdout and kfold see: any non-negative 64-bit position
 KEY_SPACE_ROWS = (1 << 63) - 1
@@ -184,6 +184,10 @@ def sample_row_table(url, table, result, udf, params, seed, key, overwrite=False
     sql.identifier(table)
     sql.identifier(result, "result table name")
     sql.identifier(key, "key column", qualified=False)
+    check_params(udf, params)   # before the connection and the aggregation over the key
+    for param in SIDES.values():
+        if (params or {}).get(param) is not None:
+            sql.identifier(params[param], f"{param} column", qualified=False)
     conf = settings({"hive_url": url})
     with Client(conf["url"]) as client:
         columns = table_columns(client, table)
@@ -195,8 +199,9 @@ def sample_row_table(url, table, result, udf, params, seed, key, overwrite=False
         if clash:
             raise ParameterError(f"{table} has a column named {clash[0]!r}, which the result "
                                  "table uses itself; rename it")
-        if types[key].lower().startswith("map<"):
-            raise ParameterError(f"key column {key!r} is a map, which has no stable text")
+        if "map<" in types[key].lower().replace(" ", ""):
+            raise ParameterError(f"key column {key!r} is or holds a map ({types[key]}), which "
+                                 "has no stable text; choose another key")
         asked = {field: (params or {}).get(param) for field, param in SIDES.items()}
         if udf == "weighted" and asked["weighting"] is None:
             raise ParameterError("weighted samples of a row table need --weights: the column "

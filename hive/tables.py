@@ -189,17 +189,39 @@ def check_output(output, overwrite=False):
     return where
 
 
+#: a stand-in row count for checking a UDF's parameters before the table's is known
+STAND_IN_ROWS = (1 << 63) - 1
+
+
+def check_params(udf, params):
+    """The sampling-UDF *udf*'s own *params*, checked before any connection:
+    the UDF built for a stand-in row count (the checks that need the
+    table's rows, say k against the row count, come again once it is
+    known), with a stand-in of uniform weights and without the columns
+    of classes and groups (checked against the table later).  So a bad
+    ``--ratio`` is refused at once, not after a query over the table."""
+    from samplegen.udfs.strata import SIDES
+    from samplegen.udfs.weighted import RowWeights
+
+    own = {p: v for p, v in (params or {}).items()
+           if p not in (SIDES["strata"], SIDES["grouping"])}
+    weighting = RowWeights.uniform(STAND_IN_ROWS) if own.get(SIDES["weighting"]) else None
+    load_udf(udf, STAND_IN_ROWS, own, None, None, weighting)
+
+
 def sample_table(url, table, result, output, udf, params, seed, overwrite=False,
                  print_only=False, options=None, log=None):
     """Sample block table *table* into result table *result* (files in
     *output*); with *print_only*, return the HiveQL instead of running it.
 
     Everything the command line gives is checked before the connection and
-    before anything is written: the table names, ``--output``, the URL and
-    its ``files=`` / ``python=`` (:func:`hive.engine.settings`)."""
+    before anything is written: the table names, the UDF's parameters
+    (:func:`check_params`), ``--output``, the URL and its ``files=`` /
+    ``python=`` (:func:`hive.engine.settings`)."""
     log = log or (lambda message, progress=False: None)
     sql.identifier(table)
     sql.identifier(result, "result table name")
+    check_params(udf, params)
     check_output(output, overwrite)
     options = dict(options or {}, hive_url=url, hive_table=table)
     conf = settings(options)
