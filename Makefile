@@ -26,7 +26,7 @@ MRJOB_CONF ?=
 RUN_FLAGS = --seed $(SEED) --runner $(RUNNER) $(if $(OVERWRITE),--overwrite) \
             $(if $(MRJOB_CONF),--mrjob-conf $(MRJOB_CONF))
 
-.PHONY: setup java maven test demo holdout kfold bootstrap dist node-deps bench-mr clean
+.PHONY: setup java maven test check demo holdout kfold bootstrap dist node-deps bench-mr clean
 
 setup: $(STAMP)
 
@@ -54,8 +54,20 @@ maven:
 	    || { echo "error: could not install Maven; install it and retry" >&2; exit 2; }; \
 	fi
 
+# The whole suite, every engine test against its real service.  It ends with its wall
+# time and the 15 slowest tests, so drift shows at every run.  PYTEST_ARGS: more options.
+PYTEST_ARGS ?=
 test: setup java maven
-	$(PY) -m pytest -q
+	@start=$$(date +%s); status=0; \
+	$(PY) -m pytest -q --durations=15 $(PYTEST_ARGS) || status=$$?; \
+	echo "make test: $$(( $$(date +%s) - start )) s wall, pytest status $$status"; exit $$status
+
+# The inner loop: no JVM, no engine, no slow test, on every core (under a minute).
+CHECK_MARKERS := not (spark or hive or hadoop or mrjob or slow)
+check: setup
+	@start=$$(date +%s); status=0; \
+	$(PY) -m pytest -q -n auto -m "$(CHECK_MARKERS)" --durations=5 $(PYTEST_ARGS) || status=$$?; \
+	echo "make check: $$(( $$(date +%s) - start )) s wall, pytest status $$status"; exit $$status
 
 # The main job on the embedded default: local files, the embedded runner.
 demo: setup

@@ -26,8 +26,9 @@ EXTRAS = {
     # samplegen.model_selection's splitters go where scikit-learn takes cv= (and the
     # benchmarks' peers: scikit-learn's own splitters)
     "sklearn": ["scikit-learn>=1.3"],
-    # the checks of `make test`: import layers (.importlinter) and style (ruff.toml)
-    "test": ["pytest>=7.4", "import-linter>=2.0", "ruff>=0.6"],
+    # the checks of `make test`: import layers (.importlinter) and style (ruff.toml);
+    # `make check` spreads the fast tier over every core (pytest-xdist)
+    "test": ["pytest>=7.4", "pytest-xdist>=3.5", "import-linter>=2.0", "ruff>=0.6"],
 }
 EXTRAS["all"] = sorted({dep for deps in EXTRAS.values() for dep in deps})
 

@@ -250,6 +250,7 @@ def test_user_udf_module_in_the_working_directory(tmp_path):
     assert np.array_equal(ids, np.arange(0, 120, 2))
 
 
+@pytest.mark.slow
 def test_console_script_runs(tmp_path):
     exe = os.path.join(os.path.dirname(sys.executable), "samplegen")
     proc = subprocess.run([exe, "make-matrix", str(tmp_path / "m"), "--rows", "10", "--cols", "2",
@@ -312,6 +313,7 @@ def test_version(capsys):
     assert code == 0 and out == f"samplegen {samplegen.__version__}\n" and err == ""
 
 
+@pytest.mark.slow
 def test_console_script_help_and_python_dash_m(tmp_path):
     exe = os.path.join(os.path.dirname(sys.executable), "samplegen")
     for argv in ([exe, "--help"], [sys.executable, "-m", "samplegen", "--help"]):
@@ -383,6 +385,7 @@ def _closed_reader(argv, **kwargs):
     return proc.wait(timeout=120), err
 
 
+@pytest.mark.slow
 def test_a_reader_that_goes_away_ends_the_command_quietly(tmp_path):
     """``samplegen info M | head -1``: no BrokenPipeError, no traceback, no
     message at exit; status 141 as SIGPIPE gives other tools."""
@@ -432,6 +435,7 @@ def test_ctrl_c_and_sigterm_stop_every_command_set_with_one_line(tmp_path, signu
     assert os.listdir(tmp_path) == []
 
 
+@pytest.mark.slow
 def test_a_swallowed_ctrl_c_is_raised_again_but_never_inside_the_cleanup():
     """C code that clears pending errors (numpy's index conversion) can drop the
     KeyboardInterrupt a signal raised: it is raised again until it is on its way

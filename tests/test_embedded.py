@@ -67,6 +67,7 @@ def blocked(tmp_path_factory):
                                  seed=3)}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("udf,params", CASES, ids=lambda c: str(c).rsplit(":", 1)[-1][:24])
 def test_same_bytes_as_inline_for_every_block_size_and_thread_count(tmp_path, blocked, udf,
                                                                      params):
@@ -82,6 +83,7 @@ def test_same_bytes_as_inline_for_every_block_size_and_thread_count(tmp_path, bl
             assert driver.info(dest)["samples"] == driver.info(inline)["samples"]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("kind", ["dense", "sparse"])
 def test_a_tiny_budget_spills_and_bounds_memory_with_the_same_bytes(tmp_path, kind,
                                                                      monkeypatch):
@@ -219,6 +221,7 @@ def test_default_budget_and_threads(monkeypatch):
     assert embedded.default_threads() >= 1
 
 
+@pytest.mark.slow
 def test_the_command_line_runs_embedded_by_default(tmp_path):
     """Without --runner (and without $SAMPLEGEN_RUNNER) a run is embedded;
     --memory-mib and --num-cores reach it."""

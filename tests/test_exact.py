@@ -48,6 +48,7 @@ def test_labellings_differ_by_seed_labelling_and_part():
         assert abs(agree - n / 2) < 5 * math.sqrt(n / 4)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("chunk_rows", [1, 2, 1024])
 def test_every_labelling_is_equally_likely(monkeypatch, chunk_rows):
     """All 90 labellings of 6 rows with counts (2, 2, 2), over 9,000 seeds:
@@ -255,6 +256,7 @@ def test_cutoffs_are_the_words_at_the_ranks_and_give_exact_sizes():
     assert sizes.size == 12 and sizes.max() - sizes.min() <= 1 and sizes.sum() == 2 * 54_321
 
 
+@pytest.mark.slow
 def test_every_keyed_split_is_equally_likely():
     """7 rows with scattered keys, 3 training rows: C(7, 3) = 35 training
     sets over 3,500 seeds (chi-square)."""

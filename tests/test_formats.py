@@ -200,6 +200,7 @@ def test_csv_bad_first_row_is_an_error_not_a_header(tmp_path, content, match):
     assert matrix.meta["columns"] == ["NULL", "b"] and same_values(matrix.to_numpy()[1], [[1, 2]])
 
 
+@pytest.mark.slow
 def test_export_into_a_matrix_or_run_directory_is_refused(tmp_path, capsys):
     src = make(tmp_path, "m", rows=50, cols=3, block_size=16)
     code, _, err = run_cli(capsys, "holdout", src, tmp_path / "run", "--ratio", 0.5, "--seed", 1,

@@ -179,6 +179,7 @@ def _run(matrices, seed, name):
     return [(s, run.indices(s), run.array(s)) for s in run.names]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("seed", SEEDS)
 def test_job_samples_are_pinned(matrices, seed):
     got = {(seed, name): digest(_run(matrices, seed, name)) for name in RUNS}

@@ -58,6 +58,7 @@ def _readme_blocks():
     return re.findall(r"```python\n(.*?)```", text, re.S)
 
 
+@pytest.mark.slow
 def test_readme_python_examples_run_as_written(tmp_path):
     """Each ``python`` block of the README runs in a fresh interpreter, in an
     empty directory (sklearn for the time-biased example is a test extra)."""
@@ -164,6 +165,7 @@ def test_code_passes_the_linter():
     assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-2000:]
 
 
+@pytest.mark.slow
 def test_signatures_carry_no_type_hints():
     """One policy on type hints: function signatures carry none (docstrings
     say what a parameter is); NamedTuple and dataclass fields, which need

@@ -156,6 +156,7 @@ def _command(tmp_path, *extra):
             *extra]
 
 
+@pytest.mark.slow
 def test_the_command_line_shows_progress_on_a_terminal_in_a_log_and_not_when_quiet(tmp_path):
     """A run of about 2.5 s: on a pseudo-terminal a bar redrawn in place, in a
     pipe whole lines, with -q nothing (the run's result line included)."""

@@ -440,6 +440,7 @@ def test_at_equals_block_over_ranges(seed):
                 assert np.array_equal(got, rng.block(sid, start, start + n)), (sid, start, n)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("seed", [1, 2**64 - 1])
 def test_at_equals_block_at_scattered_positions(seed):
     rng = PositionRNG(seed)

@@ -156,6 +156,7 @@ def test_each_row_is_in_training_with_its_class_share():
         assert binomial_p(int(h), seeds, p) > ALPHA / labels.size, (row, h)
 
 
+@pytest.mark.slow
 def test_every_stratified_split_is_equally_likely():
     """Classes of 4 and 3 rows, ratio 4/7: 2 + 2 training rows, so 6 x 3 =
     18 possible training sets, over 3,600 seeds (chi-square)."""

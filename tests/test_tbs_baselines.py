@@ -23,6 +23,7 @@ from tests.tbs_theory import ages, chao_probabilities, exp_decay, rtbs_exp_rho
 
 # ----------------------------------------------------------------------------- batched reservoir
 
+@pytest.mark.slow
 def test_batched_reservoir_subsets_are_uniform():
     # n = 3 and batches of 2, 3, 1 items: the second batch is the corner case
     # W_{k-1} < n <= W_{k-1} + |B_k|.  All C(6, 3) = 20 final subsets must be
@@ -52,6 +53,7 @@ def test_batched_reservoir_inclusion_and_size():
     assert_means(hits, np.full(sum(sizes), 10 / sum(sizes)), what="item")
 
 
+@pytest.mark.slow
 def test_batched_reservoir_beyond_numpy_hypergeometric_limit():
     # After 2e9 items numpy's hypergeometric refuses; the exact fallback is used.
     # Expected number of new items accepted: n |B| / (W + |B|) = 1e5 * 1e6 / 2.001e9.
@@ -126,6 +128,7 @@ def _bchao_without_overweight(n, lam, sizes, times):
     return np.array(probs)
 
 
+@pytest.mark.slow
 def test_bchao_fill_up_violates_time_bias():
     # n = 5, lambda = 0.1: the fill-up takes two batches three time units
     # apart (2 + 3 items), three more batches follow.  B-Chao accepts the

@@ -69,6 +69,7 @@ def params(name, **extra):
 
 @pytest.mark.parametrize("name,text", [(name, True) for name in ALGORITHMS]
                          + [("rtbs-poly", False), ("rtbs-poly-cap", False)])
+@pytest.mark.slow
 def test_batch_by_batch_matches_the_in_memory_sampler(tmp_path, monkeypatch, name, text):
     """Batches arrive one at a time (a run after each): after every batch, W_k,
     rho_k and C_k equal the in-memory sampler's on the same batch sizes and
@@ -123,6 +124,7 @@ def test_batch_by_batch_matches_the_in_memory_sampler(tmp_path, monkeypatch, nam
     assert bool(by_offset) != text
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", list(ALGORITHMS))
 def test_rerun_is_a_no_op_and_later_batches_equal_one_run_with_fsync(tmp_path, name):
     """A rerun on a finished STATE changes nothing; running on batches 1-5 and
@@ -532,6 +534,7 @@ def test_rows_read_by_offset_equal_the_decoded_rows(tmp_path, name):
         assert source["points"] == found      # found on the first read, kept
 
 
+@pytest.mark.slow
 def test_driver_consolidates_as_rtbs_under_irregular_times():
     # The job's driver merges the same batches into the consolidated sample
     # as RTBS after every batch of a schedule with one very short gap and

@@ -53,6 +53,7 @@ def _run(batches, state, name, runner, options):
     return tree_digest(state)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", list(CASES))
 def test_inline_runner_on_threads_writes_the_same_state(tmp_path, batches, inline_digests, name):
     """The reference runs one partition after the other (its batches are too

@@ -271,6 +271,7 @@ def test_union_many_equals_folded_union():
         assert plan_union_many(n_full, has_p, weights, u) == (c1, owner, promoted)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("to_partial", [0, 1])
 def test_split_plan_equals_a_global_uniform_choice(to_partial):
     """Distributed decisions (split_plan on the driver, partition_plan +

@@ -170,6 +170,7 @@ def _cells(hits, expected):
     return np.array(means).T, np.array(want)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("case", ["rtbs-exp", "ttbs-exp"])
 def test_returned_probabilities_are_the_theorys(case):
     reps = 1500
@@ -224,6 +225,7 @@ def test_general_decay_probabilities_match_the_frequencies():
 
 
 # -- erasure ------------------------------------------------------------------------------
+@pytest.mark.slow
 def test_removed_rows_are_gone_and_the_others_keep_their_probabilities():
     # Erase the rows of every third id of the first six batches after batch 6;
     # four more batches follow.  The erased rows never come back; every other
@@ -277,6 +279,7 @@ TIMES_B = [0.5, 3.0, 3.5, 8.0, 10.5]
 SIZES_B = [30, 20, 0, 45, 25]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("case", ["rtbs-exp", "ttbs-exp"])
 def test_merged_sample_has_the_combined_streams_probabilities(case):
     # Stream A (SIZES at TIMES, last at 11.0) and stream B (at TIMES_B, last at
@@ -356,6 +359,7 @@ def _labelled(k, size, labels, records=False):
     return pd.DataFrame({"id": ids, "cls": cls})
 
 
+@pytest.mark.slow
 def test_stratified_shares_follow_the_budget_and_each_class_is_time_biased():
     # Budget 90: class a alone gets 90; with b, 45 each; with c, 30 each.  Each
     # class's sample never exceeds its share, and at the end each class's rows
@@ -449,6 +453,7 @@ def test_bad_batches_are_one_line_errors_and_change_nothing():
         clash.sample(with_probabilities=True)
 
 
+@pytest.mark.slow
 def test_the_retraining_example_runs(tmp_path):
     import os
     import subprocess

@@ -217,6 +217,7 @@ def test_consolidation_bounds_hold_for_any_batch_times(name, exact, monkeypatch)
     assert _history_bound(f, delta1, delta2, b, ages) < 0.5 * b.size
 
 
+@pytest.mark.slow
 def test_a_single_short_gap_does_not_stop_consolidation():
     # Polynomial(2, shift=10), delta2 = 100, batches of 100 items: with one
     # gap of 0.01 among gaps of 1 the number of latent samples stays within

@@ -320,6 +320,7 @@ def test_keyed_rows_get_the_occurrences_of_their_row_ids(spec, params):
             udf.occurrences_at(np.array([n]), PositionRNG(11))
 
 
+@pytest.mark.slow
 def test_keyed_bootstrap_is_exactly_multinomial():
     """The first `size` arrivals of keyed Poisson processes (udfs/arrivals.py):
     every draw has exactly `size` occurrences, and over 3000 seeds the count

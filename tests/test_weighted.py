@@ -39,6 +39,7 @@ def test_the_batched_shuffle_is_the_step_by_step_shuffle():
         assert np.array_equal(index, expected)
 
 
+@pytest.mark.slow
 def test_uniform_draws_are_distinct_and_every_ordered_subset_equally_likely():
     """n = 5, k = 3: 60 ordered subsets, each 1/60, over consecutive calls of
     one sampler (the array is not reset between calls)."""
@@ -91,6 +92,7 @@ def test_draws_with_replacement_follow_the_weights():
             assert chisq_gof(counts, draws.size * w / w.sum()) > ALPHA / 3
 
 
+@pytest.mark.slow
 def test_draws_without_replacement_follow_successive_weighted_draws():
     """Every ordered triple against its probability under successive draws,
     enumerated; and each index's inclusion probability (the law's first

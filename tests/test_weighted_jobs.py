@@ -48,6 +48,7 @@ def drawn(udf, seed, start=0, stop=None, splits=()):
 # ---------------------------------------------------------------------------
 # the laws
 # ---------------------------------------------------------------------------
+@pytest.mark.slow
 def test_exactly_k_without_replacement_are_successive_weighted_draws_in_draw_order():
     """Every ordered triple against its probability under successive draws
     (enumerated), and each row's inclusion by a binomial test: Bonferroni
@@ -153,6 +154,7 @@ MODES = [("size", {"size": 150, "samples": 2}), ("replace", {"size": 900, "repla
          ("expected", {"expected": 200, "samples": 2})]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name,params", MODES, ids=[m[0] for m in MODES])
 def test_every_runner_and_blocking_writes_the_same_bytes(tmp_path, weighted_matrices, name,
                                                          params):

@@ -362,6 +362,7 @@ def test_a_live_runs_staging_is_left_alone(tmp_path):
     assert os.path.isdir(dest) and _staging_dirs(tmp_path) == []
 
 
+@pytest.mark.slow
 def test_a_failed_runs_staging_goes_while_its_tasks_still_write(tmp_path):
     """Task processes can outlive their driver and go on writing part files
     into the staging directory while the failed run removes it."""
@@ -401,6 +402,7 @@ def test_a_failed_runs_staging_goes_while_its_tasks_still_write(tmp_path):
         assert _staging_dirs(tmp_path) == [] and not (tmp_path / "out").exists()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("run", ["failed", "finishing"])
 def test_a_stop_in_the_end_of_a_run_leaves_no_staging(tmp_path, run):
     """A stop (Ctrl-C, SIGTERM) that lands while a run ends -- a failed run
@@ -637,6 +639,7 @@ def test_a_stopped_user_udf_run_cleans_up_and_says_so(tmp_path, udf_module):
     assert _group_ends(proc.pid)
 
 
+@pytest.mark.slow
 def test_a_user_udf_run_ends_with_its_killed_command(tmp_path, udf_module):
     """A SIGKILL of the command alone (not its process group) stops its
     run's process too, which cleans up: no orphan goes on to commit."""
