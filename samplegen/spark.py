@@ -16,7 +16,15 @@ the samples are the same under any partitioning, row order, caching or
 recomputation; the results are lazy DataFrames.  How keys become positions,
 and what each function promises: :mod:`samplegen.jobs.engines.spark.frames`
 (docs/SPARK.md).
+
+The Spark workers' Python must import numpy and pyarrow: before its first
+job on a SparkContext, samplegen checks that once, and raises
+:class:`WorkerPythonError` (one line: the interpreter, the missing module,
+the fix) when they cannot, e.g. for a script run as ``venv/bin/python
+script.py`` whose workers start the system ``python3``: start Spark with
+``PYSPARK_PYTHON`` (or ``spark.pyspark.python``) set to ``sys.executable``.
 """
+from samplegen.jobs.engines.spark.context import WorkerPythonError
 from samplegen.jobs.engines.spark.frames import (
     bootstrap,
     holdout,
@@ -26,4 +34,4 @@ from samplegen.jobs.engines.spark.frames import (
     weighted,
 )
 
-__all__ = ["holdout", "kfold", "bootstrap", "weighted", "sample", "tag"]
+__all__ = ["holdout", "kfold", "bootstrap", "weighted", "sample", "tag", "WorkerPythonError"]

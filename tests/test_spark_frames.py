@@ -267,49 +267,6 @@ def session_range(session):
     return session.range
 
 
-def test_bad_input_is_one_clear_error(session, frame):
-    from pyspark.sql import functions as F
-
-    cases = [
-        (lambda: sg.holdout(frame, 0.7, SEED, key="nope"), "not in the DataFrame"),
-        (lambda: sg.holdout(frame, 1.5, SEED, key="id"), "ratio"),
-        (lambda: sg.kfold(frame, 1, SEED, key="id"), "k"),
-        (lambda: sg.holdout(frame, 0.7, -1, key="id"), "seed"),
-        (lambda: sg.holdout(frame.withColumn("m", F.create_map(F.lit("a"), F.col("id"))),
-                            0.7, SEED, key="m"), "map"),
-        (lambda: sg.bootstrap(frame.withColumn("id", F.col("id") - 1), 2, SEED, key="id"),
-         "negative integer"),
-        (lambda: sg.bootstrap(frame.withColumn("id", F.when(F.col("id") != 9, F.col("id"))),
-                              2, SEED, key="id"), "holds NULL"),
-        (lambda: sg.bootstrap(frame.filter("id < 0"), 2, SEED, key="id"), "no rows"),
-        (lambda: sg.bootstrap(frame, 0, SEED, key="id"), "samples"),
-        (lambda: sg.bootstrap(frame, 2, SEED, key="id", size=0), "size"),
-        (lambda: sg.tag(frame, "holdout", SEED, "id", column="name", ratio=0.5), "column"),
-    ]
-    for make_call, words in cases:
-        with pytest.raises(ParameterError, match=words):
-            make_call()
-
-
-def test_a_bad_key_value_fails_the_job_with_its_reason(session, frame):
-    from pyspark.sql import functions as F
-
-    negative = frame.withColumn("id", F.col("id") - 10)
-    nulls = frame.withColumn("id", F.when(F.col("id") == 7, None).otherwise(F.col("id")))
-    # the coins need no aggregation: the job that reads the key fails
-    (train, _), = sg.holdout(negative, 0.5, SEED, key="id", exact=False)
-    with pytest.raises(Exception, match="negative integer"):
-        train.count()
-    (train, _), = sg.holdout(nulls, 0.5, SEED, key="id", exact=False)
-    with pytest.raises(Exception, match="holds NULL"):
-        train.count()
-    # exact sizes aggregate over the key first: refused before any sample
-    with pytest.raises(ParameterError, match="negative integer"):
-        sg.holdout(negative, 0.5, SEED, key="id")
-    with pytest.raises(ParameterError, match="NULL"):
-        sg.holdout(nulls, 0.5, SEED, key="id")
-
-
 def test_a_scalar_udf_sees_the_key_as_its_row_id(session, frame):
     spec = "samplegen.udfs.examples:paper_holdout_series"
     parts = sg.sample(frame.repartition(3), spec, SEED, "id", ratio=0.5, repeats=2)

@@ -1,5 +1,6 @@
 """The SparkContext: its settings, starting it, shipping the project's
-packages to the executors, and a failed job as one error.
+packages to the executors, checking the workers' Python, and a failed job as
+one error.
 
 Also used by the micro-batch jobs (``tbs/stream/spark_tbs.py``).
 """
@@ -21,6 +22,9 @@ from samplegen.udfs.errors import ParameterError, SamplegenError
 log = logging.getLogger(__name__)
 
 DEFAULT_MASTER = "local[*]"
+#: the modules every samplegen task imports on the workers (besides the
+#: project's own packages, which :func:`ship_packages` ships)
+WORKER_MODULES = ("numpy", "pyarrow")
 #: set on contexts the engine starts: reduce tasks write block files as a side
 #: effect, so no speculative copies; the rest can be overridden.
 FORCED = {"spark.speculation": "false"}
@@ -223,6 +227,78 @@ def ship_packages(sc, plan=None):
 
 
 # ---------------------------------------------------------------------------
+# the workers' Python
+# ---------------------------------------------------------------------------
+class WorkerPythonError(SamplegenError):
+    """The Spark workers' Python cannot run samplegen's tasks: it lacks a
+    module they import (an un-activated virtual environment whose workers
+    start the system ``python3``), or does not start.  The fix is starting
+    Spark with ``PYSPARK_PYTHON`` (or ``spark.pyspark.python``) naming an
+    interpreter that has them."""
+
+
+def _how_to_fix(modules):
+    return (f"start Spark with PYSPARK_PYTHON (or spark.pyspark.python) set to a Python that "
+            f"has {' and '.join(modules)}, e.g. this one: {sys.executable}")
+
+
+def _probe(modules):
+    """The task of :func:`check_workers`: the worker's interpreter and the
+    modules of *modules* it cannot import.  A closure of builtins only, so
+    that it reaches a worker that lacks every module (cloudpickle sends a
+    nested function by value, importing nothing)."""
+    def probe(_):
+        import importlib
+        import sys
+
+        missing = []
+        for name in modules:
+            try:
+                importlib.import_module(name)
+            except ImportError as exc:
+                missing.append((name, str(exc)))
+        yield sys.executable, missing
+    return probe
+
+
+#: SparkContext -> the modules its workers were found to import
+_CHECKED = weakref.WeakKeyDictionary()
+
+
+def check_workers(sc, modules=WORKER_MODULES):
+    """Check once per context, by one task of one partition, that the
+    workers' Python imports *modules*; raise :class:`WorkerPythonError`
+    naming the interpreter, the missing module and the fix otherwise.
+    *Why a job of its own*: the DataFrames of :mod:`.frames` are lazy, so a
+    worker's ImportError would only surface in the user's own action, deep
+    in a Spark stack trace.  One task checks one executor (every executor of
+    a cluster normally has the same Python; a task that still meets a
+    missing module fails with the same error, :func:`task_failure`)."""
+    modules = tuple(modules)
+    if set(modules) <= _CHECKED.get(sc, frozenset()):
+        return
+    try:
+        [(python, missing)] = sc.parallelize([0], 1).mapPartitions(_probe(modules)).collect()
+    except Exception as exc:   # the worker does not start (no such interpreter, ...)
+        if type(exc).__name__ not in ("Py4JJavaError", "PythonException") and \
+                not type(exc).__module__.startswith(("py4j", "pyspark")):
+            raise
+        cause = failure_cause(str(exc), type(exc).__name__).rsplit("Exception: ", 1)[-1]
+        raise WorkerPythonError(f"the Spark workers' Python cannot run a task: {cause[:300]}; "
+                                f"{_how_to_fix(modules)}") from None
+    if missing:
+        names = ", ".join(repr(name) for name, _ in missing)
+        what = "module" if len(missing) == 1 else "modules"
+        raise WorkerPythonError(f"the Spark workers' Python {python} lacks {what} {names} "
+                                f"({missing[0][1]}); {_how_to_fix(modules)}")
+    _CHECKED[sc] = _CHECKED.get(sc, frozenset()) | set(modules)
+
+
+#: a worker's missing module in a task's traceback
+_MISSING = re.compile(r"^(?:ModuleNotFoundError|ImportError): No module named '([^']+)'")
+
+
+# ---------------------------------------------------------------------------
 # a failed job as one error
 # ---------------------------------------------------------------------------
 def task_failure(exc, extra=()):
@@ -230,7 +306,9 @@ def task_failure(exc, extra=()):
     :mod:`~jobs.engines.task_errors` protocol (a corrupt block, bad UDF
     output, ...: the same class and message, of ``task_errors.CLASSES`` or
     *extra*); *exc* itself when it is a samplegen error or not Spark's;
-    else a RuntimeError with the cause (:func:`failure_cause`)."""
+    a :class:`WorkerPythonError` when a worker could not import one of
+    :data:`WORKER_MODULES`; else a RuntimeError with the cause
+    (:func:`failure_cause`)."""
     if isinstance(exc, SamplegenError):
         return exc
     text = str(exc)
@@ -240,7 +318,13 @@ def task_failure(exc, extra=()):
     if type(exc).__name__ not in ("Py4JJavaError", "PythonException") and \
             not type(exc).__module__.startswith(("py4j", "pyspark")):
         return exc
-    return _failed(failure_cause(text, type(exc).__name__))
+    cause = failure_cause(text, type(exc).__name__)
+    missing = _MISSING.match(cause)
+    if missing and missing.group(1).partition(".")[0] in WORKER_MODULES:
+        return WorkerPythonError(f"the Spark workers' Python lacks module "
+                                 f"{missing.group(1)!r} ({cause}); "
+                                 f"{_how_to_fix(WORKER_MODULES)}")
+    return _failed(cause)
 
 
 def _failed(cause):

@@ -124,10 +124,50 @@ def _row_batches(udf, params, n_rows, seed, key_name, sides):
 # ---------------------------------------------------------------------------
 # the driver side: checks, the tagged DataFrame, one DataFrame per sample
 # ---------------------------------------------------------------------------
+def _quoted(name):
+    """Column *name* quoted for Spark SQL and ``F.col`` (backticks, a
+    backtick inside doubled): a name with dots, spaces or backticks is one
+    column, never a field path or an expression."""
+    return "`" + name.replace("`", "``") + "`"
+
+
+def _column(name):
+    from pyspark.sql import functions as F
+
+    return F.col(_quoted(name))
+
+
+def _check_frame(df):
+    """Refuse anything but a DataFrame whose column names are distinct (a
+    repeated name is ambiguous to every column reference)."""
+    if not all(hasattr(df, a) for a in ("schema", "sparkSession", "columns")):
+        raise ParameterError(f"expected a pyspark DataFrame, got {type(df).__name__}")
+    seen = set()
+    for name in df.columns:
+        if name in seen:
+            raise ParameterError(f"the DataFrame has two columns named {name!r}; rename one "
+                                 "(e.g. with toDF or an alias in the join)")
+        seen.add(name)
+
+
+def _has_map(data_type):
+    """Whether Spark type *data_type* is or holds a map (in a struct or an
+    array, at any depth)."""
+    kind = type(data_type).__name__
+    if kind == "MapType":
+        return True
+    if kind == "ArrayType":
+        return _has_map(data_type.elementType)
+    if kind == "StructType":
+        return any(_has_map(f.dataType) for f in data_type.fields)
+    return False
+
+
 def _key_position(df, key):
     """The Spark column of the rows' positions (see the module docstring)."""
     from pyspark.sql import functions as F
 
+    _check_frame(df)
     if not isinstance(key, str) or not key:
         raise ParameterError(f"key must name a column of the DataFrame, got {key!r}")
     fields = {f.name: f for f in df.schema.fields}
@@ -139,10 +179,14 @@ def _key_position(df, key):
             raise ParameterError(f"the DataFrame has a column named {name!r}, which "
                                  "samplegen uses itself; rename it")
     data_type = fields[key].dataType
-    if type(data_type).__name__ == "MapType":
-        raise ParameterError(f"key column {key!r} is a map, which has no stable text; "
+    if _has_map(data_type):
+        raise ParameterError(f"key column {key!r} is or holds a map "
+                             f"({data_type.simpleString()}), which has no stable text; "
                              "choose another key")
-    return F.expr(keys.sql_position(f"`{key}`", data_type.simpleString()))
+    if type(data_type).__name__ == "NullType":
+        raise ParameterError(f"key column {key!r} is NULL in every row (type void); "
+                             "choose another key")
+    return F.expr(keys.sql_position(_quoted(key), data_type.simpleString()))
 
 
 def tagged_frame(df, udf, seed, key, params=None, n_rows=KEY_SPACE - 1, sides=None):
@@ -172,14 +216,19 @@ def tagged_frame(df, udf, seed, key, params=None, n_rows=KEY_SPACE - 1, sides=No
     return frame, udf_obj
 
 
-def ship(df, udf):
-    """The project's packages on the executors (once per SparkContext), and
-    the module of a user UDF that is a single file outside them."""
+def ship(df, udf=None):
+    """The project's packages on the executors and a check that the workers'
+    Python imports the modules the tasks need (both once per SparkContext:
+    :func:`.context.check_workers` raises ``WorkerPythonError`` here, not in
+    the user's action on a lazy result), and the module of a user UDF *udf*
+    (``module:function``) that is a single file outside them."""
     from types import SimpleNamespace
 
-    from .context import ship_packages
+    from .context import check_workers, ship_packages
 
-    ship_packages(df.sparkSession.sparkContext, SimpleNamespace(udf=udf))
+    sc = df.sparkSession.sparkContext
+    ship_packages(sc, SimpleNamespace(udf=udf) if udf else None)
+    check_workers(sc)
 
 
 def _per_sample(frame, count, persist):
@@ -201,6 +250,7 @@ def tag(df, udf, seed, key, column="sample", **params):
     ``tag`` names each row's fold (``test-<i>``)."""
     from pyspark.sql import functions as F
 
+    _check_frame(df)
     if not isinstance(column, str) or not column or column in df.columns:
         raise ParameterError(f"column must be a new column name, got {column!r}")
     frame, names = _frame_and_names(df, udf, seed, key, params)
@@ -236,6 +286,8 @@ def _frame_and_names(df, udf, seed, key, params):
         n_rows = KEY_SPACE - 1
     else:
         n_rows = df.count()
+        if n_rows == 0:
+            raise ParameterError("the DataFrame has no rows")
     frame, udf_obj = tagged_frame(df, udf, seed, key, params, n_rows)
     return frame, _names(udf_obj)
 
@@ -263,7 +315,7 @@ def _stratified_frame(df, udf, seed, key, params, label):
     if label not in df.columns:
         raise ParameterError(f"stratify column {label!r} is not in the DataFrame (columns: "
                              f"{', '.join(df.columns)})")
-    column = F.col(f"`{label}`")
+    column = _column(label)
     rows, row_ids = _key_stats(df, key)
     if row_ids:   # the block jobs' stratified samples: every row's class, by row id
         strata = _column_by_row_id(df, key, label, True)
@@ -345,12 +397,11 @@ def _column_by_row_id(df, key, column, ranked):
     """The :class:`~udfs.strata.Strata` of *column* of *df*'s rows (classes,
     or groups when not *ranked*), whose *key* holds the row ids (one job
     collects the two columns, as Arrow)."""
-    from pyspark.sql import functions as F
 
     from samplegen.jobs.strata import strata_by_row_id
 
-    table = df.select(F.col(f"`{key}`").cast("long").alias("p"),
-                      F.col(f"`{column}`").alias("c")).toArrow()
+    table = df.select(_column(key).cast("long").alias("p"),
+                      _column(column).alias("c")).toArrow()
     values = table.column("c")
     return strata_by_row_id(table.column("p").to_numpy(zero_copy_only=False),
                             values.to_numpy(zero_copy_only=False), column, ranked,
@@ -422,7 +473,7 @@ def _key_stats(df, key):
     integral = keys.is_integral(fields[key].dataType.simpleString())
     aggs = [F.count(F.lit(1)).alias("n"), F.count(position).alias("keys")]
     if integral:
-        column = F.col(f"`{key}`").cast("decimal(38,0)")
+        column = _column(key).cast("decimal(38,0)")
         aggs += [F.min(column).alias("lo"), F.max(column).alias("hi"),
                  F.sum(column).alias("s1"), F.sum(column * column).alias("s2")]
     return keys.row_count(key, "the DataFrame", df.agg(*aggs).first())
@@ -464,6 +515,7 @@ def _over_keys(df, key):
     from pyspark.sql.types import StructField, StructType
 
     positions = df.select(_key_position(df, key).alias(KEY_COLUMN))
+    ship(df)
 
     def collected(task, schema):
         with warnings.catch_warnings():
@@ -701,12 +753,33 @@ def _weights_by_position(df, key, weights):
     """``(positions, weights)`` of every row, collected as Arrow (16 bytes a
     row reach the driver); a NULL, NaN, infinite or negative weight is
     refused naming its row's key position."""
-    from pyspark.sql import functions as F
 
     table = df.select(_key_position(df, key).alias("p"),
-                      F.col(f"`{weights}`").cast("double").alias("w")).toArrow()
+                      _column(weights).cast("double").alias("w")).toArrow()
     positions = _positions(table.column("p").combine_chunks())
     return positions, _checked_weights(weights, table.column("w"), positions)
+
+
+#: Spark's numeric types: the weight columns
+NUMERIC_TYPES = frozenset({"ByteType", "ShortType", "IntegerType", "LongType", "FloatType",
+                           "DoubleType", "DecimalType"})
+
+
+def _positive_weights(df, key, name, weight):
+    """The number of rows of positive weight (column *weight*, named *name*),
+    counted by one aggregate that also counts the bad weights: a NULL, NaN,
+    infinite or negative one is refused here, naming the first such row's
+    key position (one more job), not in the tasks of the lazy samples."""
+    from pyspark.sql import functions as F
+
+    bad = weight.isNull() | F.isnan(weight) | (weight < 0) | (weight == float("inf"))
+    counts = df.agg(F.count(F.when(~bad & (weight > 0), 1)).alias("positive"),
+                    F.count(F.when(bad, 1)).alias("bad")).first()
+    if counts["bad"]:
+        table = df.where(bad).select(_key_position(df, key).alias("p"),
+                                     weight.alias("w")).limit(1).toArrow()
+        _checked_weights(name, table.column("w"), _positions(table.column("p").combine_chunks()))
+    return int(counts["positive"])
 
 
 def _checked_weights(name, weights, positions):
@@ -743,9 +816,11 @@ def weighted(df, weights, seed, key, size=None, *, expected=None, replace=False,
     *size* rows of smallest key, ``orderBy(key).limit(size)``, which Spark
     runs as a top-K (each task keeps its *size* smallest, one task merges
     them): one pass over the rows, after one aggregate over the weight
-    column (the rows of positive weight).  Poisson sampling and the
-    bootstrap collect every row's position and weight first (16 bytes a row
-    reach the driver: the rate c, the weighted tree's sums), then decide
+    column (the rows of positive weight; a NULL, NaN, infinite or negative
+    weight is refused there, naming its row, as in the other two modes).
+    Poisson sampling and the bootstrap collect every row's position and
+    weight first (16 bytes a row reach the driver: the rate c, the weighted
+    tree's sums), then decide
     the rows in one pass."""
     from pyspark.sql import functions as F
     from pyspark.sql.types import BooleanType, LongType
@@ -758,9 +833,14 @@ def weighted(df, weights, seed, key, size=None, *, expected=None, replace=False,
         import pyspark
         raise ParameterError(f"weighted samples of a DataFrame need Spark 4.1 or later (Arrow "
                              f"UDFs); this is Spark {pyspark.__version__}")
+    _check_frame(df)
     if not isinstance(weights, str) or weights not in df.columns:
         raise ParameterError(f"weights must name a column of the DataFrame, got {weights!r} "
                              f"(columns: {', '.join(df.columns)})")
+    weight_type = df.schema[weights].dataType
+    if type(weight_type).__name__ not in NUMERIC_TYPES:
+        raise ParameterError(f"weight column {weights!r} is {weight_type.simpleString()}; "
+                             "weights must be a numeric column (cast it first)")
     if WEIGHT_KEY_COLUMN in df.columns or KEY_COLUMN in df.columns:
         raise ParameterError("the DataFrame has a column named like samplegen's own; rename it")
     params = {"weights": weights, "size": size, "expected": expected, "replace": replace,
@@ -768,7 +848,7 @@ def weighted(df, weights, seed, key, size=None, *, expected=None, replace=False,
     Weighted(1 << 62, weighting=RowWeights.uniform(1 << 62), **params)   # the parameters
     position = _key_position(df, key)
     ship(df, "weighted")
-    weight = F.col(f"`{weights}`").cast("double")
+    weight = _column(weights).cast("double")
     with warnings.catch_warnings():
         warnings.filterwarnings("ignore", category=FutureWarning, module=r"pyspark\.")
         if replace:
@@ -786,7 +866,7 @@ def weighted(df, weights, seed, key, size=None, *, expected=None, replace=False,
             return [df.where(F.arrow_udf(_poisson_coins(seed, i, rate, exponent),
                                          BooleanType())(position, weight))
                     for i in range(samples)]
-        positive = df.where(weight > 0).count()
+        positive = _positive_weights(df, key, weights, weight)
         if positive < size:
             raise ParameterError(f"size = {size} distinct rows, but only {positive} rows "
                                  f"have a positive weight in {weights!r}")
