@@ -64,7 +64,7 @@ from samplegen.udfs.weighted import RowWeights, chunk_bounds
 
 from . import fs as fsmod
 from .blocks import column_of_line
-from .store import read_json, to_json
+from .store import META, read_json, to_json
 
 FORMAT = "samplegen-strata/2"
 WEIGHTS_FORMAT = "samplegen-weights/2"
@@ -234,13 +234,31 @@ def recorded(matrix, column):
     """The base of the classes recorded at import for *column* of
     *matrix*, or None (none recorded, or recorded by a samplegen without
     checksums: :data:`UNCHECKED_FORMATS`)."""
+    return _recorded(matrix, column)[0]
+
+
+def _recorded(matrix, column):
+    """``(base, doc)`` of :func:`recorded` (*doc*: its verified ``.json``),
+    or ``(None, None)``.  Classes of another column or another number of
+    rows than the matrix's label (its ``_matrix.json`` changed, or the files
+    copied from another matrix) are an InputError naming both files."""
     label = matrix.meta.get("label")
     if label is None or label_column(matrix.meta, label) != column:
-        return None
+        return None, None
     base = fsmod.join(matrix.uri, RECORDED)
     if not matrix.fs.exists(base + ".json"):
-        return None
-    return base if read_side_json(base, unchecked=None) is not None else None
+        return None, None
+    doc = read_side_json(base, unchecked=None)
+    if doc is None:
+        return None, None
+    counts = doc.get("counts")
+    rows = sum(counts) if isinstance(counts, list) and all(type(c) is int for c in counts) \
+        else None
+    if doc.get("label") != label or rows != matrix.rows:
+        raise InputError(f"{base}.json holds the classes of column {doc.get('label')!r} over "
+                         f"{rows} rows, but {fsmod.join(matrix.uri, META)} names label "
+                         f"{label!r} over {matrix.rows} rows; {_remedy(base)}")
+    return base, doc
 
 
 def strata_for(matrix, label, progress=None, ranked=True):
@@ -249,9 +267,9 @@ def strata_for(matrix, label, progress=None, ranked=True):
     read by a pre-pass over the column (*base* None: not written yet).
     *ranked* False: the column's groups, always by a pre-pass."""
     column = label_column(matrix.meta, label)
-    base = recorded(matrix, column) if ranked else None
+    base, doc = _recorded(matrix, column) if ranked else (None, None)
     if base is not None:
-        return open_strata(base), base
+        return open_strata(base, doc), base
     return strata_of_values(read_label(matrix, column, progress), label, ranked), None
 
 

@@ -219,6 +219,34 @@ def test_a_recorded_class_changed_to_another_class_is_refused(tmp_path, capsys, 
              lambda: path)
 
 
+def test_recorded_classes_of_another_column_are_refused(tmp_path, capsys, labelled):
+    """A ``_matrix.json`` whose label was changed to another column (g) must
+    not stratify by g with the classes recorded for y."""
+    meta_path = os.path.join(labelled, "_matrix.json")
+    meta = json.load(open(meta_path))
+    open(meta_path, "w").write(json.dumps(dict(meta, label="g"), indent=1))
+    dest = str(tmp_path / "out")
+    err = _refused(capsys, ["kfold", labelled, dest, "--k", 3, "--stratify", "g"], dest,
+                   lambda: os.path.join(labelled, "_label.json"))
+    assert "column 'y'" in err and "label 'g'" in err
+
+
+def test_recorded_classes_of_another_matrix_are_refused(tmp_path, capsys, labelled):
+    """``_label.*`` files copied from a matrix of other rows are refused."""
+    import shutil
+    other = str(tmp_path / "other.csv")
+    np.savetxt(other, np.column_stack([np.arange(ROWS - 10), np.arange(ROWS - 10) % 3, ] * 2),
+               delimiter=",", header="a,y,g,w", comments="")
+    driver.import_file(other, str(tmp_path / "other"), BLOCK, label="y")
+    for suffix in (".json", ".codes", ".table"):
+        shutil.copy(str(tmp_path / "other" / f"_label{suffix}"),
+                    os.path.join(labelled, f"_label{suffix}"))
+    dest = str(tmp_path / "out")
+    err = _refused(capsys, ["kfold", labelled, dest, "--k", 3, "--stratify", "y"], dest,
+                   lambda: os.path.join(labelled, "_label.json"))
+    assert f"over {ROWS - 10} rows" in err and f"over {ROWS} rows" in err
+
+
 def _kfold(capsys, src, dest):
     code, _, err = run_cli(capsys, "kfold", src, dest, "--k", 3, "--stratify", "y", "--seed", 7,
                            "-q")
