@@ -26,6 +26,8 @@ from samplegen import spark as sg
 from samplegen.jobs.engines.spark import context
 from samplegen.udfs.errors import InputError, ParameterError, SamplegenError
 
+from ..conftest import make
+
 pytestmark = pytest.mark.spark
 SEED = 7
 N = 400
@@ -320,3 +322,29 @@ def test_an_unactivated_venv_whose_workers_start_system_python_is_one_error(tmp_
         assert line.startswith(f"ERROR the Spark workers' Python {SYSTEM_PYTHON} lacks")
         assert "No module named" in line and "PYSPARK_PYTHON" in line
         assert line.endswith(f"e.g. this one: {sys.executable}")
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not _lacks_the_modules(SYSTEM_PYTHON),
+                    reason=f"{SYSTEM_PYTHON} missing or has numpy and pyarrow")
+def test_the_spark_runner_with_workers_lacking_numpy_is_one_line(tmp_path):
+    """``--runner spark`` told to start its workers with the system python3:
+    one line naming the module and the setting, exit status 2, nothing
+    written (the run's clean-up job, failing for the same reason, adds no
+    stack trace)."""
+    import re
+
+    src = make(tmp_path, "m", rows=100, cols=3, block_size=16)
+    proc = subprocess.run(
+        [sys.executable, "-m", "samplegen", "holdout", src, str(tmp_path / "out"), "--ratio",
+         "0.5", "--seed", "1", "--runner", "spark", "--spark-master", "local[1]",
+         "--spark-conf", f"spark.pyspark.python={SYSTEM_PYTHON}"],
+        cwd=str(tmp_path), capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 2, proc.stderr[-2000:]
+    lines = [line for line in proc.stderr.splitlines()      # off a terminal: progress lines
+             if not re.match(r"samplegen: [a-z-]+: +\d+% ", line)]
+    assert lines == [f"samplegen: error: the Spark workers' Python lacks module 'numpy' "
+                     f"(ModuleNotFoundError: No module named 'numpy'); start Spark with "
+                     f"PYSPARK_PYTHON (or spark.pyspark.python) set to a Python that has numpy "
+                     f"and pyarrow, e.g. this one: {sys.executable}"], proc.stderr[-2000:]
+    assert sorted(os.listdir(tmp_path)) == ["m"]

@@ -67,7 +67,13 @@ from samplegen.jobs.phases import (
 from samplegen.jobs.plan import KEY_ROW_BYTES, Plan, set_bins
 from samplegen.udfs.errors import ParameterError
 
-from .context import parse_settings, ship_packages, spark_context, task_failure
+from .context import (
+    failure_cause,
+    parse_settings,
+    ship_packages,
+    spark_context,
+    task_failure,
+)
 from .shuffle import MAP_BUFFER, shuffle
 from .stats import MemoryProbe, TaskStats
 
@@ -169,6 +175,7 @@ def _run(sc, plan, inputs, settings, stats):
     step1 = (shuffle(records, reducers, functools.partial(group_index, nv), buffer)
              .mapPartitions(functools.partial(_reduce_partition, reblocked, plan_json, budget,
                                               stats)))
+    failed = False
     try:
         if not plan.composed:
             return [value for _, value in step1.collect()]
@@ -187,9 +194,12 @@ def _run(sc, plan, inputs, settings, stats):
         finally:
             step1.unpersist()
         return [value for _, value in out]
+    except BaseException:
+        failed = True
+        raise
     finally:
         if source is not None:
-            _drop_row_caches(sc, source.token)
+            _drop_row_caches(sc, source.token, quiet=failed)
 
 
 def row_source(sc, settings, plan, inputs):
@@ -204,15 +214,19 @@ def row_source(sc, settings, plan, inputs):
     return RowSource(inputs, plan.rows, plan.cols, plan.block_size, os.urandom(8).hex())
 
 
-def _drop_row_caches(sc, token):
+def _drop_row_caches(sc, token, quiet=False):
     """Forget the run's row indexes and remove the executors' copies of
     remote part files (best effort: Spark removes its local directories when
-    the application ends)."""
+    the application ends).  *quiet*: the run failed, and its error says why;
+    a failure here (the same cause, as a rule) is only logged at debug level."""
     slots = max(2, 2 * sc.defaultParallelism)
     try:
         sc.parallelize(range(slots), slots).foreach(lambda _: drop(token))
     except Exception as exc:  # the samples are written; a leftover cache is not an error
-        log.warning("could not remove the row caches of run %s: %s", token, exc)
+        # one line: the cause, not the JVM's stack trace (the run's own error follows)
+        log.log(logging.DEBUG if quiet else logging.WARNING,
+                "could not remove the row caches of run %s: %s", token,
+                failure_cause(str(exc), type(exc).__name__))
 
 
 def default_reducers(plan, parallelism):
