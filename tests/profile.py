@@ -1,0 +1,48 @@
+"""Where a test run's time went, per file: ``python -m tests.profile
+JUNIT.xml [--top N]`` on the report of ``pytest --junitxml=JUNIT.xml``
+(``make test PYTEST_ARGS="--junitxml=work/junit.xml"``).  Prints each test
+file's time (set-up, call and tear-down of its tests, fixtures included),
+its number of tests, its slowest test, and its share of the summed time."""
+import argparse
+import collections
+import sys
+import xml.etree.ElementTree as ET
+
+
+def per_file(path):
+    """``{file: [seconds, tests, (slowest seconds, slowest name)]}`` of a
+    junit XML report."""
+    files = collections.defaultdict(lambda: [0.0, 0, (0.0, "")])
+    for case in ET.parse(path).iter("testcase"):
+        seconds = float(case.get("time") or 0.0)
+        module = case.get("classname", "").split("::")[0]
+        name = module.replace(".", "/") + ".py"
+        entry = files[name]
+        entry[0] += seconds
+        entry[1] += 1
+        entry[2] = max(entry[2], (seconds, case.get("name", "")))
+    return dict(files)
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(prog="python -m tests.profile", description=__doc__)
+    parser.add_argument("report", help="a junit XML report of pytest")
+    parser.add_argument("--top", type=int, default=30, help="files to show (default 30)")
+    args = parser.parse_args(argv)
+    try:
+        files = per_file(args.report)
+    except (OSError, ET.ParseError) as exc:
+        print(f"tests.profile: error: cannot read {args.report}: {exc}", file=sys.stderr)
+        return 2
+    total = sum(entry[0] for entry in files.values()) or 1.0
+    print(f"{'seconds':>8} {'share':>6} {'tests':>6}  file (slowest test)")
+    for name, (seconds, count, slowest) in sorted(files.items(), key=lambda kv: -kv[1][0])[
+            :args.top]:
+        print(f"{seconds:8.1f} {seconds / total:6.1%} {count:6d}  {name} "
+              f"({slowest[1]}: {slowest[0]:.1f} s)")
+    print(f"{total:8.1f} {1:6.1%} {sum(e[1] for e in files.values()):6d}  all files")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
