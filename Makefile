@@ -292,14 +292,17 @@ bench-spark-quick: setup java
 
 # --- hadoop ---
 # A single-node Hadoop (HDFS, YARN, MapReduce) from Apache's jars on 127.0.0.1,
-# everything in $(HADOOP_WORK); see docs/HADOOP.md.  In a shell: eval "$$(make -s hadoop-env)"
+# everything in $(HADOOP_WORK); see docs/HADOOP.md.  HADOOP_FREE_PORTS=1: ports that
+# nothing listens on instead of Hadoop's defaults (beside another cluster).
+# In a shell: eval "$$(make -s hadoop-env)"
 HDFS_PORT   ?= 9000
 HADOOP_WORK ?= $(WORK)/hadoop
 HADOOP_CLUSTER = $(PY) -m samplegen.jobs.cluster
 .PHONY: hadoop-up hadoop-down hadoop-env
 
 hadoop-up: setup java maven
-	$(HADOOP_CLUSTER) up --workdir $(HADOOP_WORK) --hdfs-port $(HDFS_PORT)
+	$(HADOOP_CLUSTER) up --workdir $(HADOOP_WORK) --hdfs-port $(HDFS_PORT) \
+	  $(if $(HADOOP_FREE_PORTS),--free-ports)
 
 hadoop-down:
 	@if [ -x $(PY) ]; then $(HADOOP_CLUSTER) down --workdir $(HADOOP_WORK); \

@@ -143,7 +143,7 @@ def hadoop(hadoop_workdir):
     ServerError saying how to start it otherwise."""
     hp = cluster.paths(hadoop_workdir)
     alive_daemons = cluster.running(hadoop_workdir)
-    state = cluster.health()
+    state = cluster.health(hadoop_workdir)
     if len(alive_daemons) < len(cluster.DAEMONS) or state["safemode"] is not False \
             or not state["datanodes"] or not state["nodemanagers"]:
         raise ServerError(f"Apache HiveServer2 runs on the local Hadoop, which is not running "
@@ -151,8 +151,9 @@ def hadoop(hadoop_workdir):
     return hp
 
 
-def _webhdfs(path, op, method="GET"):
-    url = (f"http://127.0.0.1:{cluster.PORTS['namenode_http']}/webhdfs/v1"
+def _webhdfs(hp, path, op, method="GET"):
+    """*op* on *path* of the HDFS of the Hadoop whose paths are *hp*."""
+    url = (f"http://127.0.0.1:{cluster.ports(hp['dir'])['namenode_http']}/webhdfs/v1"
            f"{urllib.parse.quote(path)}?op={op}&user.name={os.environ.get('USER', 'root')}")
     req = urllib.request.Request(url, method=method)
     try:
@@ -173,7 +174,7 @@ def tez_lib(hp, jars, log=print):
     digest = hashlib.sha256("\n".join(sorted(os.path.basename(j) for j in jars))
                             .encode()).hexdigest()[:12]
     target = f"{TEZ_LIB_ROOT}/tez-{digest}"
-    if _webhdfs(f"{target}/_COMPLETE", "GETFILESTATUS") is not None:
+    if _webhdfs(hp, f"{target}/_COMPLETE", "GETFILESTATUS") is not None:
         return target
     log(f"uploading the Tez runtime ({len(jars)} jars) to hdfs://{target}")
     hdfs = os.path.join(hp["bin"], "hdfs")

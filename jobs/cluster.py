@@ -66,7 +66,9 @@ STARTUP_SECONDS = 240
 POM = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
                    "conf", "hadoop", "pom.xml")
 
-#: every other listening address of the cluster (all on 127.0.0.1)
+#: every other listening address of the cluster (all on 127.0.0.1): the
+#: defaults, Hadoop's own; ``up --free-ports`` takes free ones instead, and
+#: :func:`ports` reads those a work directory's cluster runs with
 PORTS = {
     "namenode_http": 9870,       # NameNode web UI, JMX and WebHDFS
     "datanode": 9866,            # DataNode data transfer
@@ -316,14 +318,16 @@ def _xml(props):
             'rewritten on every start -->\n<configuration>\n' + body + "</configuration>\n")
 
 
-def site_config(workdir, hdfs_port, preload=None):
+def site_config(workdir, hdfs_port, preload=None, ports=None):
     """``{file name: {key: value}}`` of the single-node cluster in *workdir*;
-    *preload*: the loopback ``bind`` library the containers preload, if any."""
+    *preload*: the loopback ``bind`` library the containers preload, if any;
+    *ports*: ``{name: port}`` as :data:`PORTS` (the default)."""
     p = paths(workdir)
     host = "127.0.0.1"
+    ports = PORTS if ports is None else ports
 
     def at(name):
-        return f"{host}:{PORTS[name]}"
+        return f"{host}:{ports[name]}"
     classpath = f"{p['conf']},{p['lib']}/*"
     task_opts = f"{JVM_FLAGS} {ADD_OPENS}"
     core = {
@@ -385,7 +389,7 @@ def site_config(workdir, hdfs_port, preload=None):
         "yarn.nodemanager.aux-services": "mapreduce_shuffle",
         "yarn.nodemanager.aux-services.mapreduce_shuffle.class":
             "org.apache.hadoop.mapred.ShuffleHandler",
-        "mapreduce.shuffle.port": PORTS["shuffle"],
+        "mapreduce.shuffle.port": ports["shuffle"],
         "yarn.nodemanager.local-dirs": os.path.join(p["data"], "nm-local"),
         "yarn.nodemanager.log-dirs": os.path.join(p["logs"], "userlogs"),
         "yarn.nodemanager.resource.memory-mb": NM_MEMORY_MB,
@@ -432,7 +436,7 @@ def site_config(workdir, hdfs_port, preload=None):
         "mapreduce.admin.map.child.java.opts": task_opts,
         "mapreduce.admin.reduce.child.java.opts": task_opts,
         "mapreduce.task.io.sort.mb": 64,
-        "mapreduce.shuffle.port": PORTS["shuffle"],
+        "mapreduce.shuffle.port": ports["shuffle"],
         "mapreduce.jobhistory.address": at("jobhistory"),
         "mapreduce.jobhistory.webapp.address": f"{host}:19888",
         "yarn.app.mapreduce.am.staging-dir": "/tmp/hadoop-yarn/staging",
@@ -476,13 +480,13 @@ log4j.logger.org.eclipse.jetty=WARN
 """
 
 
-def write_config(workdir, hdfs_port, java, preload=None):
+def write_config(workdir, hdfs_port, java, preload=None, ports=None):
     """Write the configuration and the launchers into *workdir*; *java*: the
     java binary; *preload*: see :func:`site_config`."""
     p = paths(workdir)
     for key in ("conf", "bin", "logs", "pids", "tmp", "data"):
         os.makedirs(p[key], exist_ok=True)
-    for name, props in site_config(workdir, hdfs_port, preload).items():
+    for name, props in site_config(workdir, hdfs_port, preload, ports).items():
         _write(os.path.join(p["conf"], name), _xml(props))
     _write(os.path.join(p["conf"], "log4j.properties"), LOG4J)
     java_home = os.path.dirname(os.path.dirname(java))
@@ -558,18 +562,18 @@ def running(workdir):
     return found
 
 
-def _daemon_ports(name, hdfs_port):
-    return {"namenode": {"NameNode RPC": hdfs_port, "NameNode HTTP": PORTS["namenode_http"]},
-            "datanode": {"DataNode": PORTS["datanode"], "DataNode HTTP": PORTS["datanode_http"],
-                         "DataNode IPC": PORTS["datanode_ipc"]},
-            "resourcemanager": {"ResourceManager": PORTS["rm"],
-                                "ResourceManager scheduler": PORTS["rm_scheduler"],
-                                "ResourceManager tracker": PORTS["rm_tracker"],
-                                "ResourceManager admin": PORTS["rm_admin"],
-                                "ResourceManager HTTP": PORTS["rm_http"]},
-            "nodemanager": {"NodeManager": PORTS["nm"], "NodeManager localizer":
-                            PORTS["nm_localizer"], "NodeManager HTTP": PORTS["nm_http"],
-                            "shuffle": PORTS["shuffle"]}}[name]
+def _daemon_ports(name, hdfs_port, ports):
+    return {"namenode": {"NameNode RPC": hdfs_port, "NameNode HTTP": ports["namenode_http"]},
+            "datanode": {"DataNode": ports["datanode"], "DataNode HTTP": ports["datanode_http"],
+                         "DataNode IPC": ports["datanode_ipc"]},
+            "resourcemanager": {"ResourceManager": ports["rm"],
+                                "ResourceManager scheduler": ports["rm_scheduler"],
+                                "ResourceManager tracker": ports["rm_tracker"],
+                                "ResourceManager admin": ports["rm_admin"],
+                                "ResourceManager HTTP": ports["rm_http"]},
+            "nodemanager": {"NodeManager": ports["nm"], "NodeManager localizer":
+                            ports["nm_localizer"], "NodeManager HTTP": ports["nm_http"],
+                            "shuffle": ports["shuffle"]}}[name]
 
 
 def daemon_command(p, name, java):
@@ -671,14 +675,16 @@ def _get_json(url, timeout=2.0):
         return None
 
 
-def health():
-    """What the cluster's web endpoints say: ``{"safemode": bool, "datanodes":
-    n, "nodemanagers": n}``; None for an endpoint that does not answer."""
-    nn = _get_json(f"http://127.0.0.1:{PORTS['namenode_http']}/jmx?"
+def health(workdir=DEFAULT_WORKDIR):
+    """What the web endpoints of the cluster in *workdir* say: ``{"safemode":
+    bool, "datanodes": n, "nodemanagers": n}``; None for an endpoint that does
+    not answer."""
+    at = ports(workdir)
+    nn = _get_json(f"http://127.0.0.1:{at['namenode_http']}/jmx?"
                    "qry=Hadoop:service=NameNode,name=FSNamesystemState")
-    info = _get_json(f"http://127.0.0.1:{PORTS['namenode_http']}/jmx?"
+    info = _get_json(f"http://127.0.0.1:{at['namenode_http']}/jmx?"
                      "qry=Hadoop:service=NameNode,name=NameNodeInfo")
-    rm = _get_json(f"http://127.0.0.1:{PORTS['rm_http']}/ws/v1/cluster/metrics")
+    rm = _get_json(f"http://127.0.0.1:{at['rm_http']}/ws/v1/cluster/metrics")
     state = {"safemode": None, "datanodes": None, "nodemanagers": None}
     try:
         state["datanodes"] = nn["beans"][0]["NumLiveDataNodes"]
@@ -698,39 +704,59 @@ def _ready(state):
 
 
 def up(workdir=DEFAULT_WORKDIR, hdfs_port=DEFAULT_HDFS_PORT, timeout=STARTUP_SECONDS,
-       log=print, pom=POM):
+       log=print, pom=POM, free_ports=False):
     """Start the cluster in *workdir* (the daemons not yet running from it)
     and wait until it is usable; returns :func:`env` of it.  *hdfs_port*:
-    the NameNode's RPC port (``fs.defaultFS``); *timeout*: seconds to wait;
-    *log*: a callable for progress messages; *pom*: the jars' pom.  Two
-    ``up`` of one work directory at a time take turns (a lock file)."""
+    the NameNode's RPC port (``fs.defaultFS``); *free_ports*: every port,
+    the NameNode's too, is one that nothing listens on (a cluster beside
+    another one that holds Hadoop's default ports; a running cluster keeps
+    the ports it has); *timeout*: seconds to wait; *log*: a callable for
+    progress messages; *pom*: the jars' pom.  Two ``up`` of one work
+    directory at a time take turns (a lock file)."""
     p = paths(workdir)
     with daemons.one_at_a_time(p["dir"]):
-        return _up(p, workdir, hdfs_port, timeout, log, pom)
+        return _up(p, workdir, hdfs_port, timeout, log, pom, free_ports)
 
 
-def _up(p, workdir, hdfs_port, timeout, log, pom):
+def _free_ports():
+    """``(hdfs port, {name: port})``: distinct ports nothing listens on now."""
+    taken = set()
+    while len(taken) < len(PORTS) + 1:
+        taken.add(daemons.free_port())
+    chosen = sorted(taken)
+    return chosen[0], dict(zip(PORTS, chosen[1:]))
+
+
+def _up(p, workdir, hdfs_port, timeout, log, pom, free_ports):
     start = time.time()
     java = check_java("the local Hadoop", ClusterError)
     jars = resolve_jars(workdir, pom, log)
     alive = running(workdir)
-    if alive and _recorded_port(workdir) != hdfs_port:
-        raise ClusterError(f"the cluster in {p['dir']} runs with HDFS port "
-                           f"{_recorded_port(workdir)}; 'down' it first to change the port")
+    if alive:
+        if free_ports:
+            hdfs_port = _recorded_port(workdir)
+        elif _recorded_port(workdir) != hdfs_port:
+            raise ClusterError(f"the cluster in {p['dir']} runs with HDFS port "
+                               f"{_recorded_port(workdir)}; 'down' it first to change the port")
+        at = ports(workdir)
+    elif free_ports:
+        hdfs_port, at = _free_ports()
+    else:
+        at = dict(PORTS)
     if not alive or streaming_jar(workdir) is None:
         link_jars(workdir, jars)   # running daemons keep the jars they started with
     write_webapps(workdir)
     preload = build_loopback_bind(workdir, log)
-    write_config(workdir, hdfs_port, java, preload)   # the same values while it runs
-    _write(p["state"], json.dumps({"hdfs_port": hdfs_port}) + "\n")
-    if len(alive) == len(DAEMONS) and _ready(health()):
+    write_config(workdir, hdfs_port, java, preload, at)   # the same values while it runs
+    _write(p["state"], json.dumps({"hdfs_port": hdfs_port, "ports": at}) + "\n")
+    if len(alive) == len(DAEMONS) and _ready(health(workdir)):
         log(f"Hadoop already running from {p['dir']} (pids "
             + ", ".join(f"{n} {pid}" for n, pid in alive.items()) + ")")
         return env(workdir)
     for name in DAEMONS:
         if name in alive:
             continue
-        for what, port in _daemon_ports(name, hdfs_port).items():
+        for what, port in _daemon_ports(name, hdfs_port, at).items():
             if port_answers(port):
                 raise ClusterError(f"port {port} ({what}) on 127.0.0.1 is in use by another "
                                    f"process; stop it (or 'down' the cluster that holds it)")
@@ -750,8 +776,8 @@ def _up(p, workdir, hdfs_port, timeout, log, pom):
             os.remove(os.path.join(p["pids"], f"{name}.pid"))
         raise
     log(f"Hadoop is up in {time.time() - start:.0f} s: hdfs://127.0.0.1:{hdfs_port}, "
-        f"WebHDFS http://127.0.0.1:{PORTS['namenode_http']}/webhdfs/v1, YARN "
-        f"http://127.0.0.1:{PORTS['rm_http']}")
+        f"WebHDFS http://127.0.0.1:{at['namenode_http']}/webhdfs/v1, YARN "
+        f"http://127.0.0.1:{at['rm_http']}")
     return env(workdir)
 
 
@@ -761,7 +787,7 @@ def _wait(p, procs, timeout):
     daemons started by this ``up`` ({name: Popen})."""
     deadline = time.time() + timeout
     while True:
-        missing = _missing(p, procs, health())
+        missing = _missing(p, procs, health(p["dir"]))
         if missing is None:
             return
         for name, proc in procs.items():
@@ -793,12 +819,33 @@ def _missing(p, procs, state):
     return None
 
 
-def _recorded_port(workdir):
+def _recorded(workdir):
     try:
         with open(paths(workdir)["state"]) as f:
-            return json.load(f)["hdfs_port"]
-    except (OSError, ValueError, KeyError):
-        return DEFAULT_HDFS_PORT
+            state = json.load(f)
+        return state if isinstance(state, dict) else {}
+    except (OSError, ValueError):
+        return {}
+
+
+def _recorded_port(workdir):
+    port = _recorded(workdir).get("hdfs_port")
+    return port if isinstance(port, int) else DEFAULT_HDFS_PORT
+
+
+def ports(workdir=DEFAULT_WORKDIR):
+    """``{name: port}`` (the names of :data:`PORTS`) of the cluster in
+    *workdir*: those it was last started with, else the defaults."""
+    recorded = _recorded(workdir).get("ports")
+    if isinstance(recorded, dict) and set(recorded) == set(PORTS) \
+            and all(isinstance(v, int) for v in recorded.values()):
+        return dict(recorded)
+    return dict(PORTS)
+
+
+def hdfs_port(workdir=DEFAULT_WORKDIR):
+    """The NameNode RPC port of the cluster in *workdir* (the recorded one)."""
+    return _recorded_port(workdir)
 
 
 def down(workdir=DEFAULT_WORKDIR, log=print):
@@ -853,6 +900,9 @@ def main(argv=None):
     parser.add_argument("--workdir", default=os.environ.get("HADOOP_WORK", DEFAULT_WORKDIR))
     parser.add_argument("--hdfs-port", type=int,
                         default=int(os.environ.get("HDFS_PORT", DEFAULT_HDFS_PORT)))
+    parser.add_argument("--free-ports", action="store_true",
+                        help="take ports nothing listens on (the HDFS port too) instead of "
+                             "Hadoop's defaults: a cluster beside another one")
     parser.add_argument("--timeout", type=float, default=STARTUP_SECONDS)
     args = parser.parse_args(argv)
 
@@ -860,7 +910,7 @@ def main(argv=None):
         sys.stderr.write(f"hadoop: {message}\n")
     try:
         if args.action == "up":
-            up(args.workdir, args.hdfs_port, args.timeout, log)
+            up(args.workdir, args.hdfs_port, args.timeout, log, free_ports=args.free_ports)
         elif args.action == "down":
             down(args.workdir, log)
         elif args.action == "env":
@@ -872,7 +922,7 @@ def main(argv=None):
                                    else "not running"))
             if len(alive) < len(DAEMONS):
                 return 1
-            state = health()
+            state = health(args.workdir)
             log(f"HDFS hdfs://127.0.0.1:{_recorded_port(args.workdir)}: safe mode "
                 f"{'on' if state['safemode'] else 'off'}, {state['datanodes']} live "
                 f"DataNode(s); YARN: {state['nodemanagers']} NodeManager(s)")

@@ -35,9 +35,12 @@ def spark():
 
 @pytest.fixture(scope="session")
 def hadoop():
-    """The single-node Hadoop of ``make hadoop-up`` (in $HADOOP_WORK, default
-    work/hadoop; HDFS port $HDFS_PORT, default 9000) for tests marked
-    ``hadoop``: started unless it runs.  Test sessions share it (each holds a
+    """A single-node Hadoop of ``make hadoop-up`` for tests marked ``hadoop``,
+    in a directory of its own ($SAMPLEGEN_TEST_HADOOP_WORK, default
+    work/test-hadoop: never the user's work/hadoop) and on ports that nothing
+    else listens on (``--free-ports``; with $HDFS_PORT set, Hadoop's default
+    ports and that HDFS port instead), so the tests run beside a cluster
+    that holds the default ports: started unless it runs.  Test sessions share it (each holds a
     lease, ``<workdir>/sessions/<pid>``); the last one to end stops it if a
     test session started it (a cluster started by hand stays up).  A cluster
     that cannot start fails the test with its one-line reason; it is never
@@ -47,8 +50,10 @@ def hadoop():
 
     from samplegen.jobs import cluster
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    workdir = os.path.abspath(os.path.join(root, os.environ.get("HADOOP_WORK", "work/hadoop")))
-    port = int(os.environ.get("HDFS_PORT", cluster.DEFAULT_HDFS_PORT))
+    workdir = os.path.abspath(os.path.join(
+        root, os.environ.get("SAMPLEGEN_TEST_HADOOP_WORK", "work/test-hadoop")))
+    fixed_port = os.environ.get("HDFS_PORT")
+    ports = [f"HDFS_PORT={fixed_port}"] if fixed_port else ["HADOOP_FREE_PORTS=1"]
     sessions = os.path.join(workdir, "sessions")
     os.makedirs(sessions, exist_ok=True)
     lease, marker = os.path.join(sessions, str(os.getpid())), os.path.join(sessions, "started")
@@ -57,8 +62,8 @@ def hadoop():
         open(lease, "w").close()
         if not cluster.running(workdir):
             open(marker, "w").close()
-        proc = subprocess.run(["make", "-s", "hadoop-up", f"HADOOP_WORK={workdir}",
-                               f"HDFS_PORT={port}"], cwd=root, capture_output=True, text=True)
+        proc = subprocess.run(["make", "-s", "hadoop-up", f"HADOOP_WORK={workdir}", *ports],
+                              cwd=root, capture_output=True, text=True)
     try:
         if proc.returncode != 0:
             lines = (proc.stderr + proc.stdout).strip().splitlines() or ["(no output)"]
@@ -66,9 +71,11 @@ def hadoop():
                           next((ln for ln in reversed(lines) if "error" in ln.lower()
                                 and not ln.startswith("make")), lines[-1]))
             pytest.fail(f"the local Hadoop did not start: {reason}", pytrace=False)
-        yield {"workdir": workdir, "hdfs_port": port, "env": {**os.environ, **cluster.env(workdir)},
+        web = cluster.ports(workdir)["namenode_http"]
+        yield {"workdir": workdir, "hdfs_port": cluster.hdfs_port(workdir),
+               "env": {**os.environ, **cluster.env(workdir)},
                "streaming_jar": cluster.streaming_jar(workdir),
-               "webhdfs": f"http://127.0.0.1:{cluster.PORTS['namenode_http']}/webhdfs/v1"}
+               "webhdfs": f"http://127.0.0.1:{web}/webhdfs/v1"}
     finally:
         with open(os.path.join(sessions, ".lock"), "w") as lock:
             fcntl.flock(lock, fcntl.LOCK_EX)

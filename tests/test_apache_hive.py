@@ -39,7 +39,7 @@ def apache_hive(hadoop, tmp_path_factory):
     apache_server.up(workdir, port, log=lambda message: None,
                      hadoop_workdir=hadoop["workdir"], hdfs_root=root)
     try:
-        yield {"port": port, "workdir": workdir, "root": root,
+        yield {"port": port, "workdir": workdir, "root": root, "hdfs_port": hadoop["hdfs_port"],
                "beeline": os.path.join(workdir, "bin", "beeline")}
     finally:
         apache_server.down(workdir, log=lambda message: None)
@@ -67,7 +67,8 @@ def test_transform_with_add_file_on_an_hdfs_table(apache_hive, tmp_path):
     c.execute("DROP TABLE IF EXISTS probe")
     c.execute("CREATE TABLE probe (k INT, v STRING) STORED AS TEXTFILE")
     location = [r for r in _rows(c, "DESCRIBE FORMATTED probe") if r[0].startswith("Location")]
-    assert location[0][1].strip().startswith(f"hdfs://127.0.0.1:{9000}{apache_hive['root']}/")
+    assert location[0][1].strip().startswith(
+        f"hdfs://127.0.0.1:{apache_hive['hdfs_port']}{apache_hive['root']}/")
     c.execute("INSERT INTO probe VALUES (1, 'a'), (2, NULL), (3, '')")
     c.execute(f"ADD FILE {script}")
     rows = _rows(c, "SELECT TRANSFORM (k, v) USING 'python3 probe.py' "

@@ -113,7 +113,37 @@ def test_every_daemon_listens_on_loopback_only(hadoop):
     sockets = _listening(pids)
     assert len(sockets) >= 12, sockets
     assert not [s for s in sockets if not _is_loopback(s[0])], sockets
-    assert ("0100007F", cluster.PORTS["shuffle"]) in sockets   # 127.0.0.1:13562
+    assert ("0100007F", cluster.ports(hadoop["workdir"])["shuffle"]) in sockets   # 127.0.0.1
+
+
+def test_the_test_cluster_takes_free_ports_and_a_directory_of_its_own(hadoop):
+    """The tests' cluster stays off Hadoop's default ports and the user's
+    work/hadoop, so a clean clone's tests run beside a cluster that holds
+    them: every daemon listens on the ports recorded for its work directory,
+    none of them a default one."""
+    if os.environ.get("HDFS_PORT"):
+        pytest.skip("HDFS_PORT is set: the tests' cluster takes the default ports")
+    at = cluster.ports(hadoop["workdir"])
+    assert os.path.basename(hadoop["workdir"]) != "hadoop"
+    assert not set(at.values()) & set(cluster.PORTS.values())
+    assert hadoop["hdfs_port"] != cluster.DEFAULT_HDFS_PORT
+    listening = {port for _, port in _listening(cluster.running(hadoop["workdir"]).values())}
+    expected = {hadoop["hdfs_port"]} | {at[name] for name in at if name != "jobhistory"}
+    assert expected <= listening, expected - listening
+
+
+def test_free_ports_are_distinct_and_reach_every_setting(tmp_path):
+    """The configuration of a cluster on chosen ports names those ports and
+    no default one (no JVM)."""
+    hdfs_port, at = cluster._free_ports()
+    assert len({hdfs_port, *at.values()}) == len(at) + 1
+    config = cluster.site_config(str(tmp_path), hdfs_port, ports=at)
+    text = json.dumps(config)
+    for name, port in cluster.PORTS.items():
+        if name != "jobhistory" and port != at[name]:
+            assert f":{port}\"" not in text and f": {port}," not in text, name
+    assert config["core-site.xml"]["fs.defaultFS"].endswith(f":{hdfs_port}")
+    assert config["mapred-site.xml"]["mapreduce.shuffle.port"] == at["shuffle"]
 
 
 def test_streaming_job(hadoop, hdfs_dir, tmp_path):

@@ -26,7 +26,6 @@ pytestmark = pytest.mark.hadoop
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SAMPLEGEN = [sys.executable, "-m", "samplegen"]
-RM_REST = f"http://127.0.0.1:{cluster.PORTS['rm_http']}/ws/v1/cluster"
 
 
 def run(hadoop, *cmd, timeout=900, check=True):
@@ -470,21 +469,27 @@ def _start_bootstrap(hadoop, remote, out, mrjob_conf, extra=()):
                             stderr=subprocess.PIPE), name
 
 
-def _applications(name, states="NEW,NEW_SAVING,SUBMITTED,ACCEPTED,RUNNING"):
+def _rm_rest(hadoop):
+    """The ResourceManager's REST API of the test cluster (its ports are free
+    ones, recorded in its work directory)."""
+    return f"http://127.0.0.1:{cluster.ports(hadoop['workdir'])['rm_http']}/ws/v1/cluster"
+
+
+def _applications(hadoop, name, states="NEW,NEW_SAVING,SUBMITTED,ACCEPTED,RUNNING"):
     """Ids of the YARN applications called *name* (the ResourceManager's REST
     API: milliseconds, where a ``yarn`` or ``mapred`` client JVM takes two
     seconds)."""
     import urllib.request
-    url = f"{RM_REST}/apps?states={states}"
+    url = f"{_rm_rest(hadoop)}/apps?states={states}"
     with urllib.request.urlopen(url, timeout=30) as response:
         apps = (json.load(response).get("apps") or {}).get("app") or []
     return [app["id"] for app in apps if app["name"] == name]
 
 
-def _kill_application(app):
+def _kill_application(hadoop, app):
     import urllib.request
     request = urllib.request.Request(
-        f"{RM_REST}/apps/{app}/state",
+        f"{_rm_rest(hadoop)}/apps/{app}/state",
         data=b'{"state": "KILLED"}', method="PUT", headers={"Content-Type": "application/json"})
     with urllib.request.urlopen(request, timeout=30):
         pass
@@ -553,7 +558,7 @@ def test_killed_attempts_and_speculation_leave_whole_output(hadoop, base, matric
                                   ["--jobconf", "mapreduce.map.speculative=true",
                                    "--jobconf", "mapreduce.reduce.speculative=true"])
     try:
-        app = _wait_for(lambda: next(iter(_applications(name)), None))
+        app = _wait_for(lambda: next(iter(_applications(hadoop, name)), None))
         attempt = _freeze_a_writing_task("r", app)
         run(hadoop, "mapred", "job", "-kill-task", attempt)
         _, err = proc.communicate(timeout=900)
@@ -594,9 +599,9 @@ def test_killed_job_leaves_no_output_and_a_rerun_succeeds(hadoop, base, matrices
               "--runner", "inline")
     out = f"{base}/boot-killed-job"
     proc, name = _start_bootstrap(hadoop, remote, out, mrjob_conf)
-    app = _wait_for(lambda: next(iter(_applications(name)), None))
+    app = _wait_for(lambda: next(iter(_applications(hadoop, name)), None))
     _wait_for(lambda: _task_processes("m", app))          # killed while its tasks run
-    _kill_application(app)
+    _kill_application(hadoop, app)
     proc.communicate(timeout=600)
     assert proc.returncode == 1
     _check_outcome(hadoop, proc, out, sample_digests(tmp_path / "inline"),
@@ -620,9 +625,9 @@ def test_faults_at_random_moments(hadoop, base, matrices, mrjob_conf, tmp_path):
         start = functools.partial(_start_bootstrap, hadoop, remote, out, mrjob_conf)
         proc, name = start()
         time.sleep(rng.uniform(0, 14))         # a run of this matrix takes 10-15 s
-        apps = _applications(name)
+        apps = _applications(hadoop, name)
         if fault == "job" and apps:
-            _kill_application(apps[0])
+            _kill_application(hadoop, apps[0])
             hits.append(fault)
         tasks = _task_processes("m", apps[0]) | _task_processes("r", apps[0]) if apps else {}
         if fault == "task" and tasks:
