@@ -114,7 +114,7 @@ from samplegen.jobs.phases import (
     write_extra,
     write_sample,
 )
-from samplegen.jobs.store import META, SUCCESS, read_json
+from samplegen.jobs.store import SUCCESS, read_meta
 from samplegen.jobs.strata import open_side
 from samplegen.udfs.base import Occurrences
 from samplegen.udfs.custom import load_udf
@@ -532,7 +532,7 @@ def run_finish(plan, input_dir, lines, out):
         n += 1
     if errors or not n:
         return
-    meta = read_json(fsmod.join(input_dir, META), "input matrix metadata")
+    meta = read_meta(input_dir)
     shape = {"rows": plan.rows, "cols": plan.cols, "block_size": plan.block_size,
              "kind": plan.kind}
     if {k: meta.get(k) for k in shape} != shape:

@@ -44,6 +44,7 @@ from .store import (
     MANIFEST,
     MAX_BLOCK_SIZE,
     META,
+    RUN_FORMAT,
     Matrix,
     MatrixWriter,
     StagedOutput,
@@ -60,8 +61,6 @@ from .store import (
 from .strata import RECORDED as STRATA_RECORDED
 from .strata import RUN as STRATA_RUN
 from .strata import remove_side, side_for, strata_of_values, write_side, write_strata
-
-RUN_FORMAT = "samplegen-run/1"
 
 
 def _version():

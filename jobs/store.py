@@ -7,11 +7,12 @@ every block but the last of each column of blocks is full.
 
 ``_matrix.json``::
 
-    {"format": "samplegen-matrix/1", "rows": R, "cols": C, "block_size": B,
+    {"format": "samplegen-matrix/2", "rows": R, "cols": C, "block_size": B,
      "kind": "dense" | "sparse", "nnz": N, "fingerprint": "sha256:...",
      "columns": [names] | null, "row_ids": "positions" | "stored",
      "composed_of": null | [{"path": "../test-0", "blocks": n}, ...],
-     "label": name}      (optional: the label column, one of "columns")
+     "label": name,      (optional: the label column, one of "columns")
+     "checksum": "sha256:..."}
 
 ``row_ids: positions`` means row ``h * B + i`` has id ``h * B + i`` (imported
 matrices); ``stored`` means every block carries the ids of its rows (samples:
@@ -21,6 +22,19 @@ A *composed* matrix (a k-fold training set in fold mode) is a view: the first
 ``blocks`` row-blocks of each listed matrix, in order, renumbered
 consecutively; ``"path": "."`` names the directory's own part files (the extra
 matrix re-blocked from the folds' partial bottom blocks).
+
+**Sealed JSON.**  ``_matrix.json`` and the run manifest ``_manifest.json``
+(like the side files of :mod:`jobs.strata`) carry ``"checksum"``, the
+SHA-256 of the canonical JSON of their other fields (:func:`digest`), and
+a format version inside that content (``samplegen-matrix/2``,
+``samplegen-run/2``).  Every read verifies the checksum (:func:`unseal`).
+A file without one is read only if it is what a samplegen before
+checksums wrote -- the previous format version (``samplegen-matrix/1``,
+``samplegen-run/1``), which never had the field -- else it is damage (a
+hand edit that dropped the checksum).  An edit that also sets the old
+version back cannot be told from an old file; it is then checked as old
+files are (strict JSON, every field in range, the blocks against the
+fingerprint).
 """
 import errno
 import hashlib
@@ -46,7 +60,13 @@ from .blocks import (
     payload_layout,
 )
 
-FORMAT = "samplegen-matrix/1"
+#: the format of ``_matrix.json`` (sealed: with a checksum); the format
+#: written before, without one
+FORMAT = "samplegen-matrix/2"
+UNCHECKED_FORMAT = "samplegen-matrix/1"
+#: the format of a run's ``_manifest.json`` (sealed), and the one before
+RUN_FORMAT = "samplegen-run/2"
+UNCHECKED_RUN_FORMAT = "samplegen-run/1"
 META = "_matrix.json"
 MANIFEST = "_manifest.json"
 SUCCESS = "_SUCCESS"
@@ -107,50 +127,94 @@ def to_json(document):
                              "cannot record; use a finite number") from None
 
 
-#: the field of a run manifest that holds its checksum (:func:`manifest_json`)
+#: the field of a sealed JSON file that holds its checksum (:func:`sealed_json`)
 CHECKSUM = "checksum"
 
 
-def _manifest_digest(document):
+def digest(document, strict=True):
     """``sha256:<hex>`` of the canonical JSON of *document* (keys sorted, no
-    spaces, strict): the same for the document however it was indented."""
-    canonical = json.dumps(document, sort_keys=True, separators=(",", ":"), allow_nan=False)
+    spaces): the same for the document however it was indented.  The one
+    digest of samplegen's JSON files (matrices, manifests, side files,
+    plans).  *strict*: NaN and infinities are a ValueError (what JSON files
+    hold); ``False`` digests them as Python writes them (plans)."""
+    canonical = json.dumps(document, sort_keys=True, separators=(",", ":"),
+                           allow_nan=not strict)
     return "sha256:" + hashlib.sha256(canonical.encode()).hexdigest()
 
 
-def manifest_json(manifest):
-    """The bytes of a run's ``_manifest.json``: *manifest* (without a
-    checksum of its own) with the field :data:`CHECKSUM`, the SHA-256 of its
-    other fields (:func:`read_manifest` verifies it).  NaN and infinities are
-    refused, as by :func:`to_json`."""
-    document = {k: v for k, v in manifest.items() if k != CHECKSUM}
+def sealed_json(document):
+    """The bytes of a JSON file that carries its own checksum: *document*
+    (a dict; any :data:`CHECKSUM` field of it dropped) with the field
+    :data:`CHECKSUM`, the :func:`digest` of its other fields, which
+    :func:`unseal` verifies.  NaN and infinities are refused, as by
+    :func:`to_json`."""
+    document = {k: v for k, v in document.items() if k != CHECKSUM}
     try:
-        checksum = _manifest_digest(document)
+        checksum = digest(document)
     except ValueError:
         to_json(document)   # the ParameterError naming the problem
         raise
     return to_json(dict(document, **{CHECKSUM: checksum}))
 
 
+def unseal(document, uri, what, unchecked_format, remedy):
+    """*document*, the JSON object read from *uri* (*what*: its name in
+    messages), without its :data:`CHECKSUM` field, verified: a recorded
+    checksum must match the other fields; a document without one is
+    accepted only when its ``"format"`` is *unchecked_format*, the version
+    written before checksums (every later version records one, so a
+    missing checksum on any other is a hand edit).  Else InputError naming
+    the file and saying *remedy*."""
+    recorded = document.pop(CHECKSUM, None)
+    if recorded is None:
+        if document.get("format") == unchecked_format:
+            return document
+        raise InputError(f"damaged {what} {uri}: it records no checksum, which only "
+                         f"{unchecked_format} files (written before checksums) may lack; its "
+                         f"format is {document.get('format')!r} (edited by hand); {remedy}")
+    if recorded != digest(document):
+        raise InputError(f"damaged {what} {uri}: its content does not match its checksum "
+                         f"(edited by hand, or damaged); {remedy}")
+    return document
+
+
+def manifest_json(manifest):
+    """The bytes of a run's ``_manifest.json``: *manifest* sealed
+    (:func:`sealed_json`; :func:`read_manifest` verifies it)."""
+    return sealed_json(manifest)
+
+
 def read_manifest(uri):
-    """The run manifest at *uri*, verified: strict JSON, an object, and --
-    when it records one, as every manifest since checksums were added does --
-    its checksum matching its content; else InputError naming the file (a
+    """The run manifest at *uri*, verified: strict JSON, an object, and its
+    checksum matching its content (:func:`unseal`: a manifest without a
+    checksum is read only if it is of :data:`UNCHECKED_RUN_FORMAT`, written
+    before manifests carried one); else InputError naming the file (a
     hand-edited manifest is a damaged one).  The checksum field is not part
     of the returned dict."""
     document = read_json(uri, "run manifest")
     if not isinstance(document, dict):
         raise InputError(f"corrupt run manifest {uri}: not a JSON object")
-    recorded = document.pop(CHECKSUM, None)
-    if recorded is not None and recorded != _manifest_digest(document):
-        raise InputError(f"damaged run manifest {uri}: its content does not match its "
-                         "checksum (edited by hand, or damaged); run the sampling command "
-                         "again to rewrite the run")
-    return document
+    return unseal(document, uri, "run manifest", UNCHECKED_RUN_FORMAT,
+                  "run the sampling command again to rewrite the run")
 
 
 def write_meta(fs, uri, meta):
-    fs.write_bytes(fsmod.join(uri, META), to_json(meta))
+    """Write the matrix metadata *meta* (:func:`make_meta`) into the matrix
+    directory *uri*, sealed (:func:`sealed_json`)."""
+    fs.write_bytes(fsmod.join(uri, META), sealed_json(meta))
+
+
+def read_meta(uri):
+    """The ``_matrix.json`` of the matrix directory *uri*, verified: strict
+    JSON, every field in range (:func:`_check_meta`) and its checksum
+    matching its content (:func:`unseal`: one without a checksum is read
+    only if it is of :data:`UNCHECKED_FORMAT`, written before matrices
+    carried one); else InputError naming the file.  The checksum field is
+    not part of the returned dict."""
+    meta_uri = fsmod.join(uri, META)
+    meta = _check_meta(read_json(meta_uri, "matrix metadata"), uri)
+    return unseal(meta, meta_uri, "matrix metadata", UNCHECKED_FORMAT,
+                  "import the matrix again, or rerun the command that wrote it")
 
 
 # ---------------------------------------------------------------------------
@@ -382,7 +446,7 @@ class Matrix:
         if not fs.exists(meta_uri):
             raise InputError(f"not a samplegen matrix: {uri} has no {META} (import files "
                              "with 'samplegen import')")
-        meta = _check_meta(read_json(meta_uri, "matrix metadata"), uri)
+        meta = read_meta(uri)
         if meta.get("composed_of"):
             return ComposedMatrix(uri, meta)
         return cls(uri, meta)

@@ -50,8 +50,6 @@ instead, as for a matrix without recorded classes.
 """
 import base64
 import binascii
-import hashlib
-import json
 import os
 import tokenize
 import zlib
@@ -64,14 +62,12 @@ from samplegen.udfs.weighted import RowWeights, chunk_bounds
 
 from . import fs as fsmod
 from .blocks import column_of_line
-from .store import META, read_json, to_json
+from .store import CHECKSUM, META, digest, read_json, sealed_json
 
 FORMAT = "samplegen-strata/2"
 WEIGHTS_FORMAT = "samplegen-weights/2"
 #: the formats written before side files carried checksums
 UNCHECKED_FORMATS = ("samplegen-strata/1", "samplegen-weights/1")
-#: the field of ``<base>.json`` that holds its own checksum
-CHECKSUM = "checksum"
 #: bytes per checksummed piece of a side file (at least), and the most pieces
 #: a file has before its pieces grow (by powers of two): a task reading a
 #: range reads whole pieces, and the JSON holds 4 bytes per piece
@@ -386,13 +382,6 @@ def open_weights(base, doc=None):
 
 
 # -- checksums ----------------------------------------------------------------------
-def _digest(doc):
-    """``sha256:<hex>`` of the canonical JSON of *doc* (keys sorted, no
-    spaces): the same however the file was indented."""
-    canonical = json.dumps(doc, sort_keys=True, separators=(",", ":"), allow_nan=False)
-    return "sha256:" + hashlib.sha256(canonical.encode()).hexdigest()
-
-
 def piece_bytes(size):
     """The bytes per checksummed piece of a side file of *size* bytes:
     :data:`PIECE_BYTES`, doubled until the file has at most
@@ -424,7 +413,7 @@ def _write_files(base, files, doc):
         fs.write_bytes(base + suffix, data)
         records[suffix] = file_record(data)
     doc = dict(doc, files=records)
-    fs.write_bytes(base + ".json", to_json(dict(doc, **{CHECKSUM: _digest(doc)})))
+    fs.write_bytes(base + ".json", sealed_json(doc))
 
 
 def _remedy(base):
@@ -455,7 +444,7 @@ def read_side_json(base, unchecked=False):
         raise InputError(f"{uri} was written by a samplegen without checksums "
                          f"({doc['format']}); {_remedy(base)}")
     try:
-        ok = recorded_sum is not None and recorded_sum == _digest(doc)
+        ok = recorded_sum is not None and recorded_sum == digest(doc)
     except ValueError:      # not strict JSON: read_json refused it already
         ok = False
     if not ok:

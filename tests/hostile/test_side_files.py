@@ -221,10 +221,13 @@ def test_a_recorded_class_changed_to_another_class_is_refused(tmp_path, capsys, 
 
 def test_recorded_classes_of_another_column_are_refused(tmp_path, capsys, labelled):
     """A ``_matrix.json`` whose label was changed to another column (g) must
-    not stratify by g with the classes recorded for y."""
+    not stratify by g with the classes recorded for y (the edit made as a
+    matrix written before ``_matrix.json`` carried a checksum, which is read)."""
     meta_path = os.path.join(labelled, "_matrix.json")
     meta = json.load(open(meta_path))
-    open(meta_path, "w").write(json.dumps(dict(meta, label="g"), indent=1))
+    del meta["checksum"]
+    meta = dict(meta, label="g", format="samplegen-matrix/1")
+    open(meta_path, "w").write(json.dumps(meta, indent=1))
     dest = str(tmp_path / "out")
     err = _refused(capsys, ["kfold", labelled, dest, "--k", 3, "--stratify", "g"], dest,
                    lambda: os.path.join(labelled, "_label.json"))
