@@ -5,9 +5,11 @@ A sampling run's :class:`Plan` names the sampling-UDF and its parameters, the
 seed, the matrix's shape and the shuffle bins.  It reaches the tasks in one
 of two forms, both defined here and nowhere else:
 
-* **JSON** (:func:`dumps` / :func:`loads`): the MapReduce engine ships it as
-  a file, the Spark engine as a broadcast string; the micro-batch jobs of
-  ``tbs/`` send their plans (plain dicts) the same way.
+* **JSON** (:func:`dumps` / :func:`loads`): the Spark engine ships it as a
+  broadcast string; the MapReduce engine as a *plan file*
+  (:func:`write_file` / :func:`read_file`: the JSON with its checksum,
+  verified by every task that reads it, in whatever process); the
+  micro-batch jobs of ``tbs/`` send their plans (plain dicts) the same way.
 * **Command-line words** (:func:`add_options` / :func:`from_options`), for
   scripts whose only input is their command line: Hive's TRANSFORM scripts,
   whose HiveQL fills the words from ``--hivevar`` variables
@@ -22,10 +24,11 @@ from dataclasses import asdict, dataclass, field
 import numpy as np
 
 from samplegen.udfs.custom import load_udf, parse_param
-from samplegen.udfs.errors import ParameterError
+from samplegen.udfs.errors import InputError, ParameterError
 from samplegen.udfs.rng import PositionRNG
 from samplegen.udfs.strata import SIDES
 
+from .store import digest
 from .strata import open_side
 
 DEFAULT_BIN_BUDGET = 16 << 20
@@ -150,6 +153,41 @@ def dumps(plan):
 def loads(text):
     """The plan (dict) that :func:`dumps` wrote."""
     return json.loads(text)
+
+
+def write_file(path, plan):
+    """Write *plan* (a dict of JSON values) as the plan file *path* (local):
+    ``{"checksum": "sha256:...", "plan": plan}``, the checksum the
+    :func:`jobs.store.digest` of the plan (NaN and infinities allowed, as
+    :func:`dumps` allows them), which :func:`read_file` verifies."""
+    text = dumps({"checksum": digest(plan, strict=False), "plan": plan})
+    with open(path, "w") as f:
+        f.write(text)
+
+
+def read_file(path):
+    """The plan (dict) of the plan file *path* that :func:`write_file`
+    wrote, verified: JSON of that shape whose checksum matches the plan,
+    else InputError naming the file (a task given a damaged plan fails with
+    that one line)."""
+    def damaged(why):
+        return InputError(f"damaged plan file {path}: {why}; the run's scratch files were "
+                          "changed while it ran: run the command again")
+
+    try:
+        with open(path, "rb") as f:
+            document = loads(f.read().decode("utf-8"))
+    except FileNotFoundError:
+        raise InputError(f"plan file not found: {path}") from None
+    except (ValueError, UnicodeDecodeError):
+        raise damaged("not JSON") from None
+    if not (isinstance(document, dict) and set(document) == {"checksum", "plan"}
+            and isinstance(document["plan"], dict)):
+        raise damaged('not {"checksum": ..., "plan": {...}}')
+    plan = document["plan"]
+    if document["checksum"] != digest(plan, strict=False):
+        raise damaged("its content does not match its checksum")
+    return plan
 
 
 # ---------------------------------------------------------------------------

@@ -36,6 +36,7 @@ import re
 import sys
 import tempfile
 import uuid
+from dataclasses import asdict
 
 from mrjob.job import MRJob
 from mrjob.protocol import BytesProtocol, BytesValueProtocol
@@ -59,7 +60,7 @@ from samplegen.jobs.phases import (
     write_extra,
     write_sample,
 )
-from samplegen.jobs.plan import Plan
+from samplegen.jobs.plan import Plan, read_file, write_file
 from samplegen.udfs.custom import udf_source
 from samplegen.udfs.errors import EngineError, InputError
 
@@ -122,8 +123,7 @@ class MRSample(BlockRecordJob):
         if plan is None:
             if not self.options.plan:
                 raise InputError("MRSample needs --plan PLAN.json (run it through samplegen)")
-            with open(self.options.plan) as f:
-                plan = self._plan = Plan.from_json(f.read())
+            plan = self._plan = Plan(**read_file(self.options.plan))
         return plan
 
     def execute(self):
@@ -237,8 +237,7 @@ def run_mrjob(plan, inputs, runner, options):
     with tempfile.TemporaryDirectory(prefix="samplegen-",
                                      dir=fsmod.scratch_dir(options.get("scratch"))) as tmp:
         plan_path = os.path.join(tmp, "plan.json")
-        with open(plan_path, "w") as f:
-            f.write(plan.to_json())
+        write_file(plan_path, asdict(plan))
         source = udf_source(plan.sampler())
         if runner in LOCAL_RUNNERS:     # mrjob's local runners read local files only
             inputs = [_local_input(uri, tmp, i) for i, uri in enumerate(inputs)]

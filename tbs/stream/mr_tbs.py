@@ -2,7 +2,8 @@
 
 Each input file holds one line, a partition number ``p``; its mapper runs
 :func:`tbs.stream.task.run_partition` for ``p`` over every batch of the plan
-(``--plan PLAN.json``, shipped with the job) and emits the summaries as one
+(``--plan PLAN.json``, shipped with the job; its checksum is verified by
+each task, :func:`jobs.plan.read_file`) and emits the summaries as one
 JSON line.  One small file per partition gives one map task per partition on
 every runner (Hadoop's default input format does not split small files).
 Tasks write their files into STATE themselves (atomically); speculative
@@ -49,8 +50,7 @@ class MRTBS(ClusterJob):
         line = line.strip()
         if not line:
             return
-        with open(self.options.plan) as f:
-            plan = plan_codec.loads(f.read())
+        plan = plan_codec.read_file(self.options.plan)
         p = int(line)
         yield None, json.dumps([p, run_partition(plan, p)])
 
@@ -74,8 +74,7 @@ def run_mrjob(plan, runner, options):
     P = len(plan["structs"])
     with tempfile.TemporaryDirectory(prefix="samplegen-tbs-") as tmp:
         plan_path = os.path.join(tmp, "plan.json")
-        with open(plan_path, "w") as f:
-            f.write(plan_codec.dumps(plan))
+        plan_codec.write_file(plan_path, plan)
         inputs = write_inputs(tmp, P)          # local files: mrjob uploads them for hadoop
         job = MRTBS(args=mrjob_args(runner, plan_path, inputs, options, tmp))
         lines = run_job(job, tmp, extra=TASK_ERRORS)   # a task's error: its own class
