@@ -6,7 +6,8 @@ reduce: streaming-re-block, writing each ``(sample, v_index)`` column of blocks
 to ``<output>/<sample>/part-v<v>`` and reporting a one-line summary.
 
 Step 2 (k-fold in fold mode only) -- dynamic sample matrix composition: every
-fold's partial bottom block (reported by step 1) is routed to the training set
+fold's partial bottom block (reported by step 1 with its CRC-32, verified where
+it is read back from step 1's output: :func:`parse_tail`) is routed to the training set
 of every other round (:func:`jobs.phases.partners`), where the blocks are
 merged and re-blocked into that training set's extra matrix
 (:func:`jobs.phases.write_extra`).
@@ -43,7 +44,7 @@ from mrjob.protocol import BytesProtocol, BytesValueProtocol
 from mrjob.step import MRStep
 
 from samplegen.jobs import fs as fsmod
-from samplegen.jobs.blocks import EncodedBlock, parse_encoded
+from samplegen.jobs.blocks import HEADER_CHARS, EncodedBlock, parse_encoded, payload_layout
 from samplegen.jobs.engines.task_errors import error_in, error_line, reported
 from samplegen.jobs.package import build_zip
 from samplegen.jobs.phases import (
@@ -166,16 +167,16 @@ class MRSample(BlockRecordJob):
     def _reblock(self, sample, v, binned):
         summary, tail = write_sample(self.plan, sample, v, reblock(self.plan.block_size, binned))
         yield SUMMARY, json.dumps(summary).encode()
-        for block in tail:
-            yield TAIL, b"%08x.%08x\t%s" % (sample, v, block.encode(crc=False))
+        for block in tail:   # read back by step 2 or the driver: with its CRC-32
+            yield TAIL, b"%08x.%08x\t%s" % (sample, v, block.encode())
 
     # -- step 2: dynamic sample matrix composition ----------------------------------
     def compose_mapper(self, key, value):
         if key != TAIL:
             yield key, value
             return
-        head, payload = value.split(b"\t", 1)
-        fold, v = parse_group_key(head)
+        fold, v, _ = parse_tail(value)
+        payload = value.split(b"\t", 1)[1]
         for round_ in partners(len(self.plan.composed), fold, self.plan.fold_group):
             yield group_key(round_, v), sort_key(0, fold) + b"\t" + payload
 
@@ -222,6 +223,26 @@ def _reduce(key, values, write):
     yield from write(*parse_group_key(key), map(_decode_sorted, values))
 
 
+def parse_tail(value):
+    """``(fold, v, EncodedBlock)`` of a TAIL record's *value* (a fold's partial
+    bottom block, read back from the first step's output by the second
+    step's mappers or the driver), its CRC-32 verified: the block must carry
+    one, and match it; else InputError naming the record."""
+    head, _, payload = value.partition(b"\t")
+    try:
+        fold, v = parse_group_key(head)
+    except ValueError:
+        raise InputError("damaged record in the first MapReduce step's output: bad fold "
+                         f"key {bytes(head[:20])!r}") from None
+    try:
+        if payload_layout(payload[:HEADER_CHARS]).crc is None:
+            raise InputError("the block carries no checksum")
+        return fold, v, EncodedBlock.parse(payload)
+    except InputError as exc:
+        raise InputError(f"damaged partial bottom block of fold {fold}, column of blocks {v}, "
+                         f"in the first MapReduce step's output: {exc}") from None
+
+
 def _decode_sorted(value):
     key, payload = value.split(b"\t", 1)
     bin_, _ = parse_sort_key(key)
@@ -256,9 +277,8 @@ def run_mrjob(plan, inputs, runner, options):
         elif key == MAPPED:
             reports.append(json.loads(value))
         elif key == TAIL:
-            head, payload = value.split(b"\t", 1)
-            fold, v = parse_group_key(head)
-            tails.setdefault(v, {})[fold] = EncodedBlock.parse(payload, verify=False)
+            fold, v, block = parse_tail(value)
+            tails.setdefault(v, {})[fold] = block
     summaries += compose_in_driver(plan, tails)
     check_coverage(plan, reports, summaries)
     return summaries
