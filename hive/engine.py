@@ -38,7 +38,7 @@ from samplegen.udfs.errors import InputError, ParameterError
 
 from . import sql
 from .client import Client, HiveError, parse_url
-from .package import build_hive_zip
+from .package import build_hive_zip, has_named_content
 
 KINDS = {
     "table": "identifier", "location": "path", "output": "path", "input": "path",
@@ -151,8 +151,9 @@ def check_files(value, what="files= in --hive-url", default=False):
 
 
 def ship_zip(files, udf_spec):
-    """Put ``samplegen-<hash>.zip`` into *files* (local or a Hadoop URI);
-    returns its file name."""
+    """Put ``samplegen-<hash>.zip`` into *files* (local or a Hadoop URI),
+    unless the file of that name there holds that content (a damaged one
+    is written again); returns its file name."""
     if fsmod.is_local(files):
         return os.path.basename(build_hive_zip(files, udf_spec))
     import tempfile
@@ -161,9 +162,10 @@ def ship_zip(files, udf_spec):
         name = os.path.basename(local)
         remote = fsmod.join(files, name)
         fs = fsmod.get_fs(remote)
-        if not fs.exists(remote):
-            with open(local, "rb") as f:
-                fs.write_bytes(remote, f.read())
+        with open(local, "rb") as f:
+            data = f.read()
+        if not (fs.exists(remote) and has_named_content(name, fs.read_bytes(remote))):
+            fs.write_bytes(remote, data)    # missing, or damaged: replaced whole
     return name
 
 

@@ -8,7 +8,9 @@ The name carries a hash of the content.  HiveServer2 sessions and, above
 all, the Spark Thrift Server keep every added file for the server's lifetime
 under its base name; adding a *different* file under a name already added
 makes every later task of that server fail.  A content-addressed name makes
-re-adding the same code a no-op and new code a new file.
+re-adding the same code a no-op and new code a new file.  A zip already
+there under its name is reused only if its content still has that hash
+(:func:`has_named_content`); a damaged one is written again.
 
 ``__main__`` also puts any directory ``samplegen-deps*`` found in the task's
 working directory on ``sys.path``: that is where ``ADD ARCHIVE
@@ -76,9 +78,22 @@ def user_module_files(udf_spec):
     return [(top + ".py", spec.origin)]
 
 
+def content_hash(data):
+    """The hash in the name of a zip of bytes *data*: the first 16 hex
+    digits of their SHA-256."""
+    return hashlib.sha256(data).hexdigest()[:16]
+
+
+def has_named_content(name, data):
+    """Whether *data* are the bytes that the zip name *name*
+    (``samplegen-<hash>.zip``) promises."""
+    return name == f"samplegen-{content_hash(data)}.zip"
+
+
 def build_hive_zip(directory, udf_spec=None):
-    """Write ``samplegen-<hash>.zip`` into local *directory* (if not there
-    yet); returns its path."""
+    """Write ``samplegen-<hash>.zip`` into local *directory*, unless a file
+    of that name with that content is there already (one whose content does
+    not match its name is replaced); returns its path."""
     os.makedirs(directory, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="samplegen-zip-") as tmp:
         base = build_zip(os.path.join(tmp, "base.zip"))
@@ -91,10 +106,19 @@ def build_hive_zip(directory, udf_spec=None):
                 with open(full, "rb") as f:
                     _add(dst, arcname, f.read())
         with open(out, "rb") as f:
-            digest = hashlib.sha256(f.read()).hexdigest()[:16]
+            digest = content_hash(f.read())
         path = os.path.join(directory, f"samplegen-{digest}.zip")
-        if not os.path.exists(path):
+        if not _intact(path):
             staged = path + ".tmp-" + digest
             shutil.copyfile(out, staged)
             os.replace(staged, path)
     return path
+
+
+def _intact(path):
+    """Whether the local file *path* exists and holds what its name promises."""
+    try:
+        with open(path, "rb") as f:
+            return has_named_content(os.path.basename(path), f.read())
+    except FileNotFoundError:
+        return False
