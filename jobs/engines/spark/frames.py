@@ -47,7 +47,7 @@ from samplegen.jobs.strata import weights_by_row_id
 from samplegen.udfs import arrivals
 from samplegen.udfs.builtin import Bootstrap, HoldOut, KFold
 from samplegen.udfs.custom import load_udf
-from samplegen.udfs.errors import ParameterError, check_int
+from samplegen.udfs.errors import ParameterError, check_bool, check_int
 from samplegen.udfs.rng import check_seed
 
 #: positions of keyed rows lie in [0, KEY_SPACE): holdout and kfold see it
@@ -431,6 +431,7 @@ def holdout(df, ratio, seed, key, repeats=1, fraction=1.0, persist=False, exact=
     ids as keys: the block jobs' samples, one job collecting the classes).
     *groups*: a column whose groups stay whole, on one side (keys: the row
     ids; the block jobs' ``--groups``; for other keys, key by the group)."""
+    persist = check_bool("persist", persist)
     frame, names = _frame_and_names(df, HoldOut.name, seed, key,
                                     {"ratio": ratio, "repeats": repeats, "fraction": fraction,
                                      "exact": exact, "stratify": stratify, "groups": groups})
@@ -448,6 +449,7 @@ def kfold(df, k, seed, key, persist=False, balanced=True, stratify=None, groups=
     *groups*: a column whose groups stay whole, each in one fold (balanced:
     each group in turn to the fold with the fewest rows); both as of
     :func:`holdout`."""
+    persist = check_bool("persist", persist)
     from pyspark import StorageLevel
     from pyspark.sql import functions as F
 
@@ -669,6 +671,7 @@ def bootstrap(df, samples, seed, key, size=None, persist=False, oob=False, strat
     ``[(bag, out-of-bag rows), ...]``: each bag with the rows it never drew.
     *stratify*: a column whose classes every bag holds in proportion (each
     class's share of *size*, within one row, drawn from its own rows)."""
+    persist = check_bool("persist", persist)
     frame, names = _frame_and_names(df, Bootstrap.name, seed, key,
                                     {"samples": samples, "size": size, "oob": oob,
                                      "stratify": stratify})
@@ -684,6 +687,7 @@ def sample(df, udf, seed, key, persist=False, **params):
     *params*: ``{sample name: DataFrame}``.  A user UDF sees the DataFrame's
     row count as its number of rows (one count job) and decides row *key*
     as the block jobs decide row id *key*."""
+    persist = check_bool("persist", persist)
     frame, names = _frame_and_names(df, udf, seed, key, params)
     parts, _ = _per_sample(frame, len(names), persist)
     return dict(zip(names, parts))
