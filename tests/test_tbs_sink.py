@@ -2,8 +2,9 @@
 streaming queries over a file source, STATE on the single-node HDFS; the
 sample equals ``samplegen tbs run``'s over the same batches, also after the
 query's driver was killed mid-batch and restarted from its checkpoint;
-a replayed micro-batch is a no-op; bad parameters are one-line errors
-before anything is written."""
+a replayed micro-batch is a no-op.  Bad parameters, bad micro-batches and
+batch ids, damaged staged batches and two sinks on one STATE:
+tests/hostile/test_tbs_sink.py."""
 import json
 import math
 import os
@@ -195,66 +196,3 @@ def test_a_replayed_micro_batch_is_a_no_op(tmp_path, spark):
                                    "size": 80, "seed": 1, "partitions": 2})
     _same_state(state, ref)
 
-
-BAD = [
-    (dict(size=0), "size must be an integer >= 1"),
-    (dict(rate=-1.0), "rate must be >= 0"),
-    (dict(algorithm="xtbs"), "algorithm must be rtbs or ttbs"),
-    (dict(algorithm="ttbs"), "mean_batch_size is required"),
-    (dict(decay="poly", power=0.0), "power must be > 0"),
-    (dict(partitions=0), "partitions must be an integer >= 1"),
-    (dict(runner="yarn"), "runner must be one of"),
-    (dict(seed=-3), "seed"),
-    (dict(window=3), "unknown parameter 'window'"),
-    (dict(key=3), "key must be a column name"),
-    (dict(time=5), "time must be None"),
-]
-
-
-@pytest.mark.parametrize("bad,words", BAD, ids=[w.split()[0] for _, w in BAD])
-def test_bad_parameters_are_one_line_errors_before_anything_is_written(tmp_path, bad, words):
-    state = str(tmp_path / "state")
-    args = dict(dict(rate=0.1, size=50, seed=1), **bad)
-    with pytest.raises(TBSError) as info:
-        sink(state, **args)
-    message = str(info.value)
-    assert words in message and "\n" not in message and "--" not in message, message
-    assert not os.path.exists(state) and not os.path.exists(state + ".incoming")
-
-
-def test_parameters_that_differ_from_an_existing_state_are_refused(tmp_path):
-    batches, state = str(tmp_path / "b"), str(tmp_path / "s")
-    write_batch(batches, 1, 30)
-    run(batches, state, {"algorithm": "rtbs", "decay": "exp", "lambda": 0.1, "size": 20,
-                         "seed": 1})
-    before = tree_digest(state)
-    with pytest.raises(TBSError, match=r"created with size 20; got 30") as info:
-        sink(state, rate=0.1, size=30, seed=1)
-    assert "\n" not in str(info.value)
-    with pytest.raises(TBSError, match="staging must be a directory other than the STATE"):
-        sink(state, rate=0.1, size=20, seed=1, staging=state + "/")
-    assert tree_digest(state) == before
-
-
-@pytest.mark.spark
-def test_bad_micro_batches_are_one_line_errors_before_anything_is_written(tmp_path, spark):
-    """A reserved column, a missing key column, a time that does not increase:
-    refused before the batch is staged."""
-    session = _session(spark)
-    state = str(tmp_path / "state")
-    keep = sink(state, rate=0.1, size=40, seed=1, time=lambda df, batch_id: 10.0 - batch_id)
-    keep(session.createDataFrame(batch_frame(1, 30)), 0)
-    before = tree_digest(state)
-    cases = [
-        (session.createDataFrame(batch_frame(2, 30).assign(_sg_row=1)), "is reserved"),
-        (session.createDataFrame(batch_frame(2, 30)), "does not come after 10.0"),
-    ]
-    for df, words in cases:
-        with pytest.raises(TBSError, match=words) as info:
-            keep(df, 1)
-        assert "\n" not in str(info.value)
-    keyed = sink(state, rate=0.1, size=40, seed=1, key="nope")
-    with pytest.raises(TBSError, match="key column 'nope' is not a column"):
-        keyed(session.createDataFrame(batch_frame(2, 30)), 1)
-    assert tree_digest(state) == before
-    assert os.listdir(state + ".incoming") == []

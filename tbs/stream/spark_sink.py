@@ -18,18 +18,27 @@ ledger:
   checkpoint than the one that fed this STATE -- an error, nothing written;
 * otherwise the batch is staged and applied.
 
+The staged file is read back and compared with the size and CRC-32 of the
+bytes written before it is applied: a staged batch changed or cut meanwhile
+is an error naming it, and nothing is applied.  A call holds the lock of
+STAGING (``STAGING/_lock``, :class:`.storage.Lock`) from reading the STATE
+to deleting the staged file, so a second sink feeding the same STATE through
+the same STAGING is refused instead of replacing the staged batch; and a
+micro-batch counts as applied only if the STATE's ledger ends with it (its
+time and row count), not with a batch another sink applied meanwhile.
+
 After the commit the staged file is deleted, and each call first deletes
 whatever an interrupted call left in STAGING, so it holds at most one batch.
 """
 import math
 import re
 
-from ..errors import TBSError
+from ..errors import TBSError, TBSInputError
 from .batches import MAX_BATCH, RESERVED, TIME_KEY
 from .job import check_options, check_params, new_params, run
 from .materialize import current_sample
 from .state import crash_point, load_latest
-from .storage import COMMITS, LOCK, Store
+from .storage import COMMITS, LOCK, Lock, Store, checksum
 from .task import ROW_GROUP
 
 #: keyword parameters of :func:`sink` passed on to the job as they are
@@ -161,11 +170,37 @@ class TBSSink:
                 not 0 <= batch_id < MAX_BATCH:
             raise TBSError(f"batch_id must be an integer >= 0 and below {MAX_BATCH}, "
                            f"got {batch_id!r}")
-        k = batch_id + 1
         store = Store(self.state_url, fsync=self.options.get("fsync"))
+        staged = Store(self.staging, fsync=store.fsync)
+        lock = self._lock(staged)
+        try:
+            self._apply(batch_df, batch_id, store, staged)
+        finally:
+            lock.release()
+
+    def _lock(self, staged):
+        """The lock of STAGING: one call at a time stages and applies."""
+        if staged.kind() == "file":
+            raise TBSError(f"staging {self.staging} is a file; staging must be a directory "
+                           "(give another staging=)")
+        staged.makedirs()
+        try:
+            lock = Lock(staged).acquire()
+        except TBSError:
+            raise TBSError(f"another sink is applying a micro-batch to STATE {self.state_url} "
+                           f"through staging {self.staging} ({_owner(staged)}); two queries "
+                           "feeding one STATE are refused: give each query its own STATE (if "
+                           f"that sink has died on another host, remove {staged.uri(LOCK)})") \
+                from None
+        if lock.previous:
+            self.log(f"note: took over the staging lock of a sink that ended without releasing "
+                     f"it (pid {lock.previous.get('pid')} on {lock.previous.get('host')})")
+        return lock
+
+    def _apply(self, batch_df, batch_id, store, staged):
+        k = batch_id + 1
         commit = _newest(store, self.state_url)
         last = None if commit is None else commit["last_batch"]
-        staged = Store(self.staging, fsync=store.fsync)
         if last is not None and k <= last:
             if k < last:
                 raise TBSError(
@@ -201,9 +236,10 @@ class TBSSink:
                            f"{commit['time']!r}, the last batch's (times must increase)")
         name = f"batch-{k}.parquet"
         self._clean(staged, keep=name)
-        staged.write_bytes(name, _parquet(frame, batch_df, t))
+        written = staged.write_bytes(name, _parquet(frame, batch_df, t))
         staged.sync()
         crash_point("sink-staged")
+        _verify(staged, name, written, batch_id)
         try:
             done = run(self.staging, self.state_url, self.given, runner=self.runner,
                        options=self.options, log=self.log)
@@ -212,6 +248,12 @@ class TBSSink:
         if done["last_batch"] != k:
             raise TBSError(f"micro-batch {batch_id} was staged but not applied (STATE "
                            f"{self.state_url} holds batches up to {done['last_batch']})")
+        entry = done["ledger"][-1]
+        if (entry[1], entry[2]) != (t, len(frame)):
+            raise TBSError(f"micro-batch {batch_id} was not applied: STATE {self.state_url} "
+                           f"holds another batch {k} (time {entry[1]!r}, {entry[2]} rows; this "
+                           f"one: time {t!r}, {len(frame)} rows), applied meanwhile by another "
+                           "sink: two queries feeding one STATE are refused")
         crash_point("sink-applied")
         self._clean(staged, keep=None)
 
@@ -219,7 +261,7 @@ class TBSSink:
         """Delete everything in STAGING but ``keep``: committed batches, and
         what an interrupted call left (a batch, a temporary file)."""
         for name in staged.listdir():
-            if name == keep:
+            if name in (keep, LOCK):
                 continue
             if staged.isdir(name):
                 staged.remove_tree(name)
@@ -244,6 +286,40 @@ class TBSSink:
         if not math.isfinite(t):
             raise TBSError(f"micro-batch {batch_id}: arrival time must be finite, got {t!r}")
         return t
+
+
+def _verify(staged, name, written, batch_id):
+    """Check that the staged file ``name`` still has the checksum ``written``
+    (its size and CRC-32 when it was written): the bytes the job applies are
+    the micro-batch's, not a changed or cut copy."""
+    where = staged.uri(name)
+    try:
+        found = checksum(staged.read_bytes(name))
+    except FileNotFoundError:
+        found = None
+    if found == written:
+        return
+    if found is None:
+        problem = "is missing"
+    else:
+        size, crc = found.split(":")
+        short = int(size) < int(written.partition(":")[0])
+        problem = (f"{'is truncated' if short else 'does not match what was written'} (it has "
+                   f"{size} bytes with CRC-32 {crc}, {written.replace(':', ' bytes with CRC-32 ')}"
+                   " were written)")
+    raise TBSInputError(f"staged micro-batch {batch_id} {where} {problem}: it changed between "
+                        "staging and applying; nothing was applied (a restart of the query "
+                        "stages the micro-batch again)")
+
+
+def _owner(staged):
+    """Who holds the lock of STAGING, for the error message."""
+    import json
+    try:
+        info = json.loads(staged.read_bytes(LOCK))
+        return f"pid {info['pid']} on {info['host']} since {info['since']}"
+    except Exception:
+        return "owner unknown"
 
 
 def _column_time(frame, name, batch_id):
