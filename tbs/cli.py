@@ -20,11 +20,13 @@ import csv
 import importlib.util
 import io
 import math
+import os
 
 import numpy as np
 
 from samplegen.jobs import fs as fsmod
-from samplegen.udfs.errors import count_words
+from samplegen.jobs import limits
+from samplegen.udfs.errors import OutputError, count_words
 
 from . import experiments as ex
 from .errors import TBSError
@@ -32,7 +34,7 @@ from .errors import TBSError
 
 def _float_list(text):
     try:
-        return [float(x) for x in text.split(",") if x.strip()]
+        return [float(x) for x in text.split(",")]
     except ValueError:
         raise argparse.ArgumentTypeError(f"expected comma-separated numbers, got {text!r}") \
             from None
@@ -40,7 +42,7 @@ def _float_list(text):
 
 def _int_list(text):
     try:
-        return [int(x) for x in text.split(",") if x.strip()]
+        return [int(x) for x in text.split(",")]
     except ValueError:
         raise argparse.ArgumentTypeError(f"expected comma-separated integers, got {text!r}") \
             from None
@@ -57,21 +59,47 @@ def _patterns(text):
             cur = ""
         else:
             cur += ch
-    if cur:
-        out.append(cur)
+    out.append(cur)
     for p in out:
         ex.mode_pattern(p, 1)
+    _check_distinct("patterns", out)
     return out
 
 
-def _check_output(option, path):
+def _check_distinct(what, items):
+    """TBSError naming the first item of ``items`` listed twice."""
+    seen = set()
+    for item in items:
+        if item in seen:
+            raise TBSError(f"{what} must differ: {item!r} is listed twice; list each once")
+        seen.add(item)
+
+
+#: what an output option's file ends with (for the example in an error message)
+_SUFFIX = {"--csv": ".csv", "--plot": ".png", "--table": ".md"}
+
+
+def _check_outputs(args, options):
     """Refuse, before any work, an output that cannot be written: a parent
-    that is a file, or a plot without matplotlib."""
-    if path is None:
-        return
-    fsmod.missing_dirs(path)
-    if option == "--plot" and importlib.util.find_spec("matplotlib") is None:
-        raise TBSError("--plot needs matplotlib (pip install 'samplegen[plots]')")
+    that is a file, a directory (or a name ending in '/') where the file
+    would go, a symbolic link, one file named by two of ``options``, or a
+    plot without matplotlib.  An existing file is replaced."""
+    seen = {}
+    for option in options:
+        path = getattr(args, option[2:])
+        if path is None:
+            continue
+        local = fsmod.local_path(path)
+        if local.endswith(("/", os.sep)) or os.path.isdir(local):
+            raise OutputError(f"{option} {path} is a directory; give the name of a file "
+                              f"(e.g. {os.path.join(local, 'out' + _SUFFIX[option])})")
+        fsmod.missing_dirs(path)
+        same = seen.get(os.path.realpath(local))
+        if same:
+            raise OutputError(f"{same} and {option} both name {path}; give each its own file")
+        seen[os.path.realpath(local)] = option
+        if option == "--plot" and importlib.util.find_spec("matplotlib") is None:
+            raise TBSError("--plot needs matplotlib (pip install 'samplegen[plots]')")
 
 
 def _write_csv(path, header, rows):
@@ -97,24 +125,34 @@ def _pyplot():
 
 # ----------------------------------------------------------------------------- simulate
 
+def _check_memory(nbytes, command, fix):
+    """Refuse, before any work, an experiment whose arrays would not fit."""
+    limits.check_memory(nbytes, f"samplegen tbs {command}", fix)
+
+
 def _cmd_simulate(args):
-    _check_output("--csv", args.csv)
-    _check_output("--plot", args.plot)
-    algorithms = [a.strip() for a in args.algorithms.split(",") if a.strip()]
+    _check_outputs(args, ("--csv", "--plot"))
+    algorithms = [a.strip() for a in args.algorithms.split(",")]
     for a in algorithms:
         if a not in ("ttbs", "rtbs"):
             raise TBSError(f"--algorithms must list 'ttbs' and/or 'rtbs', got {a!r}")
+    _check_distinct("--algorithms", algorithms)
+    fix = "ask for fewer --batches or smaller batches (--batch-size, --phi, --high)"
+    _check_memory(ex.simulate_memory(args.batches, len(algorithms), args.n,
+                                     rows=args.csv is not None), "simulate", fix)
     decay = ex.make_decay(args.decay, lam=args.lam, power=args.power, shift=args.shift)
     sizes = ex.batch_sizes(args.regime, args.batches, args.batch_size, phi=args.phi,
                            change_at=args.change_at, high=args.high, period=args.period,
                            seed=args.seed)
+    _check_memory(ex.simulate_memory(args.batches, len(algorithms), args.n, sizes,
+                                     rows=args.csv is not None), "simulate", fix)
     options = {k: v for k, v in (("max_weight", args.max_weight),
                                  ("consolidation_rate", args.consolidation_rate),
                                  ("delta1", args.delta1), ("delta2", args.delta2))
                if v is not None}
+    mean_batch_size = args.batch_size if args.mean_batch_size is None else args.mean_batch_size
     traces = ex.simulate(algorithms, decay, args.n, sizes, seed=args.seed,
-                         mean_batch_size=args.mean_batch_size or args.batch_size,
-                         rtbs_options=options)
+                         mean_batch_size=mean_batch_size, rtbs_options=options)
     if args.csv:
         rows = []
         for name, tr in traces.items():
@@ -199,15 +237,21 @@ def _fmt(value, paper, digits=1):
 
 
 def _stream_command(args, kind):
-    _check_output("--table", args.table)
-    _check_output("--csv", args.csv)
-    _check_output("--plot", args.plot)
+    _check_outputs(args, ("--table", "--csv", "--plot"))
     _check_counts(args)
     patterns = args.patterns
-    schemes = ex.make_schemes(args.schemes or (ex.TABLE1_SCHEMES if kind == "knn"
-                                               else f"exp:{args.lam},sw,unif"), args.n)
+    spec = args.schemes
+    if spec is None:
+        spec = ex.TABLE1_SCHEMES if kind == "knn" else f"exp:{args.lam},sw,unif"
+    schemes = ex.make_schemes(spec, args.n)
+    hyper = args.k if kind == "knn" else args.penalties
+    memory = dict(runs=max(args.runs, args.tune_runs), test_batches=args.test_batches,
+                  warmup=args.warmup, n=args.n, schemes=len(schemes), grid=len(hyper))
     if kind == "knn":
-        hyper = args.k
+        memory["classes"] = args.classes
+    fix = "ask for fewer --runs, --test-batches, --warmup or smaller batches (--batch, --n)"
+    _check_memory(ex.stream_memory(kind if kind == "knn" else "ridge", **memory), kind, fix)
+    if kind == "knn":
         if any(k < 1 for k in hyper):
             raise TBSError(f"--k must list integers >= 1, got {hyper}")
         mixture = {"classes": args.classes, "box": args.box, "spread": args.spread,
@@ -215,6 +259,8 @@ def _stream_command(args, kind):
         ex.gaussian_mixture_stream(np.random.default_rng(0), 1, 1, np.zeros(1, bool), **mixture)
         sizes = ex.stream_sizes(args.batch_sizes, args.warmup, args.test_batches, args.batch,
                                 growth=args.growth, seed=args.seed)
+        _check_memory(ex.stream_memory("knn", items=sizes.sum(dtype=np.float64),
+                                       largest=sizes.max(), **memory), kind, fix + " or --growth")
 
         def make_data(rng, total, batch, flags):
             return ex.gaussian_mixture_stream(rng, total, batch, flags, **mixture)
@@ -223,12 +269,14 @@ def _stream_command(args, kind):
             return ex.knn_scores(points, labels, hyper)
         loss, hname, natural_low = "Miss%", "k", 1
     else:
-        hyper = args.penalties
         if not hyper or any(not (a >= 0 and math.isfinite(a)) for a in hyper):
             raise TBSError(f"--penalties must list finite numbers >= 0, got {hyper}")
         if sorted(hyper) != hyper:
             raise TBSError(f"--penalties must be increasing, got {hyper}")
         sizes = args.batch
+        items = args.batch * (args.warmup + args.test_batches)
+        _check_memory(ex.stream_memory("ridge", items=items, largest=args.batch, **memory),
+                      kind, fix)
 
         def make_data(rng, total, batch, flags):
             return ex.linear_stream(rng, total, batch, flags)
@@ -368,11 +416,13 @@ def _stream_plot(args, kind, schemes, patterns, curves, loss, sizes):
 # ----------------------------------------------------------------------------- online learners
 
 def _cmd_online(args):
-    for opt in ("--table", "--csv", "--plot"):
-        _check_output(opt, getattr(args, opt[2:]))
+    _check_outputs(args, ("--table", "--csv", "--plot"))
     _check_counts(args)
     if any(e < 0 for e in args.extra) or not args.extra:
         raise TBSError(f"--extra must list integers >= 0, got {args.extra}")
+    _check_distinct("--extra", args.extra)
+    if not math.isfinite(args.scale):
+        raise TBSError(f"--scale must be a finite number, got {args.scale}")
     for name, grid in (("--lambdas", args.lambdas), ("--rates", args.rates),
                        ("--mus", args.mus)):
         if not grid or any(not (v > 0 and math.isfinite(v)) for v in grid):
@@ -380,6 +430,13 @@ def _cmd_online(args):
     if args.fixed_lambda is not None and not (args.fixed_lambda > 0
                                               and math.isfinite(args.fixed_lambda)):
         raise TBSError(f"--fixed-lambda must be a finite number > 0, got {args.fixed_lambda}")
+    grid = max(len(args.lambdas), len(args.rates), len(args.mus))
+    memory = dict(runs=max(args.runs, args.tune_runs), test_batches=args.test_batches,
+                  warmup=args.warmup, n=args.n, schemes=2, grid=grid, d=2 + max(args.extra))
+    items = args.batch * (args.warmup + args.test_batches)
+    _check_memory(ex.stream_memory("ridge", items=items, largest=args.batch, **memory), "online",
+                  "ask for fewer --runs, --test-batches, --warmup, --extra or smaller batches "
+                  "(--batch, --n)")
     flags = ex.mode_pattern(args.pattern, args.test_batches)
     methods = ("R-TBS", "Prox", "OGD") + (("R-TBS fixed",) if args.fixed_lambda else ())
     hnames = {"R-TBS": "lambda", "Prox": "mu", "OGD": "rate", "R-TBS fixed": "lambda"}

@@ -50,15 +50,33 @@ def batch_sizes(regime, batches, batch_size=100, *, phi=None,
             phi = 1.002 if regime == "growing" else 0.8
         phi = check_real("phi", phi, low=0.0, low_open=True)
         change_at = check_int("change_at", change_at, 0)
-        sizes = b * phi ** np.maximum(k - change_at, 0)
+        with np.errstate(over="ignore"):              # (an overflow is refused below)
+            sizes = b * phi ** np.maximum(k - change_at, 0)
     elif regime == "uniform":
+        _check_sizes([2 * b], "batch_size")
         sizes = np.random.default_rng(seed).integers(0, int(round(2 * b)) + 1, batches)
     else:
         period = check_int("period", period, 3)
         hi = check_real("high", 3 * b if high is None else high, low=0.0)
         phase = (k - 1) % period
         sizes = np.where(phase < (2 * period) // 3, b, hi)
+    _check_sizes(sizes, {"growing": "phi or batches", "shrinking": "phi or batches",
+                         "periodic": "high or batch_size"}.get(regime, "batch_size"))
     return np.rint(sizes).astype(np.int64)
+
+
+#: the largest batch the experiments take (batch sizes are exact integers in a float)
+MAX_BATCH_SIZE = 2 ** 53
+
+
+def _check_sizes(sizes, what):
+    """TBSError unless every batch size (floats) is below :data:`MAX_BATCH_SIZE`
+    (an overflow to infinity included); ``what``: the parameters to lower."""
+    with np.errstate(invalid="ignore"):
+        largest = float(np.max(sizes, initial=0.0))
+    if not largest < MAX_BATCH_SIZE:
+        raise TBSError(f"batch sizes reach {largest:.3g} items, more than the {MAX_BATCH_SIZE} "
+                       f"(2**53) a batch can have: lower {what}")
 
 
 def make_decay(kind, lam=0.1, power=2.0, shift=10.0):
@@ -101,6 +119,40 @@ def simulate(algorithms, decay, n, sizes, *, mean_batch_size, seed=0,
             trace["rho"][k] = getattr(s, "rho", math.nan)
         out[name] = trace
     return out
+
+
+def simulate_memory(batches, algorithms, n, sizes=None, rows=False):
+    """About how many bytes :func:`batch_sizes` and :func:`simulate` hold at
+    their peak (the largest terms, with a margin): ``batches`` batches,
+    ``algorithms`` samplers of size ``n``; ``sizes``: the batch sizes once
+    known (None: only what the number of batches takes); ``rows``: the
+    traces are also kept as CSV rows (Python objects, about 600 bytes a row)."""
+    algorithms, n = max(algorithms, 0), max(n, 0)
+    per_batch = 48 + 32 * algorithms + (600 * algorithms if rows else 0)
+    total = per_batch * max(batches, 0) + 64 * n * algorithms
+    if sizes is not None and len(sizes):
+        total += 32 * max(int(sizes.max()), 0)    # a batch's item ids and their copies
+    return total
+
+
+def stream_memory(kind, *, runs, test_batches, warmup, n, schemes, grid, items=0, largest=0,
+                  d=2, classes=2):
+    """About how many bytes a stream experiment holds at its peak (the largest
+    terms, with a margin): ``kind`` "knn" (:func:`knn_scores`) or "ridge"
+    (:func:`ridge_scores`, :func:`online_experiment`); ``runs``: the most runs
+    of one call of :func:`stream_experiment` (tuning or final); ``schemes``
+    samplers of size ``n`` scored at once, each on ``grid`` hyper-parameter
+    values; ``items``: items of a run's stream (0: not known yet), ``largest``:
+    its largest batch; ``d``: features per item (ridge), ``classes`` (knn)."""
+    runs, test_batches, warmup, n, schemes, grid, items, largest, d, classes = (
+        max(int(v), 0) for v in (runs, test_batches, warmup, n, schemes, grid, items, largest,
+                                 d, classes))
+    total = (16 * (warmup + test_batches) + 16 * runs * test_batches * grid * schemes
+             + 64 * n * schemes)
+    if kind == "knn":        # the stream, and a batch's distances to the sample and votes
+        return total + 96 * items + 8 * largest * (3 * n + classes)
+    # the stream, and the sample's Gram matrix, a batch's residuals per grid value
+    return total + 16 * items * (d + 4) + 8 * (4 * d * d + 2 * n * d + 2 * largest * (d + grid))
 
 
 # ----------------------------------------------------------------------------- streams with modes
@@ -238,6 +290,7 @@ def linear_stream(rng, batches, batch, abnormal, scale=1.0, extra=0, extra_std=1
     modes, coefficients N(0, extra_std^2) drawn once per stream) and as many
     U(0, 1) features.  ``batch``: items per batch, or one size per batch."""
     extra = check_int("extra", extra, 0)
+    scale = check_real("scale", scale)
     sizes = _batch_sizes(batches, batch)
     mode = np.repeat(np.asarray(abnormal, dtype=bool), sizes)
     stable = extra_std * rng.standard_normal(extra)
@@ -349,7 +402,7 @@ def make_schemes(spec, n=1000):
     exponential decay), ``poly:S`` (R-TBS, polynomial decay with the paper's
     (d, n', lambda, delta1, delta2) = (10, 2n, 0.1, 0.01, 1)), ``sw`` (sliding
     window of n items), ``unif`` (batched reservoir).  name -> factory(seed)."""
-    schemes = {}
+    schemes, tokens = {}, {}
     for token in (t.strip() for t in spec.split(",")):
         kind, _, value = token.partition(":")
         try:
@@ -357,22 +410,34 @@ def make_schemes(spec, n=1000):
         except ValueError:
             v = None
         if kind == "exp" and v is not None:
-            schemes[f"R-TBS exp: lambda = {v:.2f}"] = (
+            name, factory = f"R-TBS exp: lambda = {_value_name(v, 2)}", (
                 lambda seed, lam=v: RTBS(n, Exponential(lam), seed=seed))
         elif kind == "poly" and v is not None:
-            schemes[f"R-TBS poly: s = {v:.1f}"] = (
+            name, factory = f"R-TBS poly: s = {_value_name(v, 1)}", (
                 lambda seed, s=v: RTBS(n, Polynomial(s, shift=10), seed=seed, max_weight=2 * n,
                                        consolidation_rate=0.1, delta1=0.01, delta2=1.0))
         elif token == "sw":
-            schemes["SW"] = lambda seed: SlidingWindow(n)
+            name, factory = "SW", lambda seed: SlidingWindow(n)
         elif token == "unif":
-            schemes["Unif"] = lambda seed: BatchedReservoir(n, seed=seed)
+            name, factory = "Unif", lambda seed: BatchedReservoir(n, seed=seed)
         else:
             raise TBSError(f"schemes must be comma-separated exp:LAMBDA, poly:S, sw, unif; "
                            f"got {token!r}")
+        if name in schemes:
+            raise TBSError(f"schemes must differ: {tokens[name]!r} and {token!r} are the same "
+                           f"scheme ({name}); list each once")
+        schemes[name], tokens[name] = factory, token
     if not schemes:
         raise TBSError(f"schemes must name at least one scheme, got {spec!r}")
     return schemes
+
+
+def _value_name(value, digits):
+    """A scheme's parameter in its name: ``digits`` decimals (the paper's
+    names, ``0.10``) when they give the value exactly, else all its digits,
+    so that two schemes never share a name and a name never rounds."""
+    text = f"{value:.{digits}f}"
+    return text if float(text) == value else repr(value)
 
 
 TABLE1_SCHEMES = "exp:0.05,exp:0.07,exp:0.10,poly:1.8,poly:2.0,poly:2.2,sw,unif"
@@ -389,6 +454,7 @@ def stream_sizes(kind, warmup, test_batches, batch=100, growth=0.02, seed=0):
     ``growing`` (``batch`` during warm-up, then growing by ``growth`` per batch,
     rounded); figure 15."""
     total = warmup + test_batches
+    _check_sizes([float(batch) * (2 if kind == "uniform" else 1)], "batch")
     if kind == "constant":
         return np.full(total, batch, dtype=np.int64)
     if kind == "uniform":
@@ -396,7 +462,10 @@ def stream_sizes(kind, warmup, test_batches, batch=100, growth=0.02, seed=0):
     if kind == "growing":
         growth = check_real("growth", growth, low=0.0)
         k = np.maximum(np.arange(1, total + 1) - warmup, 0)
-        return np.rint(batch * (1.0 + growth) ** k).astype(np.int64)
+        with np.errstate(over="ignore"):
+            sizes = batch * (1.0 + growth) ** k
+        _check_sizes(sizes, "growth, test_batches or batch")
+        return np.rint(sizes).astype(np.int64)
     raise TBSError(f"batch sizes must be constant, uniform or growing, got {kind!r}")
 
 
@@ -540,6 +609,7 @@ def online_experiment(*, lambdas, rates, mus, runs, tune_runs, warmup, test_batc
     (runs, test_batches)}, "tuned": {method: value}, "edges": {method: side}}.
     """
     sizes = _batch_sizes(warmup + test_batches, batch)
+    scale = check_real("scale", scale)             # before any run
 
     def make_data(rng, total, b, flags):
         return linear_stream(rng, total, b, flags, scale=scale, extra=extra)

@@ -1,4 +1,5 @@
-"""Command line: ``samplegen tbs`` (also ``python -m samplegen tbs``)."""
+"""Command line: ``samplegen tbs`` (also ``python -m samplegen tbs``).  Bad
+parameters of the experiment commands: tests/hostile/test_tbs_commands.py."""
 import csv
 import os
 import subprocess
@@ -29,29 +30,6 @@ def test_simulate_writes_csv_and_png(tmp_path, capsys):
     assert all(int(r["sample_size"]) <= 1000 for r in rtbs)
     assert int(rtbs[-1]["sample_size"]) == 1000            # saturated: W_k > n
     assert out_png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
-
-
-@pytest.mark.parametrize("argv, message", [
-    (["simulate", "--n", "0"], "samplegen: error: n must be an integer >= 1, got 0"),
-    (["simulate", "--regime", "sideways"], "samplegen: error: argument --regime: invalid choice"),
-    (["simulate", "--algorithms", "ttbs,xyz"],
-     "--algorithms must list 'ttbs' and/or 'rtbs', got 'xyz'"),
-    (["simulate", "--mean-batch-size", "10"], "mean_batch_size must be >= n * gamma(decay)"),
-    (["simulate", "--decay", "poly", "--consolidation-rate", "0.001"],
-     "consolidation_rate must be >="),
-    (["knn", "--patterns", "P(10)"], "pattern must be 'single' or 'P(d,e)'"),
-    (["knn", "--k", "0,3"], "--k must list integers >= 1"),
-    (["knn", "--test-batches", "10"], "--test-batches must be >= 20"),
-    (["regression", "--penalties", "a,b"], "expected comma-separated numbers"),
-])
-def test_bad_input_one_line_exit_2_nothing_written(tmp_path, capsys, argv, message):
-    target = tmp_path / "out.csv"
-    rc = main(argv + ["--csv", str(target)])
-    err = capsys.readouterr().err
-    assert rc == 2
-    assert err.count("\n") == 1 and message in err and "Traceback" not in err
-    assert err.startswith("samplegen: error: ")
-    assert not target.exists() and os.listdir(tmp_path) == []
 
 
 def test_usage_errors_name_the_command_to_ask_for_help(capsys):
