@@ -188,11 +188,12 @@ def test_the_server_listens_on_loopback_only(apache_hive):
     assert all(a.startswith(loopback) for a in listening), listening
 
 
-def test_a_port_in_use_is_refused_in_one_line(apache_hive, tmp_path, capsys):
+def test_a_port_in_use_is_refused_in_one_line(apache_hive, hadoop, tmp_path, capsys):
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         s.listen()
         code = server.main(["up", "--server", "apache", "--workdir", str(tmp_path / "w"),
+                            "--hadoop-workdir", hadoop["workdir"],
                             "--port", str(s.getsockname()[1])])
     err = capsys.readouterr().err.strip().splitlines()
     assert code == 2

@@ -2,6 +2,7 @@
 import json
 import os
 import random
+from dataclasses import asdict
 
 import numpy as np
 import pytest
@@ -21,7 +22,7 @@ from samplegen.jobs.phases import (
     sort_key,
     write_sample,
 )
-from samplegen.jobs.plan import KEY_ROW_BYTES, bin_bits, make_plan, set_bins
+from samplegen.jobs.plan import KEY_ROW_BYTES, bin_bits, make_plan, set_bins, write_file
 from samplegen.udfs import Bootstrap, HoldOut, KFold
 
 
@@ -165,7 +166,7 @@ def test_hadoop_streaming_command_partitions_and_sorts_like_the_sim_runners(tmp_
     options = {"mrjob_conf": "", "mrjob_args": ["--hadoop-bin", "/bin/true",
                                                 "--hadoop-streaming-jar", str(jar)]}
     plan_path = tmp_path / "plan.json"
-    plan_path.write_text(plan.to_json())
+    write_file(plan_path, asdict(plan))
     argv = mrjob_args("hadoop", str(plan_path), ["hdfs:///data/m[1]/part-00000"], options,
                       str(tmp_path), udf=udf_source(plan.sampler()))
     shipped = [argv[i + 1] for i, a in enumerate(argv) if a == "--py-files"]
