@@ -15,13 +15,21 @@ def per_file(path):
     files = collections.defaultdict(lambda: [0.0, 0, (0.0, "")])
     for case in ET.parse(path).iter("testcase"):
         seconds = float(case.get("time") or 0.0)
-        module = case.get("classname", "").split("::")[0]
-        name = module.replace(".", "/") + ".py"
+        name = _file_of(case.get("classname", ""))
         entry = files[name]
         entry[0] += seconds
         entry[1] += 1
         entry[2] = max(entry[2], (seconds, case.get("name", "")))
     return dict(files)
+
+
+def _file_of(classname):
+    """The test file of a junit ``classname`` (``tests.test_x`` or, for a
+    test class, ``tests.test_x.TestY``)."""
+    parts = classname.split(".")
+    while parts and parts[-1][:1].isupper():
+        parts.pop()
+    return "/".join(parts) + ".py"
 
 
 def main(argv=None):
