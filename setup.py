@@ -35,7 +35,7 @@ EXTRAS["all"] = sorted({dep for deps in EXTRAS.values() for dep in deps})
 setup(
     name="samplegen",
     version=VERSION,
-    description=__doc__,
+    description=" ".join(__doc__.split()),
     python_requires=">=3.9",
     # One top-level name, samplegen; the source folders are its subpackages.
     packages=["samplegen"] + [f"samplegen.{name}" for name in PACKAGES],
