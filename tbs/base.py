@@ -81,13 +81,7 @@ class Sampler(ABC):
     def _prepare(self, items, time):
         """Validate a batch; returns (items, t, dt) without changing the state."""
         arr = check_items(items)
-        if time is None:
-            t = 1.0 if self._time is None else self._time + 1.0
-        else:
-            t = check_real("time", time)
-        if self._time is not None and not t > self._time:
-            raise TBSError(f"time must increase from batch to batch, "
-                           f"got {time!r} after {self._time!r}")
+        t = batch_time(self._time, time)
         if arr.size:
             if self._dtype is None:
                 pass
@@ -355,6 +349,20 @@ def get_array(arrays, name, dtype=None):
         raise TBSError(f"state arrays must contain {name!r}")
     arr = np.asarray(arrays[name])
     return arr if dtype is None else arr.astype(dtype, copy=False)
+
+
+def batch_time(previous, time):
+    """The arrival time of a batch given as *time* after one at *previous*
+    (None: no batch yet): *time* itself, a finite number later than
+    *previous*, or, when None, one unit after *previous* (1.0 first);
+    anything else is a TBSParameterError."""
+    if time is None:
+        return 1.0 if previous is None else previous + 1.0
+    t = check_real("time", time)
+    if previous is not None and not t > previous:
+        raise TBSParameterError(f"time must increase from batch to batch, got {time!r} "
+                                f"after {previous!r}")
+    return t
 
 
 def _checked_ages(name, values, missing=False):

@@ -34,7 +34,7 @@ import uuid
 
 import numpy as np
 
-from .base import Sampler, dtype_from_json, dtype_to_json
+from .base import Sampler, batch_time, dtype_from_json, dtype_to_json
 from .errors import TBSError, TBSInputError, TBSOutputError, TBSParameterError
 
 __all__ = ["StreamSample", "StratifiedStreamSample", "PROBABILITY", "AGE"]
@@ -1069,7 +1069,6 @@ class StratifiedStreamSample:
         sampler sees the batch time (with no rows if the class has none).  A
         batch that cannot be applied whole (a missing label, a time that
         does not increase, other columns) is refused and changes nothing."""
-        from .errors import check_real
         kind = _kind_of(batch)
         if kind == "arrow" and type(batch).__name__ == "RecordBatch":
             import pyarrow as pa
@@ -1079,13 +1078,7 @@ class StratifiedStreamSample:
             raise TBSParameterError(f"class column {self.by!r} has no label in {missing} of the "
                                     f"batch's {len(batch)} rows (None, NaN, NA or NaT): give "
                                     "every row a class, or drop those rows, before update")
-        if time is None:
-            t = 1.0 if self._time is None else self._time + 1.0
-        else:
-            t = check_real("time", time)
-            if self._time is not None and not t > self._time:
-                raise TBSParameterError(f"time must increase from batch to batch, got {time!r} "
-                                        f"after {self._time!r}")
+        t = batch_time(self._time, time)
         try:
             found = list(dict.fromkeys(labels.tolist()))
         except TypeError:

@@ -57,6 +57,14 @@ def spark():
 
 
 @pytest.fixture(scope="session")
+def session(spark):
+    """A SparkSession on the tests' SparkContext (for DataFrame tests)."""
+    from pyspark.sql import SparkSession
+
+    return SparkSession(spark)
+
+
+@pytest.fixture(scope="session")
 def hadoop():
     """A single-node Hadoop of ``make hadoop-up`` for tests marked ``hadoop``,
     in a directory of its own ($SAMPLEGEN_TEST_HADOOP_WORK, default
@@ -156,6 +164,20 @@ def runner_inputs(base):
             "wide": make(base, "wide", rows=450, cols=150, block_size=64, seed=2),
             "sparse": make(base, "sparse", rows=600, cols=150, block_size=64, density=0.1,
                            seed=3)}
+
+
+def is_one_line_error(err):
+    """Whether *err* (a command's stderr) is exactly one ``samplegen: error:`` line."""
+    lines = err.strip().splitlines()
+    return len(lines) == 1 and lines[0].startswith("samplegen: error: ")
+
+
+def one_line_error(code, err, status=2):
+    """The one error line of a command that refused: exit status *status*,
+    *err* exactly one ``samplegen: error:`` line, no traceback."""
+    assert code == status, err
+    assert is_one_line_error(err) and "Traceback" not in err, err
+    return err.strip()
 
 
 def run_cli(capsys, *argv):

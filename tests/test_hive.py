@@ -20,6 +20,7 @@ from samplegen.udfs.custom import load_udf
 from samplegen.udfs.errors import InputError, ParameterError
 
 from .conftest import NO_CONF, run_cli, runner_inputs, sample_digests, tree_digest
+from .conftest import one_line_error as _one_line_error
 from .hive_fixtures import beeline
 
 pytestmark = pytest.mark.hive
@@ -207,14 +208,6 @@ def _corrupt_copy(tmp_path, src):
     data[3000] = ord("A") if data[3000] != ord("A") else ord("B")
     open(part, "wb").write(bytes(data))
     return dest
-
-
-def _one_line_error(code, err, status=2):
-    lines = err.strip().splitlines()
-    assert code == status, err
-    assert len(lines) == 1 and lines[0].startswith("samplegen: error:"), err
-    assert "Traceback" not in err
-    return lines[0]
 
 
 @pytest.mark.parametrize("method", [["holdout", "--ratio", 0.5], ["kfold", "--k", 3]])

@@ -14,6 +14,7 @@ from samplegen.hive import engine, tables
 from samplegen.udfs.errors import OutputError, ParameterError
 
 from .conftest import make, run_cli
+from .conftest import one_line_error as _one_line_error
 
 DEAD = "hive://127.0.0.1:1/default"
 
@@ -37,14 +38,6 @@ def _paths(root):
     for folder, dirs, files in os.walk(root):
         out.update(os.path.relpath(os.path.join(folder, n), root) for n in dirs + files)
     return out
-
-
-def _one_line_error(code, err):
-    lines = err.strip().splitlines()
-    assert code == 2, err
-    assert len(lines) == 1 and lines[0].startswith("samplegen: error:"), err
-    assert "Traceback" not in err
-    return lines[0]
 
 
 def _not_the_connection(line):

@@ -24,13 +24,6 @@ N = 3000
 
 
 @pytest.fixture(scope="module")
-def session(spark):
-    from pyspark.sql import SparkSession
-
-    return SparkSession(spark)
-
-
-@pytest.fixture(scope="module")
 def frame(session):
     """Row ids 0..N-1 with a string, an array and a struct column."""
     from pyspark.sql import functions as F

@@ -27,6 +27,7 @@ from samplegen.hive import client as hive_client
 from samplegen.jobs import daemons, driver
 
 from ..conftest import make, run_cli, tree_digest
+from ..conftest import one_line_error as _one_line_error
 
 SEED = 7
 EVIL = ["x; DROP TABLE canary", "canary`x", "a'b", "db.t.x", "1abc", "x -- y", "x\nDROP"]
@@ -38,14 +39,6 @@ def dead_url(monkeypatch, tmp_path):
     monkeypatch.delenv("SAMPLEGEN_HIVE_URL", raising=False)
     monkeypatch.setenv("SAMPLEGEN_HIVE_FILES", str(tmp_path / "shipped"))
     return f"hive://127.0.0.1:{daemons.free_port()}/default"
-
-
-def _one_line_error(code, err):
-    lines = err.strip().splitlines()
-    assert code == 2, err
-    assert len(lines) == 1 and lines[0].startswith("samplegen: error:"), err
-    assert "Traceback" not in err
-    return lines[0]
 
 
 def _refused_before_connecting(capsys, tmp_path, argv, *words):

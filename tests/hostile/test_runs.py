@@ -29,6 +29,7 @@ from samplegen.udfs.errors import (
     SamplegenError,
 )
 
+from ..conftest import is_one_line_error as _one_line_error
 from ..conftest import make, run_cli
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -93,11 +94,6 @@ def _cli(*argv, env=None, cwd=None):
                           capture_output=True, text=True, cwd=cwd,
                           env={**os.environ, "PYTHONPATH": ROOT, **(env or {})})
     return proc.returncode, proc.stderr
-
-
-def _one_line_error(err):
-    lines = err.strip().splitlines()
-    return len(lines) == 1 and lines[0].startswith("samplegen: error: ")
 
 
 # ---------------------------------------------------------------------------

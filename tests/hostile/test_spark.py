@@ -35,13 +35,6 @@ USER_UDF = "samplegen.udfs.examples:paper_holdout_series"
 
 
 @pytest.fixture(scope="module")
-def session(spark):
-    from pyspark.sql import SparkSession
-
-    return SparkSession(spark)
-
-
-@pytest.fixture(scope="module")
 def frame(session):
     """Row ids 0..N-1, a string column and a weight column (all 1.0)."""
     from pyspark.sql import functions as F

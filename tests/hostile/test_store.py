@@ -26,14 +26,10 @@ from samplegen.jobs.store import META, Matrix
 from samplegen.udfs.errors import InputError
 
 from ..conftest import NO_CONF, run_cli, sample_digests
+from ..conftest import is_one_line_error as _one_line_error
 
 ROWS, BLOCK = 300, 64
 INLINE = ["--runner", "inline", "--mrjob-conf", ""]
-
-
-def _one_line_error(err):
-    lines = err.strip().splitlines()
-    return len(lines) == 1 and lines[0].startswith("samplegen: error: ")
 
 
 @pytest.fixture(scope="module")
