@@ -54,14 +54,12 @@ maven:
 	    || { echo "error: could not install Maven; install it and retry" >&2; exit 2; }; \
 	fi
 
-# The whole suite, every engine test against its real service, on every core: the tests
-# of the single-node Hadoop and the Hive servers on one worker, those of the local Spark on
-# one, the rest spread over all (tests/conftest.py, ENGINE_GROUPS).  It ends with its wall
+# The whole suite, every engine test against its real service.  It ends with its wall
 # time and the 15 slowest tests, so drift shows at every run.  PYTEST_ARGS: more options.
 PYTEST_ARGS ?=
 test: setup java maven
 	@start=$$(date +%s); status=0; \
-	$(PY) -m pytest -q -n auto --dist loadgroup --durations=15 $(PYTEST_ARGS) || status=$$?; \
+	$(PY) -m pytest -q --durations=15 $(PYTEST_ARGS) || status=$$?; \
 	echo "make test: $$(( $$(date +%s) - start )) s wall, pytest status $$status"; exit $$status
 
 # The inner loop: no JVM, no engine, no slow test, on every core (under a minute).

@@ -169,24 +169,45 @@ def _webhdfs(hp, path, op, method="GET"):
 
 def tez_lib(hp, jars, log=print):
     """The HDFS directory of the Tez runtime (``tez.lib.uris``): *jars*
-    uploaded once into a directory named by their digest."""
+    uploaded once into a directory named by their digest.  Servers starting
+    at the same time on one HDFS each upload into a directory of their own
+    and the first whole copy is moved into place; the others are dropped."""
     import hashlib
+    import uuid
     digest = hashlib.sha256("\n".join(sorted(os.path.basename(j) for j in jars))
                             .encode()).hexdigest()[:12]
     target = f"{TEZ_LIB_ROOT}/tez-{digest}"
-    if _webhdfs(hp, f"{target}/_COMPLETE", "GETFILESTATUS") is not None:
+    complete = f"{target}/_COMPLETE"
+    if _webhdfs(hp, complete, "GETFILESTATUS") is not None:
         return target
     log(f"uploading the Tez runtime ({len(jars)} jars) to hdfs://{target}")
     hdfs = os.path.join(hp["bin"], "hdfs")
     env = {**os.environ, **cluster.env(hp["dir"]), "HADOOP_ROOT_LOGGER": "WARN,console"}
-    tmp = target + ".tmp"
-    for cmd in (["-rm", "-r", "-f", "-skipTrash", tmp], ["-mkdir", "-p", tmp],
-                ["-put", "-f", *jars, tmp], ["-touchz", f"{tmp}/_COMPLETE"],
-                ["-rm", "-r", "-f", "-skipTrash", target], ["-mv", tmp, target]):
-        proc = subprocess.run([hdfs, "dfs", *cmd], env=env, capture_output=True, text=True)
+    tmp = f"{target}.tmp-{uuid.uuid4().hex[:12]}"
+
+    def dfs(*cmd):
+        return subprocess.run([hdfs, "dfs", *cmd], env=env, capture_output=True, text=True)
+
+    def failed(cmd, proc):
+        dfs("-rm", "-r", "-f", "-skipTrash", tmp)
+        return ServerError(f"uploading the Tez runtime failed (hdfs dfs {cmd[0]}): "
+                           + (proc.stderr.strip().splitlines() or ["?"])[-1])
+
+    # A directory only ever becomes the target whole, its _COMPLETE written
+    # first: a target without one was not made by an upload, and goes.
+    if _webhdfs(hp, target, "GETFILESTATUS") is not None \
+            and _webhdfs(hp, complete, "GETFILESTATUS") is None:   # in this order: no race
+        dfs("-rm", "-r", "-f", "-skipTrash", target)
+    for cmd in (["-mkdir", "-p", tmp], ["-put", "-f", *jars, tmp], ["-touchz", f"{tmp}/_COMPLETE"]):
+        proc = dfs(*cmd)
         if proc.returncode != 0:
-            raise ServerError(f"uploading the Tez runtime failed (hdfs dfs {cmd[0]}): "
-                              + (proc.stderr.strip().splitlines() or ["?"])[-1])
+            raise failed(cmd, proc)
+    # If another server's copy became the target meanwhile, ``-mv`` puts ours
+    # inside it, and ours goes.
+    proc = dfs("-mv", tmp, target)
+    dfs("-rm", "-r", "-f", "-skipTrash", tmp, f"{target}/{os.path.basename(tmp)}")
+    if _webhdfs(hp, complete, "GETFILESTATUS") is None:
+        raise failed(["-mv"], proc)
     return target
 
 

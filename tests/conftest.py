@@ -16,14 +16,6 @@ from .hive_fixtures import hive_server  # noqa: F401
 NO_CONF = {"mrjob_conf": ""}
 
 
-#: the xdist group of the tests that use the single-node Hadoop (HDFS, YARN, and Apache
-#: Hive and the Spark Thrift Server beside it), and of those that start Spark in this
-#: process: under ``pytest -n N --dist loadgroup`` (``make test``) each group runs on one
-#: worker, so one worker owns the cluster's YARN capacity and one the local SparkContext,
-#: while the other tests spread over every worker
-ENGINE_GROUPS = (("cluster", ("hadoop", "hive")), ("spark", ("spark",)))
-
-
 def pytest_collection_modifyitems(config, items):
     for item in items:
         # the markers tell the truth: a test that starts the cluster (the ``hadoop``
@@ -33,10 +25,6 @@ def pytest_collection_modifyitems(config, items):
         if "hadoop" in getattr(item, "fixturenames", ()) or (
                 callspec is not None and callspec.params.get("hive_server") == "apache"):
             item.add_marker(pytest.mark.hadoop)
-        for group, markers in ENGINE_GROUPS:
-            if any(item.get_closest_marker(m) for m in markers):
-                item.add_marker(pytest.mark.xdist_group(group))
-                break
 
 
 @pytest.fixture(autouse=True, scope="session")
