@@ -218,6 +218,8 @@ def user_code(args):
     directory, once its lock is free, and the parent directories it made)."""
     if getattr(args, "command", None) != "sample" or ":" not in args.udf:
         return None
+    if getattr(args, "runner", None) not in (None, "embedded", "inline"):
+        return None    # its tasks run in processes of their own, whose early end fails the run
     dest = str(args.dest)
     if not fsmod.is_local(dest):
         return lambda: None    # remote staging is removed by the run itself only
