@@ -644,6 +644,33 @@ def _same_or_nested(a, b):
     return a == b or a.startswith(b + os.sep) or b.startswith(a + os.sep)
 
 
+#: the staged outputs of this process entered and not yet committed or
+#: discarded (see :func:`discard_unfinished`)
+_unfinished = set()
+
+
+def unfinished():
+    """The staged outputs of this process that were entered and are not yet
+    committed or discarded (a snapshot, for :func:`discard_unfinished`)."""
+    return frozenset(_unfinished)
+
+
+def discard_unfinished(before=frozenset()):
+    """Discard every staged output entered since the snapshot *before* (see
+    :func:`unfinished`) that was neither committed nor discarded.
+
+    A stop (Ctrl-C, SIGTERM) raised by a signal handler can land as
+    ``StagedOutput.__exit__`` is entered, before its first line: Python runs
+    the handler at a function's start.  No ``with`` block can clean up after
+    that; the code that catches the stop -- the command line does, for every
+    command -- calls this."""
+    for staged in list(_unfinished - set(before)):
+        try:
+            staged._discard()
+        finally:
+            staged._close()
+
+
 class StagedOutput:
     """Write a directory aside, then rename it into place.
 
@@ -665,6 +692,8 @@ class StagedOutput:
     * :attr:`scratch` is a local directory for the engines' temporary files
       (inside the staging directory when it is local), removed with it; it
       is made by the first engine that needs it (:func:`jobs.fs.scratch_dir`).
+    * A stop that lands as the ``with`` block ends, before ``__exit__`` has
+      begun, leaves the staging directory to :func:`discard_unfinished`.
     * Missing parent directories of *dest* are created on entry (and
       removed again, as far as they are empty, if the run fails); a parent
       that is a file is refused when the object is made.
@@ -707,6 +736,7 @@ class StagedOutput:
             self._made = fsmod.make_parents(self.dest)
             self._remove_stale()
         self.fs.makedirs(self.staging)
+        _unfinished.add(self)
         if self.local:
             import fcntl
             self._owner = open(os.path.join(self.staging, self.OWNER), "wb")
@@ -747,9 +777,13 @@ class StagedOutput:
                     pass
             return False
         finally:
-            if self._owner is not None:
-                self._owner.close()
-                self._owner = None
+            self._close()
+
+    def _close(self):
+        _unfinished.discard(self)
+        if self._owner is not None:
+            self._owner.close()
+            self._owner = None
 
     #: seconds a failed run keeps trying to remove its staging directory
     #: (files still being created in it, a stop in the middle)

@@ -400,10 +400,17 @@ def _reader_gone_status():
 
 def stoppable(call):
     """``call()``, stopped by Ctrl-C (exit status 130) or SIGTERM (143) the
-    same way: every ``with`` block unwinds, then one line says so."""
+    same way: every ``with`` block unwinds, then one line says so.  A
+    staged output whose ``__exit__`` the stop cut off before its first line
+    is discarded here (:func:`jobs.store.discard_unfinished`)."""
+    from samplegen.jobs import store
+    before = store.unfinished()
     try:
         with _stop_signals():
-            return call()
+            try:
+                return call()
+            finally:
+                store.discard_unfinished(before)
     except Terminated:
         sys.stderr.write(f"{PROG}: terminated\n")
         return 128 + signal.SIGTERM

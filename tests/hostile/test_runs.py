@@ -17,7 +17,7 @@ import time
 import numpy as np
 import pytest
 
-from samplegen.jobs import driver, phases
+from samplegen.jobs import driver, phases, store
 from samplegen.jobs import plan as plan_codec
 from samplegen.jobs.store import META, Matrix, StagedOutput
 from samplegen.udfs import load_udf
@@ -403,7 +403,10 @@ def test_a_failed_runs_staging_goes_while_its_tasks_still_write(tmp_path):
 def test_a_stop_in_the_end_of_a_run_leaves_no_staging(tmp_path, run):
     """A stop (Ctrl-C, SIGTERM) that lands while a run ends -- a failed run
     removing its staging directory, a finished one committing it -- leaves
-    the output whole or absent, never a staging directory."""
+    the output whole or absent, never a staging directory, once the code
+    that catches the stop has discarded what it cut off (as the command
+    line does: a stop can land as ``__exit__`` is entered, before its first
+    line, on a loaded machine)."""
     class Stop(Exception):
         pass
 
@@ -417,15 +420,19 @@ def test_a_stop_in_the_end_of_a_run_leaves_no_staging(tmp_path, run):
     dest = tmp_path / "out"
     try:
         for delay in (0.0002, 0.0005, 0.001, 0.002, 0.004, 0.008):
+            before = store.unfinished()
             with contextlib.suppress(Stop, RuntimeError):
-                with StagedOutput(str(dest)) as staging:
-                    for d in range(20):
-                        os.mkdir(os.path.join(staging, f"d{d}"))
-                        for n in range(200):
-                            open(os.path.join(staging, f"d{d}", f"p{n}"), "wb").close()
-                    signal.setitimer(signal.ITIMER_REAL, delay)
-                    if run == "failed":
-                        raise RuntimeError("the run failed")
+                try:
+                    with StagedOutput(str(dest)) as staging:
+                        for d in range(20):
+                            os.mkdir(os.path.join(staging, f"d{d}"))
+                            for n in range(200):
+                                open(os.path.join(staging, f"d{d}", f"p{n}"), "wb").close()
+                        signal.setitimer(signal.ITIMER_REAL, delay)
+                        if run == "failed":
+                            raise RuntimeError("the run failed")
+                finally:
+                    store.discard_unfinished(before)
             signal.setitimer(signal.ITIMER_REAL, 0)
             assert _staging_dirs(tmp_path) == []
             if run == "failed":
@@ -437,6 +444,23 @@ def test_a_stop_in_the_end_of_a_run_leaves_no_staging(tmp_path, run):
     finally:
         signal.setitimer(signal.ITIMER_REAL, 0)
         signal.signal(signal.SIGALRM, previous)
+
+
+def test_a_stop_before_the_first_line_of_the_end_of_a_run_leaves_no_staging(tmp_path):
+    """A signal handled as ``StagedOutput.__exit__`` is entered raises there,
+    before any of its lines: the command's stop handling discards the
+    staging directory it cut off, and exits 130."""
+    from samplegen.cli import stoppable
+
+    def run():
+        staged = StagedOutput(str(tmp_path / "out"))
+        staging = staged.__enter__()
+        open(os.path.join(staging, "part-00000"), "wb").close()
+        raise KeyboardInterrupt()     # where __exit__ would have begun
+
+    assert stoppable(run) == 130
+    assert _staging_dirs(tmp_path) == [] and not (tmp_path / "out").exists()
+    assert store.unfinished() == frozenset()
 
 
 # ---------------------------------------------------------------------------
