@@ -20,16 +20,27 @@ def inputs(tmp_path_factory):
     return runner_inputs(base)
 
 
+@pytest.fixture(scope="module")
+def fold_reference(inputs, tmp_path_factory):
+    """The inline runner's fold-mode 4-fold of the dense input (seed 7)."""
+    dest = str(tmp_path_factory.mktemp("fold") / "fold")
+    driver.generate(inputs["dense"], dest, "kfold", {"k": 4}, 7, runner="inline",
+                    options=NO_CONF)
+    return dest
+
+
 def read(run, name):
     return Matrix.open(os.path.join(run, name)).to_numpy()
 
 
 class RunnerSuite:
     RUNNER = None
+    OPTIONS = {}
 
     def run(self, tmp_path, src, udf, params, seed=7, name="run", **kw):
         dest = str(tmp_path / name)
-        driver.generate(src, dest, udf, params, seed, runner=self.RUNNER, options=NO_CONF, **kw)
+        driver.generate(src, dest, udf, params, seed, runner=self.RUNNER,
+                        options=dict(NO_CONF, **self.OPTIONS), **kw)
         return dest
 
     def test_holdout_pairs(self, tmp_path, inputs):
@@ -74,8 +85,11 @@ class RunnerSuite:
         fold_bytes = sum(by_name[f"test-{i}"]["bytes"] for i in range(k))
         assert fold_bytes < sizes < fold_bytes * 1.5 + 2e6
 
-    def test_naive_kfold_has_the_same_rows(self, tmp_path, inputs):
-        fold = self.run(tmp_path, inputs["dense"], "kfold", {"k": 4}, name="fold")
+    def test_naive_kfold_has_the_same_rows(self, tmp_path, inputs, fold_reference):
+        """This runner's naive k-fold holds the rows of the fold-mode k-fold
+        (the inline runner's: that every runner's fold mode has the inline
+        bytes is test_same_bytes_on_every_runner_and_task_count's)."""
+        fold = fold_reference
         naive = self.run(tmp_path, inputs["dense"], "kfold", {"k": 4, "naive": True},
                          name="naive")
         for i in range(4):
@@ -127,7 +141,13 @@ class TestInline(RunnerSuite):
 
 
 class TestLocal(RunnerSuite):
+    """The local runner with one map and one reduce task (without
+    ``num_cores``, mrjob starts one of each per core of the machine): each
+    task is a Python process to start.  That the bytes do not depend on the
+    task count is test_same_bytes_on_every_runner_and_task_count's subject
+    (one task and three of each)."""
     RUNNER = "local"
+    OPTIONS = {"num_cores": 1}
 
 
 @pytest.mark.slow
@@ -148,29 +168,50 @@ def test_same_bytes_on_every_runner_and_task_count(tmp_path, inputs, udf, params
     assert runs[0] == runs[1] == runs[2] and len(runs[0]) > 1
 
 
+@pytest.fixture(scope="module")
+def composed_in_the_driver(inputs, tmp_path_factory):
+    """The inline runner's fold-mode 3-folds (seed 5) of the wide and the
+    sparse input, their small partial bottom blocks composed by the driver
+    after one step: {input: sample digests}."""
+    from samplegen.jobs.engines import mapreduce
+    run_job, steps, digests = mapreduce.run_job, [], {}
+
+    def counting(job, *args, **kw):
+        steps.append(len(job.steps()))
+        return run_job(job, *args, **kw)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(mapreduce, "run_job", counting)
+        for src in ("wide", "sparse"):
+            dest = str(tmp_path_factory.mktemp("composed") / src)
+            driver.generate(inputs[src], dest, "kfold", {"k": 3}, 5, runner="inline",
+                            options=NO_CONF)
+            digests[src] = sample_digests(dest)
+    assert steps == [1, 1]
+    return digests
+
+
 @pytest.mark.parametrize("runner", ["inline", "local"])
-def test_fold_mode_composes_in_the_driver_or_in_a_second_step_alike(tmp_path, inputs,
-                                                                      monkeypatch, runner):
+def test_fold_mode_composes_in_the_driver_or_in_a_second_step_alike(
+        tmp_path, inputs, monkeypatch, composed_in_the_driver, runner):
     """Small partial bottom blocks are composed by the driver after one step;
     beyond DRIVER_COMPOSE_BYTES a second MapReduce step composes them: the
-    same bytes either way (dense and sparse)."""
+    same bytes either way (dense and sparse).  The driver's composition is
+    the inline runner's, run once for both runners (the local runner's
+    one-step runs are test_same_bytes_on_every_runner_and_task_count's)."""
     from samplegen.jobs.engines import mapreduce
-    default, run_job, steps = mapreduce.DRIVER_COMPOSE_BYTES, mapreduce.run_job, []
+    run_job, steps = mapreduce.run_job, []
 
     def counting(job, *args, **kw):
         steps.append(len(job.steps()))
         return run_job(job, *args, **kw)
     monkeypatch.setattr(mapreduce, "run_job", counting)
+    monkeypatch.setattr(mapreduce, "DRIVER_COMPOSE_BYTES", 0)
     for src in ("wide", "sparse"):
-        digests = []
-        for limit in (default, 0):
-            monkeypatch.setattr(mapreduce, "DRIVER_COMPOSE_BYTES", limit)
-            dest = str(tmp_path / f"{src}-{limit}")
-            driver.generate(inputs[src], dest, "kfold", {"k": 3}, 5, runner=runner,
-                            options=NO_CONF)
-            digests.append(sample_digests(dest))
-        assert digests[0] == digests[1] and len(digests[0]) == 6, src
-    assert steps == [1, 2, 1, 2]
+        dest = str(tmp_path / src)
+        driver.generate(inputs[src], dest, "kfold", {"k": 3}, 5, runner=runner, options=NO_CONF)
+        digests = sample_digests(dest)
+        assert digests == composed_in_the_driver[src] and len(digests) == 6, src
+    assert steps == [2, 2]
 
 
 def corrupt_copy(src, dest):
