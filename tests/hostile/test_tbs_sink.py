@@ -10,6 +10,7 @@ Every bad input is one line (a :class:`TBSError`), nothing is written and
 the STATE is left as it was; damage is one error naming the file; never a
 sample of other rows."""
 import os
+import shutil
 
 import pandas as pd
 import pytest
@@ -41,6 +42,33 @@ def frames(spark):
     from pyspark.sql import SparkSession
     session = SparkSession(spark)
     return {k: session.createDataFrame(batch_frame(k, ROWS)) for k in (1, 2, 3)}
+
+
+@pytest.fixture(scope="module")
+def applied(frames, tmp_path_factory):
+    """The STATEs a sink with ``PARAMS`` makes of micro-batch 1 and of
+    micro-batches 1 and 2 (batch ids 0, 1): ``{1: state, 2: state}``, built
+    once for the module; the tests that start from them feed copies
+    (:func:`_copy`)."""
+    base = tmp_path_factory.mktemp("applied")
+    state = str(base / "state")
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("SAMPLEGEN_TBS_FSYNC", "0")
+        keep = sink(state, **PARAMS)
+        keep(frames[1], 0)
+        after_one = _copy(state, base / "one")
+        keep(frames[2], 1)
+    return {1: after_one, 2: state}
+
+
+def _copy(state, dest):
+    """A copy of STATE *state* and of its staging directory at *dest*: the
+    STATE path of the copy."""
+    dest = str(dest)
+    shutil.copytree(state, dest)
+    if os.path.exists(state + ".incoming"):
+        shutil.copytree(state + ".incoming", dest + ".incoming")
+    return dest
 
 
 def _reference(tmp_path, ks):
@@ -124,16 +152,15 @@ def test_bad_micro_batches_are_one_line_errors_before_anything_is_written(tmp_pa
 
 
 @pytest.mark.spark
-def test_batch_ids_negative_huge_not_integers_or_older_are_refused(tmp_path, frames):
+def test_batch_ids_negative_huge_not_integers_or_older_are_refused(tmp_path, frames, applied):
     """Spark's batch ids are integers from 0 on, each once after the last
     (a replay of the last one is skipped, docs/TBS_JOBS.md): anything else --
     -1, 2**31 - 1 and beyond, 1.0, "1", True, None, an id older than the
     STATE's last one after several newer ones -- is one line, and the STATE
     keeps every byte."""
-    state = str(tmp_path / "state")
+    state = _copy(applied[2], tmp_path / "state")      # batch ids 0 and 1 applied
     keep = sink(state, **PARAMS)
-    for batch_id in (0, 1, 2):
-        keep(frames[batch_id + 1], batch_id)
+    keep(frames[3], 2)
     before = tree_digest(state)
     for batch_id in (-1, MAX_BATCH, 2 ** 63, 1.0, "1", True, None):
         with pytest.raises(TBSError, match="batch_id must be an integer >= 0 and below") as info:
@@ -179,15 +206,14 @@ def _truncate(path):
 @pytest.mark.spark
 @pytest.mark.parametrize("damage", [_flip, _truncate], ids=["flipped", "truncated"])
 def test_a_staged_batch_damaged_before_it_is_applied_is_refused(tmp_path, monkeypatch, frames,
-                                                                damage):
+                                                                applied, damage):
     """The staged file is written by the sink and read back by the job: a
     byte changed or the file cut between the two is one error naming the
     staged file, nothing is applied (a changed value would otherwise enter
     the sample), and the micro-batch staged again applies it as ``run``
     would."""
-    state = str(tmp_path / "state")
+    state = _copy(applied[1], tmp_path / "state")      # batch id 0 applied
     keep = sink(state, **PARAMS)
-    keep(frames[1], 0)
     before = tree_digest(state)
     _damage_when_staged(monkeypatch, state + ".incoming", damage)
     with pytest.raises(InputError) as info:
@@ -206,16 +232,13 @@ def test_a_staged_batch_damaged_before_it_is_applied_is_refused(tmp_path, monkey
 @pytest.mark.spark
 @pytest.mark.parametrize("rel", ["deltas/0000000002/in/part-00001.parquet",
                                  "commits/0000000002.json"])
-def test_read_sample_of_a_damaged_state_is_one_error_naming_the_file(tmp_path, spark, frames,
+def test_read_sample_of_a_damaged_state_is_one_error_naming_the_file(tmp_path, spark, applied,
                                                                       rel):
     """Flipped bytes in a file of the STATE (a delta the sample reads, the
     newest commit): ``read_sample`` raises one DamagedStateError naming it,
     no DataFrame of other rows."""
     from pyspark.sql import SparkSession
-    state = str(tmp_path / "state")
-    keep = sink(state, **PARAMS)
-    keep(frames[1], 0)
-    keep(frames[2], 1)
+    state = _copy(applied[2], tmp_path / "state")      # batch ids 0 and 1 applied
     path = os.path.join(state, *rel.split("/"))
     _flip(path)
     with pytest.raises(DamagedStateError) as info:
@@ -226,16 +249,16 @@ def test_read_sample_of_a_damaged_state_is_one_error_naming_the_file(tmp_path, s
 # ----------------------------------------------------------------------------- races
 
 @pytest.mark.spark
-def test_two_sinks_feeding_one_state_at_once_are_refused(tmp_path, monkeypatch, frames):
+def test_two_sinks_feeding_one_state_at_once_are_refused(tmp_path, monkeypatch, frames,
+                                                         applied):
     """While a sink applies micro-batch 1, a second sink on the same STATE
     gets the same batch id with other rows.  Through the same staging: it
     is refused at once (the staging lock) instead of replacing the staged
     batch.  Through a staging of its own: it applies its batch, and the
     first sink, whose batch is then not the one the STATE holds, fails
     instead of reporting success.  Never a micro-batch lost silently."""
-    state = str(tmp_path / "state")
+    state = _copy(applied[1], tmp_path / "state")      # batch id 0 applied
     first = sink(state, **PARAMS)
-    first(frames[1], 0)
     other_rows = frames[3].limit(ROWS - 7)
     refused = []
     original = spark_sink.crash_point
