@@ -54,13 +54,14 @@ maven:
 	    || { echo "error: could not install Maven; install it and retry" >&2; exit 2; }; \
 	fi
 
-# The whole suite, every engine test against its real service.  It ends with its wall
-# time and the 15 slowest tests, so drift shows at every run.  PYTEST_ARGS: more options.
+# The whole suite, every engine test against its real service, in three streams at once
+# (the single-node Hadoop's tests, Spark's and the Spark Thrift Server's, the rest: see
+# tests/run.py).  It ends with the 15 slowest tests and its wall time, so drift shows at
+# every run; the streams' logs and junit reports are in $(WORK)/test-reports/ (per file:
+# python -m tests.profile $(WORK)/test-reports/*.xml).  PYTEST_ARGS: more pytest options.
 PYTEST_ARGS ?=
 test: setup java maven
-	@start=$$(date +%s); status=0; \
-	$(PY) -m pytest -q --durations=15 $(PYTEST_ARGS) || status=$$?; \
-	echo "make test: $$(( $$(date +%s) - start )) s wall, pytest status $$status"; exit $$status
+	$(PY) -m tests.run --reports $(WORK)/test-reports $(PYTEST_ARGS)
 
 # The inner loop: no JVM, no engine, no slow test, on every core (under a minute).
 CHECK_MARKERS := not (spark or hive or hadoop or mrjob or slow)

@@ -1,6 +1,6 @@
 """Where a test run's time went, per file: ``python -m tests.profile
-JUNIT.xml [--top N]`` on the report of ``pytest --junitxml=JUNIT.xml``
-(``make test PYTEST_ARGS="--junitxml=work/junit.xml"``).  Prints each test
+JUNIT.xml... [--top N]`` on the reports of ``pytest --junitxml=JUNIT.xml``
+(``make test`` writes one per stream: ``work/test-reports/*.xml``).  Prints each test
 file's time (set-up, call and tear-down of its tests, fixtures included),
 its number of tests, its slowest test, and its share of the summed time."""
 import argparse
@@ -9,13 +9,14 @@ import sys
 import xml.etree.ElementTree as ET
 
 
-def per_file(path):
-    """``{file: [seconds, tests, (slowest seconds, slowest name)]}`` of a
-    junit XML report."""
+def per_file(paths):
+    """``{file: [seconds, tests, (slowest seconds, slowest name)]}`` of junit
+    XML reports."""
     files = collections.defaultdict(lambda: [0.0, 0, (0.0, "")])
-    for case in ET.parse(path).iter("testcase"):
+    cases = [case for path in paths for case in ET.parse(path).iter("testcase")]
+    for case in cases:
         seconds = float(case.get("time") or 0.0)
-        name = _file_of(case.get("classname", ""))
+        name = file_of(case.get("classname", ""))
         entry = files[name]
         entry[0] += seconds
         entry[1] += 1
@@ -23,7 +24,7 @@ def per_file(path):
     return dict(files)
 
 
-def _file_of(classname):
+def file_of(classname):
     """The test file of a junit ``classname`` (``tests.test_x`` or, for a
     test class, ``tests.test_x.TestY``)."""
     parts = classname.split(".")
@@ -34,13 +35,13 @@ def _file_of(classname):
 
 def main(argv=None):
     parser = argparse.ArgumentParser(prog="python -m tests.profile", description=__doc__)
-    parser.add_argument("report", help="a junit XML report of pytest")
+    parser.add_argument("reports", nargs="+", help="junit XML reports of pytest")
     parser.add_argument("--top", type=int, default=30, help="files to show (default 30)")
     args = parser.parse_args(argv)
     try:
-        files = per_file(args.report)
+        files = per_file(args.reports)
     except (OSError, ET.ParseError) as exc:
-        print(f"tests.profile: error: cannot read {args.report}: {exc}", file=sys.stderr)
+        print(f"tests.profile: error: cannot read a report: {exc}", file=sys.stderr)
         return 2
     total = sum(entry[0] for entry in files.values()) or 1.0
     print(f"{'seconds':>8} {'share':>6} {'tests':>6}  file (slowest test)")

@@ -58,18 +58,28 @@ def _readme_blocks():
     return re.findall(r"```python\n(.*?)```", text, re.S)
 
 
-@pytest.mark.slow
-def test_readme_python_examples_run_as_written(tmp_path):
+def _readme_block_params():
+    """One parameter per ``python`` block of the README; a block that starts
+    Spark is marked ``spark`` (the markers say which service a test starts)."""
+    return [pytest.param(code, id=f"block{i}",
+                         marks=[pytest.mark.slow] + ([pytest.mark.spark]
+                                                     if "pyspark" in code else []))
+            for i, code in enumerate(_readme_blocks())]
+
+
+def test_the_readme_has_its_python_examples():
+    assert len(_readme_blocks()) >= 3
+
+
+@pytest.mark.parametrize("code", _readme_block_params())
+def test_readme_python_examples_run_as_written(tmp_path, code):
     """Each ``python`` block of the README runs in a fresh interpreter, in an
     empty directory (sklearn for the time-biased example is a test extra)."""
-    blocks = _readme_blocks()
-    assert len(blocks) >= 3
-    for i, code in enumerate(blocks):
-        script = tmp_path / f"block{i}.py"
-        script.write_text(code)
-        proc = subprocess.run([sys.executable, str(script)], cwd=tmp_path, capture_output=True,
-                              text=True, timeout=300)
-        assert proc.returncode == 0, f"README python block {i}:\n{code}\n{proc.stderr[-2000:]}"
+    script = tmp_path / "block.py"
+    script.write_text(code)
+    proc = subprocess.run([sys.executable, str(script)], cwd=tmp_path, capture_output=True,
+                          text=True, timeout=300)
+    assert proc.returncode == 0, f"README python block:\n{code}\n{proc.stderr[-2000:]}"
 
 
 @pytest.mark.slow

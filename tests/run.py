@@ -1,0 +1,165 @@
+"""The whole suite in parallel streams: ``python -m tests.run [PYTEST_ARGS...]``
+(``make test``).
+
+The tests fall in three streams by their markers, and the streams run at the
+same time, each a pytest process of its own:
+
+* ``cluster`` -- the tests on the single-node Hadoop (marked ``hadoop``:
+  HDFS, YARN, Apache Hive on Tez).  Its jobs wait on YARN's heartbeats and
+  container starts far more than they compute.
+* ``spark`` -- local Spark and the Spark Thrift Server (``spark`` or
+  ``hive``, not ``hadoop``).
+* ``rest`` -- everything else: the engines that need no JVM, the command
+  line, the statistics.
+
+Each server starts in one stream only (a HiveServer2 is a session fixture,
+and two processes would start two), so the streams never share one but the
+tests' Hadoop, which its sessions share by design (``tests/conftest.py``,
+``hadoop``).  Each stream writes ``<reports>/<stream>.log`` and a junit report
+``<reports>/<stream>.xml``; every 30 s one line shows the streams' progress.
+At the end come each stream's summary, the failures in full, the 15 slowest
+tests of the run and its wall time; the exit status is the first failing
+stream's (0 when all pass).  ``python -m tests.profile <reports>/*.xml``
+shows where the time went, per file.
+"""
+import argparse
+import os
+import re
+import subprocess
+import sys
+import time
+
+from tests import profile
+
+#: (name, marker expression): every test is in exactly one stream
+STREAMS = (
+    ("cluster", "hadoop"),
+    ("spark", "(spark or hive) and not hadoop"),
+    ("rest", "not (hadoop or spark or hive)"),
+)
+
+#: seconds between progress lines
+EVERY = 30
+
+_PERCENT = re.compile(rb"\[ *(\d+)%\]")
+
+
+def _progress(log):
+    """The last ``[ NN%]`` pytest -q has written to *log*, or None."""
+    try:
+        with open(log, "rb") as f:
+            f.seek(max(0, os.path.getsize(log) - 4096))
+            found = _PERCENT.findall(f.read())
+    except OSError:
+        return None
+    return int(found[-1]) if found else None
+
+
+def _summary(log):
+    """The last line of a stream's pytest output (its ``N passed in ...``)."""
+    try:
+        with open(log, encoding="utf-8", errors="replace") as f:
+            lines = [line.rstrip() for line in f if line.strip()]
+    except OSError:
+        return "(no output)"
+    return lines[-1].strip("= ") if lines else "(no output)"
+
+
+def _failures(log):
+    """The failures and errors sections of a stream's output (empty if none)."""
+    with open(log, encoding="utf-8", errors="replace") as f:
+        text = f.read()
+    starts = [i for i in (text.find("= FAILURES ="), text.find("= ERRORS =")) if i >= 0]
+    if not starts:
+        return ""
+    start = text.rfind("\n", 0, min(starts)) + 1
+    return text[start:]
+
+
+def slowest(reports, count=15):
+    """The *count* slowest tests of junit *reports*: ``[(seconds, name)]``."""
+    import xml.etree.ElementTree as ET
+    cases = []
+    for report in reports:
+        try:
+            tree = ET.parse(report)
+        except (OSError, ET.ParseError):
+            continue
+        for case in tree.iter("testcase"):
+            name = profile.file_of(case.get("classname", "")) + "::" + case.get("name", "")
+            cases.append((float(case.get("time") or 0.0), name))
+    return sorted(cases, reverse=True)[:count]
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(prog="python -m tests.run", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--reports", default="work/test-reports",
+                        help="directory of the streams' logs and junit reports "
+                             "(default work/test-reports)")
+    parser.add_argument("--only", action="append", choices=[name for name, _ in STREAMS],
+                        help="run only this stream (repeatable)")
+    args, pytest_args = parser.parse_known_args(argv)
+    os.makedirs(args.reports, exist_ok=True)
+    start = time.monotonic()
+    running = {}
+    for name, markers in STREAMS:
+        if args.only and name not in args.only:
+            continue
+        log, report = (os.path.join(args.reports, f"{name}.{ext}") for ext in ("log", "xml"))
+        for path in (log, report):
+            if os.path.exists(path):
+                os.remove(path)
+        with open(log, "wb") as out:
+            proc = subprocess.Popen(
+                [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-m", markers,
+                 f"--junitxml={report}", *pytest_args],
+                stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+        running[name] = (proc, log, report)
+    print(f"tests.run: {len(running)} streams ({', '.join(running)}); logs in {args.reports}/",
+          flush=True)
+    ended, last = {}, time.monotonic()
+    try:
+        while len(ended) < len(running):
+            time.sleep(0.5)
+            for name, (proc, log, _) in running.items():
+                if name not in ended and proc.poll() is not None:
+                    ended[name] = (proc.returncode, time.monotonic() - start)
+                    print(f"tests.run: {name} ended after {ended[name][1]:.0f} s: "
+                          f"{_summary(log)}", flush=True)
+            if time.monotonic() - last >= EVERY and len(ended) < len(running):
+                last = time.monotonic()
+                states = []
+                for name, (_, log, _) in running.items():
+                    if name in ended:
+                        continue
+                    percent = _progress(log)
+                    states.append(f"{name} {'starting' if percent is None else f'{percent}%'}")
+                print(f"tests.run: {last - start:.0f} s: {', '.join(states)}", flush=True)
+    except KeyboardInterrupt:
+        for proc, _, _ in running.values():
+            proc.terminate()
+        for proc, _, _ in running.values():
+            proc.wait()
+        print("tests.run: interrupted", file=sys.stderr)
+        return 130
+    status = 0
+    for name, (_, log, _) in running.items():
+        code = ended[name][0]
+        if code not in (0, 5):   # 5: no test selected (a PYTEST_ARGS -k that misses a stream)
+            failures = _failures(log)
+            print(f"\n{'=' * 30} stream {name}: status {code} {'=' * 30}")
+            print(failures or open(log, encoding="utf-8", errors="replace").read()[-8000:])
+            status = status or code
+    print(f"\n{'=' * 25} slowest 15 tests of the run {'=' * 25}")
+    for seconds, name in slowest([report for _, _, report in running.values()]):
+        print(f"{seconds:8.2f}s {name}")
+    print()
+    for name, (_, log, _) in running.items():
+        print(f"{name:>8}: {ended[name][1]:6.0f} s  {_summary(log)}")
+    print(f"tests.run: {time.monotonic() - start:.0f} s wall, status {status}", flush=True)
+    return status
+
+
+if __name__ == "__main__":
+    sys.exit(main())

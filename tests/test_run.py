@@ -1,0 +1,52 @@
+"""The suite's own runner (tests/run.py): its streams split the tests
+exactly, and it reads pytest's output and reports right."""
+import itertools
+import textwrap
+
+from tests import run
+
+
+def test_every_test_is_in_exactly_one_stream():
+    """For every combination of the markers the streams are chosen by, one
+    stream's marker expression holds (pytest's -m grammar here is Python's
+    and/or/not over marker names)."""
+    names = ("hadoop", "spark", "hive", "mrjob", "slow")
+    for values in itertools.product((False, True), repeat=len(names)):
+        marks = dict(zip(names, values))
+        chosen = [name for name, expression in run.STREAMS
+                  if eval(expression, {"__builtins__": {}}, marks)]
+        assert len(chosen) == 1, (marks, chosen)
+    # each server in one stream only: Hadoop's tests, then Spark's and Hive's
+    assert eval(run.STREAMS[0][1], {}, dict(hadoop=True, spark=True, hive=True))
+    assert eval(run.STREAMS[1][1], {}, dict(hadoop=False, spark=False, hive=True))
+
+
+def test_progress_summary_and_failures_are_read_from_a_stream_log(tmp_path):
+    log = tmp_path / "s.log"
+    assert run._progress(str(log)) is None            # not started yet
+    log.write_text("....    [  9%]\n....F   [ 42%]\n")
+    assert run._progress(str(log)) == 42
+    assert run._failures(str(log)) == ""
+    log.write_text(textwrap.dedent("""\
+        ..F  [100%]
+        =================================== FAILURES ===================================
+        ___ test_x ___
+        E   assert 1 == 2
+        =========================== short test summary info ============================
+        FAILED tests/test_a.py::test_x - assert 1 == 2
+        ========================= 1 failed, 2 passed in 0.12s ==========================
+        """))
+    assert run._failures(str(log)).startswith("=====") and "assert 1 == 2" in run._failures(
+        str(log))
+    assert run._summary(str(log)) == "1 failed, 2 passed in 0.12s"
+
+
+def test_the_slowest_tests_come_from_every_report(tmp_path):
+    for name, cases in (("a", [("tests.test_a", "t1", 3.0), ("tests.test_a.TestK", "t2", 0.5)]),
+                        ("b", [("tests.hostile.test_b", "t3", 7.25)])):
+        body = "".join(f'<testcase classname="{c}" name="{n}" time="{t}"/>' for c, n, t in cases)
+        (tmp_path / f"{name}.xml").write_text(
+            f'<testsuites><testsuite name="pytest">{body}</testsuite></testsuites>')
+    assert run.slowest([tmp_path / "a.xml", tmp_path / "b.xml", tmp_path / "missing.xml"],
+                       count=2) == [(7.25, "tests/hostile/test_b.py::t3"),
+                                    (3.0, "tests/test_a.py::t1")]
