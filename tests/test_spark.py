@@ -84,8 +84,19 @@ def test_same_bytes_as_inline_whatever_the_partitions(spark, tmp_path, inputs, u
             assert stats[0]["reduce_tasks"] == reduces * composed
 
 
+@pytest.fixture(scope="module")
+def big(tmp_path_factory):
+    """A 20,000 x 100 matrix (blocks of 100) and the digests of its
+    4-sample bootstrap on the inline runner: ``(path, digests)``, made once
+    for both shuffle modes."""
+    base = tmp_path_factory.mktemp("big")
+    src = make(base, "big", rows=20000, cols=100, block_size=100, seed=4)
+    inline = _generate(src, str(base / "inline"), "bootstrap", {"samples": 4}, "inline")
+    return src, sample_digests(inline)
+
+
 @pytest.mark.parametrize("mode", ["rows", "ids"])
-def test_task_memory_is_bounded_when_a_task_gets_more_than_its_share(spark, tmp_path, mode):
+def test_task_memory_is_bounded_when_a_task_gets_more_than_its_share(spark, tmp_path, big, mode):
     """One reduce task receives every group (about 87 MB of rows) with a
     1 MiB budget.  Row shuffle: it spills almost all of the rows and holds one
     shuffle bin at a time.  Id shuffle: it spills keys only (16 bytes per
@@ -93,8 +104,7 @@ def test_task_memory_is_bounded_when_a_task_gets_more_than_its_share(spark, tmp_
     its budget, reads the rows it fetches one by one from the part files.  Map tasks hold at
     most 256 KiB of chunks before handing them to the JVM.  Both grow by far less than what
     they move."""
-    src = make(tmp_path, "big", rows=20000, cols=100, block_size=100, seed=4)
-    inline = _generate(src, str(tmp_path / "inline"), "bootstrap", {"samples": 4}, "inline")
+    src, inline = big
     stats = []
     dest = str(tmp_path / "spark")
     driver.generate(src, dest, "bootstrap", {"samples": 4}, 11, runner="spark",
@@ -104,7 +114,7 @@ def test_task_memory_is_bounded_when_a_task_gets_more_than_its_share(spark, tmp_
                                             f"{job.WORKER_MEMORY}=1m",
                                             f"{job.SHUFFLE}={mode}"],
                              "on_task_stats": stats.append})
-    assert sample_digests(dest) == sample_digests(inline)
+    assert sample_digests(dest) == inline
     rows_bytes = 4 * 20000 * (1068 + 16)        # what the one reduce task re-blocks
     (run,) = stats
     assert run["reduce_tasks"] == 1 and run["map_tasks"] >= 4
