@@ -16,6 +16,7 @@ the user's later action on a lazy result, except for the key values the
 coins read without any aggregation (a NULL or negative key under
 ``exact=False``), which fail that action with the task's reason.
 """
+import functools
 import os
 import subprocess
 import sys
@@ -47,6 +48,20 @@ def frame(session):
 def ids(df, column="id"):
     """The values of *column*, as a sorted list (repeats kept)."""
     return sorted(row[0] for row in df.select(column).collect())
+
+
+def collect(frames, column="id"):
+    """The values of *column* in each of *frames*, as sorted lists (repeats
+    kept), in one Spark job (each frame's column tagged by its place, the
+    frames one union)."""
+    from pyspark.sql import functions as F
+
+    frames = list(frames)
+    tagged = [df.select(F.lit(i).alias("__part"), F.col(column)) for i, df in enumerate(frames)]
+    out = [[] for _ in frames]
+    for part, value in functools.reduce(lambda a, b: a.unionAll(b), tagged).collect():
+        out[part].append(value)
+    return [sorted(values) for values in out]
 
 
 def test_bad_parameters_are_one_parameter_error(session, frame):
@@ -166,10 +181,11 @@ def test_repeated_keys_share_their_decisions(session, frame):
 
     repeated = frame.withColumn("k", F.col("id") % 40)
     [(train, test)] = sg.holdout(repeated, 0.5, SEED, key="k", exact=False)
-    train_keys, test_keys = set(ids(train, "k")), set(ids(test, "k"))
+    train_rows, test_rows = collect([train, test], "k")
+    train_keys, test_keys = set(train_rows), set(test_rows)
     assert not train_keys & test_keys and train_keys | test_keys == set(range(40))
-    assert train.count() + test.count() == N
-    folds = [ids(test, "id") for _, test in sg.kfold(repeated, 4, SEED, key="k")]
+    assert len(train_rows) + len(test_rows) == N
+    folds = collect(test for _, test in sg.kfold(repeated, 4, SEED, key="k"))
     assert sorted(sum(folds, [])) == list(range(N))
     for fold in folds:
         keys = {i % 40 for i in fold}
@@ -227,9 +243,10 @@ def test_one_partition_holding_every_row_gives_the_same_samples(session):
     assert one.rdd.getNumPartitions() == 1
     [(train_one, _)] = sg.holdout(one, 0.3, SEED, "id", exact=False)
     [(train_many, _)] = sg.holdout(big.repartition(4), 0.3, SEED, "id", exact=False)
-    assert ids(train_one) == ids(train_many)
+    got_one, got_many = collect([train_one, train_many])
+    assert got_one == got_many
     [(train_exact, test_exact)] = sg.holdout(one, 0.3, SEED, "id")
-    assert (train_exact.count(), test_exact.count()) == (7500, 17500)
+    assert [len(side) for side in collect([train_exact, test_exact])] == [7500, 17500]
 
 
 # ---------------------------------------------------------------------------
