@@ -7,17 +7,16 @@ import os
 import subprocess
 import sys
 import urllib.request
-import uuid
 
 import pytest
 
-from samplegen.jobs import cluster
+from samplegen import cli
+from samplegen.jobs import cluster, fs
 
-from .conftest import sample_digests
+from .cluster_jobs import UBER_JOBCONF, write_mrjob_conf
+from .conftest import hdfs_directory, sample_digests
 
 pytestmark = pytest.mark.hadoop
-
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 def run(hadoop, *cmd, input=None, timeout=300):
@@ -30,13 +29,19 @@ def run(hadoop, *cmd, input=None, timeout=300):
 
 
 @pytest.fixture(scope="module")
-def hdfs_dir(hadoop):
-    """A fresh HDFS directory for this module's files, removed afterwards."""
-    path = f"/samplegen-tests/{uuid.uuid4().hex[:12]}"
-    run(hadoop, "hdfs", "dfs", "-mkdir", "-p", path)
-    yield path
-    subprocess.run(["hdfs", "dfs", "-rm", "-r", "-f", "-skipTrash", path], env=hadoop["env"],
-                   capture_output=True)
+def hdfs_dir(cluster_env):
+    """A fresh HDFS directory for this module's files (its absolute path),
+    removed afterwards; made and removed through WebHDFS (a ``hdfs dfs``
+    process is a JVM start: the launchers are test_launchers_run_the_pinned_hadoop's
+    and test_put_and_cat_round_trip's subject)."""
+    for uri in hdfs_directory("hadoop"):
+        yield uri[len("hdfs://"):]
+
+
+def in_process(*args):
+    """``samplegen -q ARGS`` in this process (the local inputs and the
+    inline references the cluster's runs are compared with)."""
+    assert cli.main(["-q", *map(str, args)]) == 0, args
 
 
 def test_launchers_run_the_pinned_hadoop(hadoop):
@@ -147,9 +152,13 @@ def test_free_ports_are_distinct_and_reach_every_setting(tmp_path):
 
 
 def test_streaming_job(hadoop, hdfs_dir, tmp_path):
+    """Hadoop's streaming jar on YARN, in uber mode (``cluster_jobs.UBER_JOBCONF``:
+    the tasks in the application master's container; tasks in containers
+    of their own are test_samplegen_hadoop_runner_gives_the_inline_bytes's)."""
     lines = b"".join(b"line %d of the input\n" % i for i in range(1000))
-    run(hadoop, "hdfs", "dfs", "-put", "-", f"{hdfs_dir}/lines.txt", input=lines)
-    run(hadoop, "hadoop", "jar", hadoop["streaming_jar"], "-D", "mapreduce.job.reduces=1",
+    fs.get_fs(f"hdfs://{hdfs_dir}").write_bytes(f"hdfs://{hdfs_dir}/lines.txt", lines)
+    uber = [w for k, v in UBER_JOBCONF.items() for w in ("-D", f"{k}={v}")]
+    run(hadoop, "hadoop", "jar", hadoop["streaming_jar"], *uber,
         "-input", f"{hdfs_dir}/lines.txt", "-output", f"{hdfs_dir}/wc",
         "-mapper", "cat", "-reducer", "wc -l")
     assert run(hadoop, "hdfs", "dfs", "-cat", f"{hdfs_dir}/wc/part-00000").split() == [b"1000"]
@@ -157,22 +166,20 @@ def test_streaming_job(hadoop, hdfs_dir, tmp_path):
 
 def test_samplegen_hadoop_runner_gives_the_inline_bytes(hadoop, hdfs_dir, tmp_path):
     """The real thing: hold-out on HDFS paths through mrjob's hadoop runner
-    (the streaming jar, YARN containers, reducers writing block files to
-    HDFS) -- the same bytes as the inline runner on the local copy."""
+    (the streaming jar, YARN containers, two reducers writing block files
+    to HDFS) -- the same bytes as the inline runner on the local copy."""
     samplegen = [sys.executable, "-m", "samplegen"]
     local = tmp_path / "m"
-    run(hadoop, *samplegen, "-q", "make-matrix", local, "--rows", 2000, "--cols", 10,
-        "--block-size", 100, "--seed", 3)
-    run(hadoop, "hdfs", "dfs", "-put", local, f"{hdfs_dir}/m")
-    conf = tmp_path / "mrjob.conf"
-    conf.write_text(f"include: {ROOT}/conf/mrjob-local-hadoop.conf\n"
-                    f"runners:\n  hadoop:\n    hadoop_streaming_jar: {hadoop['streaming_jar']}\n")
+    in_process("make-matrix", local, "--rows", 2000, "--cols", 10, "--block-size", 100,
+               "--seed", 3)
+    remote = fs.get_fs(f"hdfs://{hdfs_dir}")
+    remote.upload(str(local), f"hdfs://{hdfs_dir}/m")
+    conf = write_mrjob_conf(tmp_path / "mrjob.conf", hadoop["streaming_jar"])
     params = ["--ratio", 0.8, "--repeats", 2, "--seed", 7]
     run(hadoop, *samplegen, "-q", "holdout", f"hdfs://{hdfs_dir}/m", f"hdfs://{hdfs_dir}/ho",
         *params, "--runner", "hadoop", "--mrjob-conf", conf, timeout=900)
-    run(hadoop, *samplegen, "-q", "holdout", local, tmp_path / "inline", *params,
-        "--runner", "inline")
-    run(hadoop, "hdfs", "dfs", "-get", f"{hdfs_dir}/ho", tmp_path / "from-hdfs")
+    in_process("holdout", local, tmp_path / "inline", *params, "--runner", "inline")
+    remote.download(f"hdfs://{hdfs_dir}/ho", str(tmp_path / "from-hdfs"))
     on_hadoop = sample_digests(tmp_path / "from-hdfs")
     assert sorted(on_hadoop) == ["test-0", "test-1", "train-0", "train-1"]
     assert on_hadoop == sample_digests(tmp_path / "inline")
@@ -184,8 +191,9 @@ def test_samplegen_hadoop_runner_gives_the_inline_bytes(hadoop, hdfs_dir, tmp_pa
 
 def test_weighted_samples_on_hdfs_give_the_inline_bytes(hadoop, hdfs_dir, tmp_path):
     """A weighted bootstrap through the hadoop runner: the driver writes the
-    weights next to the run on HDFS, and the YARN tasks read their rows'
-    weights and the tree's chunk totals from there."""
+    weights next to the run on HDFS, and the YARN task reads its rows'
+    weights and the tree's chunk totals from there (uber mode: the point is
+    the side file on HDFS, not the task layout)."""
     import numpy as np
     samplegen = [sys.executable, "-m", "samplegen"]
     rng = np.random.default_rng(5)
@@ -193,17 +201,15 @@ def test_weighted_samples_on_hdfs_give_the_inline_bytes(hadoop, hdfs_dir, tmp_pa
     X[:, 1] = rng.gamma(0.5, size=1500) * (np.arange(1500) % 7 != 0)
     np.save(tmp_path / "x.npy", X)
     local = tmp_path / "m"
-    run(hadoop, *samplegen, "-q", "import", tmp_path / "x.npy", local, "--block-size", 200)
-    run(hadoop, "hdfs", "dfs", "-put", local, f"{hdfs_dir}/wm")
-    conf = tmp_path / "mrjob.conf"
-    conf.write_text(f"include: {ROOT}/conf/mrjob-local-hadoop.conf\n"
-                    f"runners:\n  hadoop:\n    hadoop_streaming_jar: {hadoop['streaming_jar']}\n")
+    in_process("import", tmp_path / "x.npy", local, "--block-size", 200)
+    remote = fs.get_fs(f"hdfs://{hdfs_dir}")
+    remote.upload(str(local), f"hdfs://{hdfs_dir}/wm")
+    conf = write_mrjob_conf(tmp_path / "mrjob.conf", hadoop["streaming_jar"], uber=True)
     params = ["--weights", "1", "--size", 1200, "--replace", "--samples", 2, "--seed", 7]
     run(hadoop, *samplegen, "-q", "weighted", f"hdfs://{hdfs_dir}/wm", f"hdfs://{hdfs_dir}/wo",
         *params, "--runner", "hadoop", "--mrjob-conf", conf, timeout=900)
-    run(hadoop, *samplegen, "-q", "weighted", local, tmp_path / "inline", *params,
-        "--runner", "inline")
-    run(hadoop, "hdfs", "dfs", "-get", f"{hdfs_dir}/wo", tmp_path / "from-hdfs")
+    in_process("weighted", local, tmp_path / "inline", *params, "--runner", "inline")
+    remote.download(f"hdfs://{hdfs_dir}/wo", str(tmp_path / "from-hdfs"))
     on_hadoop = sample_digests(tmp_path / "from-hdfs")
     assert sorted(on_hadoop) == ["sample-0", "sample-1"]
     assert on_hadoop == sample_digests(tmp_path / "inline")

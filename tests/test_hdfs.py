@@ -17,9 +17,11 @@ import uuid
 import numpy as np
 import pytest
 
+from samplegen import cli
 from samplegen.jobs import cluster, fs
 from samplegen.udfs.errors import OutputError
 
+from .cluster_jobs import write_mrjob_conf
 from .conftest import hdfs_directory, sample_digests
 
 pytestmark = pytest.mark.hadoop
@@ -48,10 +50,41 @@ def base(cluster_env):
 
 @pytest.fixture(scope="module")
 def mrjob_conf(hadoop, tmp_path_factory):
-    path = tmp_path_factory.mktemp("conf") / "mrjob.conf"
-    path.write_text(f"include: {ROOT}/conf/mrjob-local-hadoop.conf\n"
-                    f"runners:\n  hadoop:\n    hadoop_streaming_jar: {hadoop['streaming_jar']}\n")
-    return path
+    return write_mrjob_conf(tmp_path_factory.mktemp("conf") / "mrjob.conf",
+                            hadoop["streaming_jar"])
+
+
+@pytest.fixture(scope="module")
+def uber_conf(hadoop, tmp_path_factory):
+    """:func:`mrjob_conf` in YARN's uber mode (``cluster_jobs.UBER_JOBCONF``:
+    which runs take it, and why)."""
+    return write_mrjob_conf(tmp_path_factory.mktemp("uber") / "mrjob.conf",
+                            hadoop["streaming_jar"], uber=True)
+
+
+def in_process(*args):
+    """``samplegen -q ARGS`` in this process (no interpreter to start: the
+    inputs and references the cluster's runs are compared with)."""
+    code = cli.main(["-q", *map(str, args)])
+    assert code == 0, args
+
+
+@pytest.fixture(scope="module")
+def inline(tmp_path_factory):
+    """``inline(command, src, *params)``: the sample digests of
+    ``samplegen COMMAND SRC DEST PARAMS --runner inline`` on a local input,
+    run once per module for each distinct command line (several tests
+    compare the cluster's runs with the same reference)."""
+    done = {}
+
+    def reference(command, src, *params):
+        key = (command, str(src), *map(str, params))
+        if key not in done:
+            dest = tmp_path_factory.mktemp("inline") / "run"
+            in_process(command, src, dest, *params, "--runner", "inline")
+            done[key] = sample_digests(dest)
+        return done[key]
+    return reference
 
 
 @pytest.fixture(scope="module")
@@ -62,8 +95,8 @@ def matrices(hadoop, base, tmp_path_factory):
     out = {}
     for name, extra in (("dense", []), ("sparse", ["--density", 0.3])):
         for where in (str(local / name), f"{base}/{name}"):
-            samplegen(hadoop, "make-matrix", where, "--rows", 1500, "--cols", 12,
-                      "--block-size", 100, "--seed", 11, *extra)
+            in_process("make-matrix", where, "--rows", 1500, "--cols", 12,
+                       "--block-size", 100, "--seed", 11, *extra)
         out[name] = (str(local / name), f"{base}/{name}")
     return out
 
@@ -187,56 +220,56 @@ def test_micro_batch_store_and_lock(base):
 # every sampling method on the hadoop runner, and on Spark
 # ---------------------------------------------------------------------------
 METHODS = [
-    ("kfold", ["--k", 3, "--seed", 5], "dense"),
-    ("kfold-naive", ["--k", 3, "--seed", 5, "--naive"], "dense"),
-    ("bootstrap", ["--samples", 3, "--size", 1000, "--seed", 5], "sparse"),
+    # the fold-mode k-fold keeps the cluster's two reducers (training sets composed
+    # from the tails both write); the others run in uber mode (cluster_jobs.UBER_JOBCONF)
+    ("kfold", ["--k", 3, "--seed", 5], "dense", False),
+    ("kfold-naive", ["--k", 3, "--seed", 5, "--naive"], "dense", True),
+    ("bootstrap", ["--samples", 3, "--size", 1000, "--seed", 5], "sparse", True),
 ]
 
 
-@pytest.mark.parametrize("method,params,kind", METHODS, ids=[m[0] for m in METHODS])
-def test_hadoop_runner_matches_inline(hadoop, base, matrices, mrjob_conf, tmp_path,
-                                      method, params, kind):
+@pytest.mark.parametrize("method,params,kind,uber", METHODS, ids=[m[0] for m in METHODS])
+def test_hadoop_runner_matches_inline(hadoop, base, matrices, mrjob_conf, uber_conf, inline,
+                                      tmp_path, method, params, kind, uber):
     local, remote = matrices[kind]
     command = method.split("-")[0]
     out = f"{base}/{method}"
     samplegen(hadoop, command, remote, out, *params, "--runner", "hadoop",
-              "--mrjob-conf", mrjob_conf)
-    samplegen(hadoop, command, local, tmp_path / "inline", *params, "--runner", "inline")
-    assert sample_digests(fetch(out, tmp_path / "hadoop")) == \
-        sample_digests(tmp_path / "inline")
+              "--mrjob-conf", uber_conf if uber else mrjob_conf)
+    assert sample_digests(fetch(out, tmp_path / "hadoop")) == inline(command, local, *params)
 
 
 def test_stratified_and_grouped_runs_on_hadoop_read_their_rows_codes_from_hdfs(
-        hadoop, base, mrjob_conf, tmp_path):
+        hadoop, base, uber_conf, inline, tmp_path):
     """Classes recorded at import on HDFS (label y), and classes and groups
     of a pre-pass written next to the run on HDFS (columns g, y): the tasks
     read their rows' codes from HDFS; the same bytes as inline on a local
-    copy."""
+    copy.  (Uber mode: the point is the side files on HDFS, not the task
+    layout.)"""
     rng = np.random.default_rng(4)
     rows = np.column_stack([rng.normal(size=(900, 3)), rng.integers(0, 3, 900),
                             rng.choice([0, 1], size=900, p=[0.8, 0.2])])
     csv = tmp_path / "labelled.csv"
     np.savetxt(csv, rows, delimiter=",", header="a,b,c,y,g", comments="")
     local, remote = str(tmp_path / "lab"), f"{base}/lab"
-    for where in (local, remote):
-        samplegen(hadoop, "import", csv, where, "--block-size", 100, "--label", "y")
+    in_process("import", csv, local, "--block-size", 100, "--label", "y")
+    samplegen(hadoop, "import", csv, remote, "--block-size", 100, "--label", "y")
     assert fs.get_fs(remote).exists(f"{remote}/_label.codes")
     for command, params in (("kfold", ["--k", 4, "--stratify", "y"]),
                             ("bootstrap", ["--samples", 2, "--oob", "--stratify", "g"]),
                             ("holdout", ["--ratio", 0.5, "--groups", "y"])):
         out = f"{base}/strat-{command}"
         samplegen(hadoop, command, remote, out, *params, "--seed", 3, "--runner", "hadoop",
-                  "--mrjob-conf", mrjob_conf)
-        inline = tmp_path / f"inline-{command}"
-        samplegen(hadoop, command, local, inline, *params, "--seed", 3, "--runner", "inline")
+                  "--mrjob-conf", uber_conf)
         fetched = fetch(out, tmp_path / f"hadoop-{command}")
-        assert sample_digests(fetched) == sample_digests(inline)
+        assert sample_digests(fetched) == inline(command, local, *params, "--seed", 3)
         assert not [n for n in os.listdir(fetched) if n.startswith(("_strata", "_groups"))]
 
 
-def test_user_udf_through_make_on_hadoop(hadoop, base, matrices, mrjob_conf, tmp_path):
+def test_user_udf_through_make_on_hadoop(hadoop, base, matrices, uber_conf, inline, tmp_path):
     """``make`` with RUNNER=hadoop and hdfs:// paths, and a user's UDF shipped
-    to the containers."""
+    to the containers.  (Uber mode: the point is what is shipped and the
+    make target's command line, not the task layout.)"""
     (tmp_path / "udfmod").mkdir()
     (tmp_path / "udfmod" / "keep.py").write_text(
         "import numpy as np\n"
@@ -249,34 +282,33 @@ def test_user_udf_through_make_on_hadoop(hadoop, base, matrices, mrjob_conf, tmp
         "every_third.sample_names = ['kept']\n")
     env = dict(hadoop["env"], PYTHONPATH=str(tmp_path / "udfmod"))
     local, remote = matrices["dense"]
+    # the user's module is importable only with PYTHONPATH: both runs in processes of
+    # their own (the inline runner would also fork this process for the user's UDF)
     for where, runner in ((f"{base}/udf", "hadoop"), (str(tmp_path / "inline"), "inline")):
         cmd = [SAMPLEGEN[0], "-m", "samplegen", "-q", "sample", remote if runner == "hadoop"
                else local, where, "--udf", "keep:every_third", "--param", "m=3", "--seed", "9",
-               "--runner", runner, "--mrjob-conf", str(mrjob_conf)]
+               "--runner", runner, "--mrjob-conf", str(uber_conf)]
         proc = subprocess.run(cmd, env=env, capture_output=True, timeout=900)
         assert proc.returncode == 0, proc.stderr.decode()[-3000:]
     proc = subprocess.run(["make", "-s", "-C", ROOT, "holdout", f"INPUT={remote}",
-                           f"OUTPUT={base}/make-ho", "RUNNER=hadoop", f"MRJOB_CONF={mrjob_conf}",
+                           f"OUTPUT={base}/make-ho", "RUNNER=hadoop", f"MRJOB_CONF={uber_conf}",
                            "SEED=7", "REPEATS=2"], env=env, capture_output=True, timeout=900)
     assert proc.returncode == 0, proc.stderr.decode()[-3000:]
-    samplegen(hadoop, "holdout", local, tmp_path / "ho", "--ratio", 0.8, "--repeats", 2,
-              "--seed", 7, "--runner", "inline")
     assert sample_digests(fetch(f"{base}/udf", tmp_path / "h-udf")) == \
         sample_digests(tmp_path / "inline")
     assert sample_digests(fetch(f"{base}/make-ho", tmp_path / "h-ho")) == \
-        sample_digests(tmp_path / "ho")
+        inline("holdout", local, "--ratio", 0.8, "--repeats", 2, "--seed", 7)
 
 
-def test_spark_runner_on_hdfs(hadoop, base, matrices, tmp_path):
+def test_spark_runner_on_hdfs(hadoop, base, matrices, inline, tmp_path):
     local, remote = matrices["dense"]
     params = ["--ratio", 0.7, "--repeats", 2, "--seed", 3]
     samplegen(hadoop, "holdout", remote, f"{base}/spark-ho", *params, "--runner", "spark")
-    samplegen(hadoop, "holdout", local, tmp_path / "inline", *params, "--runner", "inline")
     assert sample_digests(fetch(f"{base}/spark-ho", tmp_path / "spark")) == \
-        sample_digests(tmp_path / "inline")
+        inline("holdout", local, *params)
 
 
-def test_spark_on_yarn(hadoop, base, matrices, tmp_path):
+def test_spark_on_yarn(hadoop, base, matrices, inline, tmp_path):
     """``--spark-master yarn``: Spark's driver here, its application master and
     executor in YARN containers of the single-node cluster."""
     local, remote = matrices["dense"]
@@ -291,9 +323,8 @@ def test_spark_on_yarn(hadoop, base, matrices, tmp_path):
         cmd += ["--spark-conf", item]
     proc = subprocess.run(cmd, env=env, capture_output=True, timeout=600)
     assert proc.returncode == 0, proc.stderr.decode()[-3000:]
-    samplegen(hadoop, "holdout", local, tmp_path / "inline", *params, "--runner", "inline")
     assert sample_digests(fetch(f"{base}/yarn-ho", tmp_path / "yarn")) == \
-        sample_digests(tmp_path / "inline")
+        inline("holdout", local, *params)
 
 
 # ---------------------------------------------------------------------------
@@ -304,10 +335,10 @@ def test_import_export_info_on_hdfs(hadoop, base, matrices, tmp_path):
     info = json.loads(samplegen(hadoop, "info", remote, "--json").stdout)
     assert (info["rows"], info["cols"]) == (1500, 12)
     samplegen(hadoop, "export", remote, "--to", f"{base}/rows.csv", "--no-row-ids")
-    samplegen(hadoop, "export", local, "--to", tmp_path / "rows.csv", "--no-row-ids")
+    in_process("export", local, "--to", tmp_path / "rows.csv", "--no-row-ids")
     assert fs.get_fs(base).read_bytes(f"{base}/rows.csv") == (tmp_path / "rows.csv").read_bytes()
     samplegen(hadoop, "import", f"{base}/rows.csv", f"{base}/imported", "--block-size", 100)
-    samplegen(hadoop, "import", tmp_path / "rows.csv", tmp_path / "imported", "--block-size", 100)
+    in_process("import", tmp_path / "rows.csv", tmp_path / "imported", "--block-size", 100)
     assert sample_digests(fetch(f"{base}/imported", tmp_path / "from-hdfs")) == \
         sample_digests(tmp_path / "imported")
     bad = samplegen(hadoop, "export", remote, "--to", f"{remote}/inside.csv", check=False)
@@ -338,8 +369,8 @@ def test_import_a_parquet_dataset_written_by_spark(hadoop, base, tmp_path):
               "--no-row-ids")
     back = np.load(tmp_path / "back.npy")
     assert sorted(map(tuple, back)) == sorted(rows)                # every row, once
-    samplegen(hadoop, "import", fetch(uri, tmp_path / "ds"), tmp_path / "local-matrix",
-              "--block-size", 64)
+    in_process("import", fetch(uri, tmp_path / "ds"), tmp_path / "local-matrix",
+               "--block-size", 64)
     assert tree_digest(fetch(f"{base}/ds-matrix", tmp_path / "from-hdfs")) == \
         tree_digest(tmp_path / "local-matrix")
 
@@ -396,15 +427,17 @@ def batches(hadoop, base, tmp_path_factory):
 
 
 def _tbs_sample(hadoop, state, dest):
-    samplegen(hadoop, "tbs", "sample", state, "--to", dest)
+    in_process("tbs", "sample", state, "--to", dest)
     return open(dest, "rb").read()
 
 
-def test_tbs_run_on_hadoop_with_state_on_hdfs(hadoop, base, batches, mrjob_conf, tmp_path):
+def test_tbs_run_on_hadoop_with_state_on_hdfs(hadoop, base, batches, uber_conf, tmp_path):
+    """(Uber mode: the point is the STATE on HDFS, read and written by the
+    partitions' tasks in a YARN container, not the task layout.)"""
     local, remote = batches
     samplegen(hadoop, "tbs", "run", remote, f"{base}/state", *TBS, "--runner", "hadoop",
-              "--mrjob-conf", mrjob_conf)
-    samplegen(hadoop, "tbs", "run", local, tmp_path / "state", *TBS, "--runner", "inline")
+              "--mrjob-conf", uber_conf)
+    in_process("tbs", "run", local, tmp_path / "state", *TBS, "--runner", "inline")
     assert _tbs_sample(hadoop, f"{base}/state", tmp_path / "h.npy") == \
         _tbs_sample(hadoop, tmp_path / "state", tmp_path / "l.npy")
 
@@ -418,8 +451,8 @@ def test_tbs_killed_mid_batch_on_hdfs_reruns_to_the_same_state(hadoop, base, bat
     another host)."""
     from .conftest import tree_digest
     local, remote = batches
-    samplegen(hadoop, "tbs", "run", local, tmp_path / "clean", *TBS, "--runner", "inline",
-              "--batches-per-job", 1)
+    in_process("tbs", "run", local, tmp_path / "clean", *TBS, "--runner", "inline",
+               "--batches-per-job", 1)
     expected = _tbs_sample(hadoop, tmp_path / "clean", tmp_path / "clean.npy")
     clean = f"{base}/clean"
     samplegen(hadoop, "tbs", "run", remote, clean, *TBS, "--batches-per-job", 1)
@@ -458,12 +491,22 @@ def _wait_for(predicate, seconds=240):
     raise AssertionError("timed out waiting on the cluster")
 
 
+BOOTSTRAP = ["--samples", 4, "--seed", 3]
+
+
+@pytest.fixture(scope="module")
+def bootstrap_digests(matrices, inline):
+    """The inline runner's bytes of the bootstrap runs that the fault tests
+    start on the cluster (:func:`_start_bootstrap`)."""
+    return inline("bootstrap", matrices["dense"][0], *BOOTSTRAP)
+
+
 def _start_bootstrap(hadoop, remote, out, mrjob_conf, extra=()):
     """Start a bootstrap run on the cluster; returns the process and the name
     of its YARN application (unique)."""
     name = f"samplegen-test-{uuid.uuid4().hex[:12]}"
-    return subprocess.Popen([*SAMPLEGEN, "-q", "bootstrap", remote, out, "--samples", "4",
-                             "--seed", "3", "--runner", "hadoop", "--mrjob-conf",
+    return subprocess.Popen([*SAMPLEGEN, "-q", "bootstrap", remote, out, *map(str, BOOTSTRAP),
+                             "--runner", "hadoop", "--mrjob-conf",
                              str(mrjob_conf), "--jobconf", f"mapreduce.job.name={name}", *extra],
                             env=hadoop["env"], stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE), name
@@ -546,13 +589,13 @@ def _freeze_a_writing_task(kind, app, seconds=300):
     raise AssertionError(f"no {kind} task ran its Python process within {seconds} s")
 
 
-def test_killed_attempts_and_speculation_leave_whole_output(hadoop, base, matrices,
-                                                            mrjob_conf, tmp_path):
+def test_killed_attempts_and_speculation_leave_whole_output(hadoop, base, matrices, mrjob_conf,
+                                                            bootstrap_digests, tmp_path):
     """Speculative execution on, and a reduce attempt killed while it writes
     (frozen first, so that the kill cannot come after the task finished):
     Hadoop retries it, and the run is byte for byte the inline one, with no
     temporary file left behind."""
-    local, remote = matrices["dense"]
+    remote = matrices["dense"][1]
     out = f"{base}/boot-killed-attempt"
     proc, name = _start_bootstrap(hadoop, remote, out, mrjob_conf,
                                   ["--jobconf", "mapreduce.map.speculative=true",
@@ -565,10 +608,8 @@ def test_killed_attempts_and_speculation_leave_whole_output(hadoop, base, matric
     finally:
         proc.kill()
     assert proc.returncode == 0, err.decode()[-3000:]
-    samplegen(hadoop, "bootstrap", local, tmp_path / "inline", "--samples", 4, "--seed", 3,
-              "--runner", "inline")
     got = fetch(out, tmp_path / "hadoop")
-    assert sample_digests(got) == sample_digests(tmp_path / "inline")
+    assert sample_digests(got) == bootstrap_digests
     leftovers = [n for _, _, names in os.walk(got) for n in names if ".tmp-" in n]
     assert leftovers == []
 
@@ -593,10 +634,10 @@ def _check_outcome(hadoop, proc, out, expected, rerun, tmp_path):
 
 
 def test_killed_job_leaves_no_output_and_a_rerun_succeeds(hadoop, base, matrices, mrjob_conf,
-                                                          tmp_path):
-    local, remote = matrices["dense"]
-    samplegen(hadoop, "bootstrap", local, tmp_path / "inline", "--samples", 4, "--seed", 3,
-              "--runner", "inline")
+                                                          uber_conf, bootstrap_digests, tmp_path):
+    """(The rerun in uber mode: its point is that what the killed job left
+    does not stand in its way, not its task layout.)"""
+    remote = matrices["dense"][1]
     out = f"{base}/boot-killed-job"
     proc, name = _start_bootstrap(hadoop, remote, out, mrjob_conf)
     app = _wait_for(lambda: next(iter(_applications(hadoop, name)), None))
@@ -604,46 +645,87 @@ def test_killed_job_leaves_no_output_and_a_rerun_succeeds(hadoop, base, matrices
     _kill_application(hadoop, app)
     proc.communicate(timeout=600)
     assert proc.returncode == 1
-    _check_outcome(hadoop, proc, out, sample_digests(tmp_path / "inline"),
-                   lambda: _start_bootstrap(hadoop, remote, out, mrjob_conf), tmp_path)
+    _check_outcome(hadoop, proc, out, bootstrap_digests,
+                   lambda: _start_bootstrap(hadoop, remote, out, uber_conf), tmp_path)
 
 
-def test_faults_at_random_moments(hadoop, base, matrices, mrjob_conf, tmp_path):
+#: the faults of :func:`test_faults_at_random_moments`, and the seconds their
+#: moments range over: a job's from the ResourceManager's first listing of
+#: its application, a task container's from the start of the first one (on an
+#: idle machine, the application of this run lives about 10 s, its tasks 7 s)
+FAULTS = ["job", "task", "job", "task"]
+ALL_STATES = "NEW,NEW_SAVING,SUBMITTED,ACCEPTED,RUNNING,FINISHED,FAILED,KILLED"
+FAULT_SECONDS = {"job": 10.0, "task": 7.0}
+
+
+def _poll(predicate, seconds=240):
+    """:func:`_wait_for` at 20 polls a second (the moment a fault is timed
+    from must be seen when it happens)."""
+    deadline = time.time() + seconds
+    while time.time() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(0.05)
+    raise AssertionError("timed out waiting on the cluster")
+
+
+def test_faults_at_random_moments(hadoop, base, matrices, mrjob_conf, uber_conf,
+                                  bootstrap_digests, tmp_path):
     """The job, or one of its task containers (SIGKILL), killed at moments
     drawn at random (seeded) over a run's life, from its submission to its
     commit: every run ends with the inline run's bytes, or with nothing and a
-    rerun that has them."""
+    rerun (uber mode: not its subject) that has them.
+
+    Power.  The defect looked for: a window of the run's life in which a
+    fault of one kind leaves wrong bytes, a temporary file, or an output a
+    rerun cannot replace.  A job fault's moment is uniform over the
+    application's first FAULT_SECONDS["job"] s after its submission (the
+    ResourceManager lists it), a task fault's over the FAULT_SECONDS["task"]
+    s from the first task container's start (a kill before either hits
+    nothing); on an idle machine these are the whole lives.  A window
+    covering a fraction w of the range is missed by all k trials of a kind
+    with probability (1 - w)^k; with k = 2 trials per kind a defect over half
+    the range (the maps' half, or the reduces' and commit's) is caught with
+    probability 1 - 0.5^2 = 0.75, one over 70 % of it with 0.91.  No false
+    alarm: a correct run passes every trial whatever the moment.  (The former
+    five moments, uniform over the command's first 14 s, spent about 5 s of
+    them before the submission, where no fault hits: per trial 9/28 in a
+    half-range window, so 0.54 for its two job faults and 0.69 for its three
+    task faults; four trials now catch both kinds of defect more often.)"""
     import random
-    local, remote = matrices["dense"]
-    samplegen(hadoop, "bootstrap", local, tmp_path / "inline", "--samples", 4, "--seed", 3,
-              "--runner", "inline")
-    expected = sample_digests(tmp_path / "inline")
+    remote = matrices["dense"][1]
     rng = random.Random(20261125)
     hits = []
-    for i, fault in enumerate(["job", "task", "job", "task", "task"]):
+    for i, fault in enumerate(FAULTS):
         out = f"{base}/fault-{i}"
-        start = functools.partial(_start_bootstrap, hadoop, remote, out, mrjob_conf)
-        proc, name = start()
-        time.sleep(rng.uniform(0, 14))         # a run of this matrix takes 10-15 s
-        apps = _applications(hadoop, name)
-        if fault == "job" and apps:
-            _kill_application(hadoop, apps[0])
+        proc, name = _start_bootstrap(hadoop, remote, out, mrjob_conf)
+        app = _poll(lambda name=name: next(iter(_applications(hadoop, name, ALL_STATES)), None))
+        if fault == "task":
+            _poll(lambda app=app, proc=proc: _task_processes("m", app) or proc.poll() is not None)
+        time.sleep(rng.uniform(0, FAULT_SECONDS[fault]))
+        running = _applications(hadoop, name)
+        if fault == "job" and running:
+            _kill_application(hadoop, running[0])
             hits.append(fault)
-        tasks = _task_processes("m", apps[0]) | _task_processes("r", apps[0]) if apps else {}
+        tasks = _task_processes("m", app) | _task_processes("r", app)
         if fault == "task" and tasks:
             os.killpg(rng.choice(sorted(tasks.values())), signal.SIGKILL)
             hits.append(fault)
-        _check_outcome(hadoop, proc, out, expected, start, tmp_path)
+        _check_outcome(hadoop, proc, out, bootstrap_digests,
+                       functools.partial(_start_bootstrap, hadoop, remote, out, uber_conf),
+                       tmp_path)
         if fault == "task" and tasks:
             assert proc.returncode == 0      # Hadoop retried the task
     assert hits, "no fault hit a running job: the moments need a longer range"
 
 
-def test_a_failing_task_on_the_cluster_names_its_error(hadoop, base, matrices, mrjob_conf,
+def test_a_failing_task_on_the_cluster_names_its_error(hadoop, base, matrices, uber_conf,
                                                        tmp_path):
     """A UDF's exception in a YARN container reaches the user as one line (the
     container's stderr stays on its node; the task leaves its error line in
-    the run's staging directory), and nothing is written."""
+    the run's staging directory), and nothing is written.  (Uber mode: one
+    attempt of one task, in the application master's container.)"""
     (tmp_path / "bad.py").write_text(
         "def boom(start, stop, rng, params):\n"
         "    raise ValueError('no rows today (%d)' % start)\n"
@@ -651,7 +733,7 @@ def test_a_failing_task_on_the_cluster_names_its_error(hadoop, base, matrices, m
     env = dict(hadoop["env"], PYTHONPATH=str(tmp_path))
     out = f"{base}/failing"
     proc = subprocess.run([*SAMPLEGEN, "sample", matrices["dense"][1], out, "--udf", "bad:boom",
-                           "--seed", "1", "--runner", "hadoop", "--mrjob-conf", str(mrjob_conf),
+                           "--seed", "1", "--runner", "hadoop", "--mrjob-conf", str(uber_conf),
                            "--jobconf", "mapreduce.map.maxattempts=1"],
                           env=env, capture_output=True, timeout=600)
     assert proc.returncode == 1
