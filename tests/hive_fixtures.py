@@ -3,13 +3,17 @@ single-node Hadoop) and the Spark Thrift Server from pyspark.
 
 ``hive_server`` starts one on a free port of 127.0.0.1 with its metastore,
 warehouse and scratch space in a temporary directory (Apache Hive: the
-warehouse under a directory of its own on HDFS), and stops it when the tests
-of the next server begin or the session ends; every test that uses it runs on
-both.  ``beeline`` runs a script through the hive-beeline jar of the pyspark
-distribution.
+warehouse under a directory of its own on HDFS, removed afterwards), and
+stops it when the tests of the next server begin or the session ends; every
+test that uses it runs on both.  A module whose tests are about one server
+alone narrows it with ``pytest.mark.parametrize("hive_server", ["apache"],
+indirect=True)``: the same session's server, not one of its own (pytest keys
+the fixture's instances by the parameter's value).  ``beeline`` runs a script
+through the hive-beeline jar of the pyspark distribution.
 """
 import os
 import subprocess
+import urllib.request
 
 import pytest
 
@@ -25,12 +29,12 @@ def hive_server(request, tmp_path_factory):
     workdir = str(tmp_path_factory.mktemp("hive-server"))
     files = str(tmp_path_factory.mktemp("hive-files"))
     port = daemons.free_port()
-    hadoop = None
+    hadoop = root = None
     if request.param == "apache":
         hadoop = request.getfixturevalue("hadoop")
+        root = f"/tmp/samplegen-test-hive-{os.getpid()}-engine"
         apache_server.up(workdir, port, log=lambda message: None,
-                         hadoop_workdir=hadoop["workdir"],
-                         hdfs_root=f"/tmp/samplegen-test-hive-{os.getpid()}-engine")
+                         hadoop_workdir=hadoop["workdir"], hdfs_root=root)
     else:
         server.up(workdir, port, log=lambda message: None)
     saved = {k: os.environ.get(k) for k in ("SAMPLEGEN_HIVE_FILES", "SAMPLEGEN_HIVE_URL")}
@@ -39,7 +43,10 @@ def hive_server(request, tmp_path_factory):
     try:
         yield {"url": f"hive://127.0.0.1:{port}/default", "port": port, "files": files,
                "workdir": workdir, "kind": request.param,
-               "hadoop_workdir": hadoop and hadoop["workdir"]}
+               # Apache Hive: the cluster, and the server's own directory on HDFS
+               "hadoop_workdir": hadoop and hadoop["workdir"],
+               "hdfs_port": hadoop and hadoop["hdfs_port"], "root": root,
+               "beeline": os.path.join(workdir, "bin", "beeline") if hadoop else None}
     finally:
         for key, value in saved.items():
             if value is None:
@@ -48,6 +55,10 @@ def hive_server(request, tmp_path_factory):
                 os.environ[key] = value
         if request.param == "apache":
             apache_server.down(workdir, log=lambda message: None)
+            req = urllib.request.Request(f"{hadoop['webhdfs']}{root}?op=DELETE&recursive=true"
+                                         f"&user.name={os.environ.get('USER', 'root')}",
+                                         method="DELETE")
+            urllib.request.urlopen(req, timeout=30).close()
         else:
             server.down(workdir, log=lambda message: None)
 

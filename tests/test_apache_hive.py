@@ -2,22 +2,22 @@
 a table on HDFS, a TRANSFORM script shipped with ADD FILE, Apache beeline
 with ``--hivevar``, and the behaviours the HiveQL scripts depend on.
 
-One server for the module's tests on a free port, its work directory in a
-temporary directory and its warehouse under a directory of its own on HDFS
-(removed afterwards); the Tez runtime on HDFS is shared."""
+The session's Apache HiveServer2 (tests/hive_fixtures.py, ``hive_server``
+narrowed to its Apache Hive parameter): one server start per test session,
+shared with the Hive engine's tests; its warehouse under a directory of its
+own on HDFS, removed after the session; the Tez runtime on HDFS is shared."""
 import json
 import os
 import socket
 import subprocess
 import sys
-import urllib.request
 
 import pytest
 
 from samplegen.hive import apache_server, server
-from samplegen.jobs import daemons
 
-pytestmark = [pytest.mark.hive, pytest.mark.hadoop, pytest.mark.slow]
+pytestmark = [pytest.mark.hive, pytest.mark.hadoop, pytest.mark.slow,
+              pytest.mark.parametrize("hive_server", ["apache"], indirect=True)]
 
 PROBE = r'''
 import json, os, sys
@@ -28,25 +28,11 @@ for k, v in rows:
 '''
 
 
-@pytest.fixture(scope="module")
-def apache_hive(hadoop, tmp_path_factory):
-    """The server for this module's tests, stopped after them: its Tez session
-    holds an application master and a warm container of the one NodeManager,
-    which the MapReduce tests that follow need."""
-    workdir = str(tmp_path_factory.mktemp("apache-hive"))
-    root = f"/tmp/samplegen-test-hive-{os.getpid()}"
-    port = daemons.free_port()
-    apache_server.up(workdir, port, log=lambda message: None,
-                     hadoop_workdir=hadoop["workdir"], hdfs_root=root)
-    try:
-        yield {"port": port, "workdir": workdir, "root": root, "hdfs_port": hadoop["hdfs_port"],
-               "beeline": os.path.join(workdir, "bin", "beeline")}
-    finally:
-        apache_server.down(workdir, log=lambda message: None)
-        req = urllib.request.Request(f"{hadoop['webhdfs']}{root}?op=DELETE&recursive=true"
-                                     f"&user.name={os.environ.get('USER', 'root')}",
-                                     method="DELETE")
-        urllib.request.urlopen(req, timeout=30).close()
+@pytest.fixture
+def apache_hive(hive_server):
+    """The session's Apache HiveServer2: its port, work directory, directory
+    on HDFS, the cluster's HDFS port and its Apache beeline."""
+    return {key: hive_server[key] for key in ("port", "workdir", "root", "hdfs_port", "beeline")}
 
 
 def _cursor(port):
