@@ -39,6 +39,19 @@ def row_table(hive_server):
     return {"name": name, "url": hive_server["url"]}
 
 
+@pytest.fixture(scope="module")
+def side_table(row_table):
+    """The row table's ids and names with a class (id % 3), a group (one of
+    every 7 consecutive ids) and a weight ((id % 5) / 2) per row: one table
+    for the stratified, grouped and weighted runs."""
+    name = "side_" + uuid.uuid4().hex[:8]
+    with hive_client.Client(row_table["url"]) as c:
+        c.execute(f"CREATE TABLE {name} AS SELECT id, name, CAST(id % 3 AS INT) AS label, "
+                  "concat('g', CAST(floor(id / 7) AS STRING)) AS grp, "
+                  f"CAST(id % 5 AS DOUBLE) * 0.5 AS w FROM {row_table['name']}", fetch=False)
+    return {"name": name, "url": row_table["url"]}
+
+
 def _rows(url, query):
     with hive_client.Client(url) as c:
         return c.execute(query)
@@ -49,6 +62,19 @@ def _by_sample(url, result):
     for row in _rows(url, f"SELECT sample, id, name, tags, score, note FROM {result}"):
         out.setdefault(row[0], []).append(tuple(row[1:]))
     return out
+
+
+def _views(url, result, column, samples):
+    """``{sample: sorted values of *column*}`` of the views ``<result>_<sample>``,
+    all read by one query (a UNION ALL: one job on the server, not one per
+    view)."""
+    query = "\nUNION ALL\n".join(
+        f"SELECT {i} AS i, `{column}` AS v FROM {result}_{sample.replace('-', '_')}"
+        for i, sample in enumerate(samples))
+    out = {sample: [] for sample in samples}
+    for i, value in _rows(url, query):
+        out[samples[i]].append(value)
+    return {sample: sorted(values) for sample, values in out.items()}
 
 
 def _ids_by_sample(url, result):
@@ -96,9 +122,9 @@ def test_time_series_and_repeated_folds_by_row_id(row_table, capsys):
                            "--repeats", 2, "--balanced", "--seed", SEED, "--hive-url", url)
     assert code == 0, err
     ref = api.kfold(N, 3, SEED, repeats=2)
+    train = _views(url, result, "id", [f"train-{j}" for j in range(6)])
     for j in range(6):
-        train = _rows(url, f"SELECT id FROM {result}_train_{j}")
-        assert sorted(r[0] for r in train) == sorted(ref.indices(f"train-{j}").tolist())
+        assert train[f"train-{j}"] == sorted(ref.indices(f"train-{j}").tolist())
     code, out, err = run_cli(capsys, "hive", "kfold", table, "no_" + uuid.uuid4().hex[:6],
                              "--key", "name", "--k", 3, "--time-series", "--seed", SEED,
                              "--hive-url", url)
@@ -138,16 +164,12 @@ def test_exact_sizes_by_row_id_and_by_any_other_key(row_table, capsys):
     assert [len(got[n]) for n in udf.sample_names()] == [280, 120, 280, 120]
 
 
-def test_stratified_and_grouped_by_row_id_are_the_block_jobs(row_table, capsys):
+def test_stratified_and_grouped_by_row_id_are_the_block_jobs(side_table, capsys):
     """--stratify LABEL and --groups GROUP on a row table keyed by the row
     ids: one query reads the column, and the samples are the block jobs'
     (each class within one row of its share; every group on one side or
     in one fold); any other key is refused in one line, before any write."""
-    url, table = row_table["url"], row_table["name"]
-    labelled = "lab_" + uuid.uuid4().hex[:6]
-    with hive_client.Client(url) as c:
-        c.execute(f"CREATE TABLE {labelled} AS SELECT id, name, CAST(id % 3 AS INT) AS label, "
-                  f"concat('g', CAST(floor(id / 7) AS STRING)) AS grp FROM {table}", fetch=False)
+    url, labelled = side_table["url"], side_table["name"]
     label = np.arange(N) % 3
     grp = np.array([f"g{i // 7}" for i in range(N)])
     result = "st_" + uuid.uuid4().hex[:6]
@@ -181,16 +203,12 @@ def test_stratified_and_grouped_by_row_id_are_the_block_jobs(row_table, capsys):
     assert _rows(url, "SHOW TABLES") == before
 
 
-def test_weighted_by_row_id_are_the_block_jobs(row_table, capsys):
+def test_weighted_by_row_id_are_the_block_jobs(side_table, capsys):
     """--weights W on a row table keyed by the row ids: one query reads the
     weights, the driver finds the cut, and every mode's samples are the
     block jobs' (the Python API's, the same rows); a row-table run without
     row-id keys is refused in one line."""
-    url, table = row_table["url"], row_table["name"]
-    weighted = "wt_" + uuid.uuid4().hex[:6]
-    with hive_client.Client(url) as c:
-        c.execute(f"CREATE TABLE {weighted} AS SELECT id, name, "
-                  f"CAST(id % 5 AS DOUBLE) * 0.5 AS w FROM {table}", fetch=False)
+    url, weighted = side_table["url"], side_table["name"]
     w = (np.arange(N) % 5) * 0.5
     for argv, params in ((["--size", 40, "--samples", 2], {"size": 40, "samples": 2}),
                          (["--size", 300, "--replace"], {"size": 300, "replace": True}),
@@ -218,11 +236,11 @@ def test_kfold_by_a_string_key_and_the_training_views(row_table, capsys):
     positions = np.array([keys.hashed_position(n) for n in names], np.int64)
     occ = KFold(1 << 62, 3, balanced=False).occurrences_at(positions, PositionRNG(SEED))
     got = _by_sample(url, result)
+    train = _views(url, result, "name", [f"train-{f}" for f in range(3)])
     for f in range(3):
         want = sorted(names[i] for i in occ.offset[occ.sample == f])
         assert sorted(r[1] for r in got[f"test-{f}"]) == want
-        train = _rows(url, f"SELECT name FROM {result}_train_{f}")
-        assert sorted(r[0] for r in train) == sorted(set(names) - set(want))
+        assert train[f"train-{f}"] == sorted(set(names) - set(want))
 
 
 def test_bootstrap_by_row_id_has_exact_sizes(row_table, capsys):
