@@ -16,6 +16,22 @@ from .hive_fixtures import hive_server  # noqa: F401
 NO_CONF = {"mrjob_conf": ""}
 
 
+class _ApacheHiveLast:
+    """Apache Hive's tests last: its server holds a Tez session (an
+    application master and a warm container) on the cluster's YARN until the
+    test session ends, which MapReduce jobs after its start would queue
+    behind.  After pytest has grouped the tests by their session fixtures and
+    ``-m`` has chosen them; the sort is stable, the rest keep their order."""
+
+    @pytest.hookimpl(trylast=True)
+    def pytest_collection_modifyitems(self, items):
+        items.sort(key=_on_apache_hive)
+
+
+def pytest_configure(config):
+    config.pluginmanager.register(_ApacheHiveLast(), "samplegen-apache-hive-last")
+
+
 def pytest_collection_modifyitems(config, items):
     for item in items:
         # the markers tell the truth: a test that starts the cluster (the ``hadoop``
@@ -25,6 +41,11 @@ def pytest_collection_modifyitems(config, items):
         if "hadoop" in getattr(item, "fixturenames", ()) or (
                 callspec is not None and callspec.params.get("hive_server") == "apache"):
             item.add_marker(pytest.mark.hadoop)
+
+
+def _on_apache_hive(item):
+    callspec = getattr(item, "callspec", None)
+    return callspec is not None and callspec.params.get("hive_server") == "apache"
 
 
 @pytest.fixture(autouse=True, scope="session")

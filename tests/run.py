@@ -38,6 +38,9 @@ STREAMS = (
     ("rest", "not (hadoop or spark or hive)"),
 )
 
+#: the checkout the streams run in
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
 #: seconds between progress lines
 EVERY = 30
 
@@ -100,6 +103,7 @@ def main(argv=None):
     parser.add_argument("--only", action="append", choices=[name for name, _ in STREAMS],
                         help="run only this stream (repeatable)")
     args, pytest_args = parser.parse_known_args(argv)
+    args.reports = os.path.abspath(args.reports)
     os.makedirs(args.reports, exist_ok=True)
     start = time.monotonic()
     running = {}
@@ -114,7 +118,7 @@ def main(argv=None):
             proc = subprocess.Popen(
                 [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-m", markers,
                  f"--junitxml={report}", *pytest_args],
-                stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+                stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, cwd=ROOT)
         running[name] = (proc, log, report)
     print(f"tests.run: {len(running)} streams ({', '.join(running)}); logs in {args.reports}/",
           flush=True)

@@ -50,3 +50,26 @@ def test_the_slowest_tests_come_from_every_report(tmp_path):
     assert run.slowest([tmp_path / "a.xml", tmp_path / "b.xml", tmp_path / "missing.xml"],
                        count=2) == [(7.25, "tests/hostile/test_b.py::t3"),
                                     (3.0, "tests/test_a.py::t1")]
+
+
+def test_the_streams_choose_apache_hive_tests_by_the_marker_conftest_gives_them():
+    """``-m hadoop`` collects the Apache-Hive half of the Hive tests (marked
+    by tests/conftest.py before pytest deselects), after the others, and
+    ``-m "not hadoop"`` the Spark Thrift Server's half."""
+    import subprocess
+    import sys
+
+    def collected(markers):
+        proc = subprocess.run([sys.executable, "-m", "pytest", "--co", "-q", "-p",
+                               "no:cacheprovider", "-m", markers, "tests/hostile/test_hive.py",
+                               "tests/test_hdfs.py"],
+                              capture_output=True, text=True, cwd=run.ROOT)
+        return [line for line in proc.stdout.splitlines() if "::" in line]
+
+    cluster = collected(run.STREAMS[0][1])
+    apache = [name for name in cluster if "[apache" in name]
+    assert apache and cluster[-len(apache):] == apache
+    assert any("test_hdfs.py" in name for name in cluster)
+    spark = collected(run.STREAMS[1][1])
+    assert spark and all("[apache" not in name and "test_hdfs.py" not in name
+                         for name in spark)
