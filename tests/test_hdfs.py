@@ -255,13 +255,25 @@ def test_stratified_and_grouped_runs_on_hadoop_read_their_rows_codes_from_hdfs(
     in_process("import", csv, local, "--block-size", 100, "--label", "y")
     samplegen(hadoop, "import", csv, remote, "--block-size", 100, "--label", "y")
     assert fs.get_fs(remote).exists(f"{remote}/_label.codes")
-    for command, params in (("kfold", ["--k", 4, "--stratify", "y"]),
-                            ("bootstrap", ["--samples", 2, "--oob", "--stratify", "g"]),
-                            ("holdout", ["--ratio", 0.5, "--groups", "y"])):
-        out = f"{base}/strat-{command}"
-        samplegen(hadoop, command, remote, out, *params, "--seed", 3, "--runner", "hadoop",
-                  "--mrjob-conf", uber_conf)
-        fetched = fetch(out, tmp_path / f"hadoop-{command}")
+    runs = (("kfold", ["--k", 4, "--stratify", "y"]),
+            ("bootstrap", ["--samples", 2, "--oob", "--stratify", "g"]),
+            ("holdout", ["--ratio", 0.5, "--groups", "y"]))
+    # the three jobs at once: each waits mostly on its client's and its
+    # application master's start, which overlap (one container each)
+    procs = [subprocess.Popen([*SAMPLEGEN, "-q", command, remote, f"{base}/strat-{command}",
+                               *map(str, params), "--seed", "3", "--runner", "hadoop",
+                               "--mrjob-conf", str(uber_conf)], env=hadoop["env"],
+                              stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+             for command, params in runs]
+    try:
+        for proc in procs:
+            _, err = proc.communicate(timeout=900)
+            assert proc.returncode == 0, err.decode(errors="replace")[-3000:]
+    finally:
+        for proc in procs:
+            proc.kill()                     # those still running after a failure
+    for command, params in runs:
+        fetched = fetch(f"{base}/strat-{command}", tmp_path / f"hadoop-{command}")
         assert sample_digests(fetched) == inline(command, local, *params, "--seed", 3)
         assert not [n for n in os.listdir(fetched) if n.startswith(("_strata", "_groups"))]
 
@@ -720,12 +732,11 @@ def test_faults_at_random_moments(hadoop, base, matrices, mrjob_conf, uber_conf,
     assert hits, "no fault hit a running job: the moments need a longer range"
 
 
-def test_a_failing_task_on_the_cluster_names_its_error(hadoop, base, matrices, uber_conf,
+def test_a_failing_task_on_the_cluster_names_its_error(hadoop, base, matrices, mrjob_conf,
                                                        tmp_path):
     """A UDF's exception in a YARN container reaches the user as one line (the
     container's stderr stays on its node; the task leaves its error line in
-    the run's staging directory), and nothing is written.  (Uber mode: one
-    attempt of one task, in the application master's container.)"""
+    the run's staging directory), and nothing is written."""
     (tmp_path / "bad.py").write_text(
         "def boom(start, stop, rng, params):\n"
         "    raise ValueError('no rows today (%d)' % start)\n"
@@ -733,7 +744,7 @@ def test_a_failing_task_on_the_cluster_names_its_error(hadoop, base, matrices, u
     env = dict(hadoop["env"], PYTHONPATH=str(tmp_path))
     out = f"{base}/failing"
     proc = subprocess.run([*SAMPLEGEN, "sample", matrices["dense"][1], out, "--udf", "bad:boom",
-                           "--seed", "1", "--runner", "hadoop", "--mrjob-conf", str(uber_conf),
+                           "--seed", "1", "--runner", "hadoop", "--mrjob-conf", str(mrjob_conf),
                            "--jobconf", "mapreduce.map.maxattempts=1"],
                           env=env, capture_output=True, timeout=600)
     assert proc.returncode == 1
