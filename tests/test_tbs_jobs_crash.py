@@ -8,6 +8,7 @@ job, right after a commit, in the middle of garbage collection), where the
 process kills itself through the SAMPLEGEN_TBS_CRASH hook.  After every kill
 the STATE must be readable and consistent (its sample has the size its
 newest commit records)."""
+import math
 import os
 import signal
 import subprocess
@@ -70,13 +71,45 @@ def _reference(batches, tmp_path, name):
     return tree_digest(state), time.perf_counter() - started
 
 
-def test_sigkill_at_random_moments(tmp_path, batches):
+@pytest.fixture(scope="module")
+def references(batches, tmp_path_factory):
+    """``references(name)``: the digest of an uninterrupted run of *name*
+    over the batches and its duration (:func:`_reference`), each run once
+    for the module (three tests compare with rtbs-poly's)."""
+    done = {}
+
+    def reference(name):
+        if name not in done:
+            done[name] = _reference(batches, tmp_path_factory.mktemp("ref"), name)
+        return done[name]
+    return reference
+
+
+#: kills at random moments: enough to find, with probability POWER, a defect
+#: that a kill reveals only inside a window of WINDOW of a run's working time
+#: (the commit protocol's own critical points are killed at on purpose below)
+WINDOW, POWER = 0.25, 0.95
+KILLS = math.ceil(math.log(1 - POWER) / math.log(1 - WINDOW))     # 11
+
+
+def test_sigkill_at_random_moments(tmp_path, batches, references):
     """Runs of one batch per job (a commit and a garbage collection after every
     batch; every other run with its partitions on threads), killed after
     delays drawn uniformly between the end of the imports and the duration of
     a whole run; each cycle starts from an empty STATE and kills until a run
-    completes."""
-    digest, duration = _reference(batches, tmp_path, "rtbs-poly")
+    completes.
+
+    Power: a defect revealed only by a kill inside a window covering a
+    fraction WINDOW = 1/4 of a run's working time (say a quarter of each
+    one-batch job; revealed: a rerun that does not give the uninterrupted
+    run's bytes, or a STATE that does not read back) is missed by one
+    uniformly timed kill with probability 3/4, by n independent kills with
+    (3/4)^n; n = KILLS = 11 kills find it with
+    probability 1 - 0.75^11 = 0.958 >= POWER = 0.95.  No false alarms: the
+    checks are exact (bytes, sizes), so a failure is always a defect.  At
+    least 4 distinct batch counts strictly inside the run after a kill
+    show that the kills hit runs in the middle of their work."""
+    digest, duration = references("rtbs-poly")
     rng = np.random.default_rng(2024)
     kills, progress = 0, []
     for cycle in range(40):  # until enough kills hit runs mid-work (timing varies with load)
@@ -98,10 +131,11 @@ def test_sigkill_at_random_moments(tmp_path, batches):
                                text=True)
         assert final.returncode == 0, final.stderr
         assert tree_digest(state) == digest
-        if kills >= 12 and len({p for p in progress if 0 < p < len(SIZES)}) >= 4:
+        if kills >= KILLS and len({p for p in progress if 0 < p < len(SIZES)}) >= 4:
             break
     # the kills must have hit runs in the middle of their work, not only before or after it
-    assert kills >= 12 and len({p for p in progress if 0 < p < len(SIZES)}) >= 4, (kills, progress)
+    assert kills >= KILLS and len({p for p in progress if 0 < p < len(SIZES)}) >= 4, \
+        (kills, progress)
 
 
 CRASH_POINTS = ["after-tasks:1", "before-commit:2", "after-commit:1", "in-gc:2", "before-commit:1",
@@ -109,20 +143,20 @@ CRASH_POINTS = ["after-tasks:1", "before-commit:2", "after-commit:1", "in-gc:2",
 
 
 @pytest.mark.parametrize("name", list(ALGORITHMS))
-def test_sigkill_at_every_critical_point(tmp_path, batches, name):
-    _kill_at_every_critical_point(tmp_path, batches, name)
+def test_sigkill_at_every_critical_point(tmp_path, batches, references, name):
+    _kill_at_every_critical_point(tmp_path, batches, references(name)[0], name)
 
 
-def test_sigkill_then_lock_removed_by_hand(tmp_path, batches):
+def test_sigkill_then_lock_removed_by_hand(tmp_path, batches, references):
     """After each kill the lock file is deleted (as a user does on a shared
     filesystem for a run that died on another host): the next run cannot
     know from the lock that a run died, and must still find and delete what
     it left."""
-    _kill_at_every_critical_point(tmp_path, batches, "rtbs-poly", remove_lock=True)
+    _kill_at_every_critical_point(tmp_path, batches, references("rtbs-poly")[0], "rtbs-poly",
+                                  remove_lock=True)
 
 
-def _kill_at_every_critical_point(tmp_path, batches, name, remove_lock=False):
-    digest, _ = _reference(batches, tmp_path, name)
+def _kill_at_every_critical_point(tmp_path, batches, digest, name, remove_lock=False):
     state = str(tmp_path / "s")
     seen = []
     for point in CRASH_POINTS:
