@@ -23,6 +23,7 @@ from .test_mrjob import (  # noqa: F401  (fixtures)
     check_task_errors,
     corrupt_copy,
     failing_udfs,
+    fold_reference,
     inputs,
 )
 
