@@ -16,7 +16,7 @@ Each server starts in one stream only (a HiveServer2 is a session fixture,
 and two processes would start two), so the streams never share one but the
 tests' Hadoop, which its sessions share by design (``tests/conftest.py``,
 ``hadoop``).  Each stream writes ``<reports>/<stream>.log`` and a junit report
-``<reports>/<stream>.xml``; every 30 s one line shows the streams' progress.
+``<reports>/<stream>.xml``; every 30 s one line shows how many tests each stream has run.
 At the end come each stream's summary, the failures in full, the 15 slowest
 tests of the run and its wall time; the exit status is the first failing
 stream's (0 when all pass).  ``python -m tests.profile <reports>/*.xml``
@@ -44,18 +44,18 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 #: seconds between progress lines
 EVERY = 30
 
-_PERCENT = re.compile(rb"\[ *(\d+)%\]")
+_OUTCOMES = re.compile(rb"^([.FEsxX]+)(?: *\[ *\d+%\])?$", re.M)
 
 
 def _progress(log):
-    """The last ``[ NN%]`` pytest -q has written to *log*, or None."""
+    """How many tests a stream has run so far: the outcome letters pytest -q
+    has written to *log* (None before the first)."""
     try:
         with open(log, "rb") as f:
-            f.seek(max(0, os.path.getsize(log) - 4096))
-            found = _PERCENT.findall(f.read())
+            found = _OUTCOMES.findall(f.read())
     except OSError:
         return None
-    return int(found[-1]) if found else None
+    return sum(len(letters) for letters in found) if found else None
 
 
 def _summary(log):
@@ -137,8 +137,8 @@ def main(argv=None):
                 for name, (_, log, _) in running.items():
                     if name in ended:
                         continue
-                    percent = _progress(log)
-                    states.append(f"{name} {'starting' if percent is None else f'{percent}%'}")
+                    done = _progress(log)
+                    states.append(f"{name} {'starting' if done is None else f'{done} done'}")
                 print(f"tests.run: {last - start:.0f} s: {', '.join(states)}", flush=True)
     except KeyboardInterrupt:
         for proc, _, _ in running.values():

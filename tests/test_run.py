@@ -24,8 +24,8 @@ def test_every_test_is_in_exactly_one_stream():
 def test_progress_summary_and_failures_are_read_from_a_stream_log(tmp_path):
     log = tmp_path / "s.log"
     assert run._progress(str(log)) is None            # not started yet
-    log.write_text("....    [  9%]\n....F   [ 42%]\n")
-    assert run._progress(str(log)) == 42
+    log.write_text("....    [  9%]\n....F   [ 42%]\n..s")
+    assert run._progress(str(log)) == 12
     assert run._failures(str(log)) == ""
     log.write_text(textwrap.dedent("""\
         ..F  [100%]
