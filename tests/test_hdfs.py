@@ -460,7 +460,10 @@ def test_tbs_killed_mid_batch_on_hdfs_reruns_to_the_same_state(hadoop, base, bat
     the killed run stopped and ends with the STATE (every file, every byte) of
     an uninterrupted run: what the killed runs left is collected, also after
     a kill whose lock is then removed by hand (as for a run that died on
-    another host)."""
+    another host).  Each kill is timed from the moment its run holds the
+    STATE's lock (its work has begun), not from its process's start, which
+    a loaded machine can make take longer than every delay; the last run is
+    given the parameters, in case no killed run got as far as a commit."""
     from .conftest import tree_digest
     local, remote = batches
     in_process("tbs", "run", local, tmp_path / "clean", *TBS, "--runner", "inline",
@@ -474,12 +477,16 @@ def test_tbs_killed_mid_batch_on_hdfs_reruns_to_the_same_state(hadoop, base, bat
         proc = subprocess.Popen([*SAMPLEGEN, "-q", "tbs", "run", remote, state,
                                  *map(str, TBS), "--batches-per-job", "1"],
                                 env=hadoop["env"], stderr=subprocess.DEVNULL)
+        deadline = time.monotonic() + 120
+        while (proc.poll() is None and not remote_fs.exists(f"{state}/_lock")
+               and time.monotonic() < deadline):
+            time.sleep(0.05)
         time.sleep(delay)
         proc.send_signal(signal.SIGKILL)
         proc.wait()
-        if i % 2:
+        if i % 2 and remote_fs.exists(f"{state}/_lock"):
             remote_fs.rmtree(f"{state}/_lock")
-    samplegen(hadoop, "tbs", "run", remote, state, "--runner", "inline")
+    samplegen(hadoop, "tbs", "run", remote, state, *TBS, "--runner", "inline")
     assert _tbs_sample(hadoop, state, tmp_path / "after.npy") == expected
     assert (tree_digest(fetch(state, tmp_path / "killed"))
             == tree_digest(fetch(clean, tmp_path / "clean-hdfs")))
