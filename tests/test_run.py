@@ -3,6 +3,8 @@ exactly, and it reads pytest's output and reports right."""
 import itertools
 import textwrap
 
+import pytest
+
 from tests import run
 
 
@@ -52,6 +54,7 @@ def test_the_slowest_tests_come_from_every_report(tmp_path):
                                     (3.0, "tests/test_a.py::t1")]
 
 
+@pytest.mark.slow   # two pytest processes collecting
 def test_the_streams_choose_apache_hive_tests_by_the_marker_conftest_gives_them():
     """``-m hadoop`` collects the Apache-Hive half of the Hive tests (marked
     by tests/conftest.py before pytest deselects), after the others, and
