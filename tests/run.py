@@ -25,6 +25,7 @@ shows where the time went, per file.
 import argparse
 import os
 import re
+import signal
 import subprocess
 import sys
 import time
@@ -140,9 +141,10 @@ def main(argv=None):
                     done = _progress(log)
                     states.append(f"{name} {'starting' if done is None else f'{done} done'}")
                 print(f"tests.run: {last - start:.0f} s: {', '.join(states)}", flush=True)
-    except KeyboardInterrupt:
+    except KeyboardInterrupt:     # pytest answers SIGINT by running its fixtures' teardowns
         for proc, _, _ in running.values():
-            proc.terminate()
+            if proc.poll() is None:
+                proc.send_signal(signal.SIGINT)
         for proc, _, _ in running.values():
             proc.wait()
         print("tests.run: interrupted", file=sys.stderr)
