@@ -97,6 +97,7 @@ def slowest(reports, count=15):
 
 def main(argv=None):
     parser = argparse.ArgumentParser(prog="python -m tests.run", description=__doc__,
+                                     allow_abbrev=False,   # the rest is for pytest
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--reports", default="work/test-reports",
                         help="directory of the streams' logs and junit reports "
