@@ -1,3 +1,4 @@
+import functools
 import hashlib
 import os
 import sys
@@ -37,13 +38,12 @@ def pytest_collection_modifyitems(config, items):
         # the markers tell the truth: a test that starts the cluster (the ``hadoop``
         # fixture, directly or through Apache Hive's server) is marked ``hadoop``, so
         # ``-m "not hadoop"`` starts none
-        callspec = getattr(item, "callspec", None)
-        if "hadoop" in getattr(item, "fixturenames", ()) or (
-                callspec is not None and callspec.params.get("hive_server") == "apache"):
+        if "hadoop" in getattr(item, "fixturenames", ()) or _on_apache_hive(item):
             item.add_marker(pytest.mark.hadoop)
 
 
 def _on_apache_hive(item):
+    """Whether *item* runs on Apache Hive's HiveServer2 (``hive_server[apache]``)."""
     callspec = getattr(item, "callspec", None)
     return callspec is not None and callspec.params.get("hive_server") == "apache"
 
@@ -199,9 +199,35 @@ def run_cli(capsys, *argv):
     return code, out, err
 
 
+def in_process(*args):
+    """``samplegen -q ARGS`` in this process, which must succeed (no
+    interpreter to start: the inputs and references engine runs are
+    compared with)."""
+    code = cli.main(["-q", *map(str, args)])
+    assert code == 0, args
+
+
 def tbs_main(argv):
     """``samplegen tbs ARGV`` in-process: its exit status."""
     return cli.main(["tbs", *argv])
+
+
+def collect(frames, column="id"):
+    """The values of *column* (a name, or a tuple of names: tuples of their
+    values) in each of *frames*, as sorted lists (repeats kept), in one
+    Spark job: each frame's columns tagged by its place, the frames one
+    union (each branch evaluates its own sample, as a separate action
+    would)."""
+    from pyspark.sql import functions as F
+
+    frames = list(frames)
+    names = [column] if isinstance(column, str) else list(column)
+    tagged = [df.select(F.lit(i).alias("__part"), *[F.col(n) for n in names])
+              for i, df in enumerate(frames)]
+    out = [[] for _ in frames]
+    for row in functools.reduce(lambda a, b: a.unionAll(b), tagged).collect():
+        out[row[0]].append(row[1] if isinstance(column, str) else tuple(row[1:]))
+    return [sorted(values) for values in out]
 
 
 def tree_digest(path):

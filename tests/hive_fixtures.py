@@ -63,6 +63,22 @@ def hive_server(request, tmp_path_factory):
             server.down(workdir, log=lambda message: None)
 
 
+def read_tables(execute, columns, tables, per_query=None):
+    """The rows of *columns* (a select list) of each of *tables*, as sorted
+    lists of tuples, read by UNION ALL queries of *per_query* tables each
+    (all in one by default): one job on the server per query, not one per
+    table.  *execute* runs a query and returns its rows."""
+    per_query = per_query or len(tables) or 1
+    out = [[] for _ in tables]
+    for first in range(0, len(tables), per_query):
+        query = "\nUNION ALL\n".join(f"SELECT {i} AS i, {columns} FROM {table}"
+                                      for i, table in enumerate(tables[first:first + per_query],
+                                                                first))
+        for row in execute(query):
+            out[row[0]].append(tuple(row[1:]))
+    return [sorted(rows) for rows in out]
+
+
 def beeline(port, script_path, hivevars=None, timeout=300):
     """Run a script with beeline; returns (exit status, stdout, stderr)."""
     jars = os.path.join(server.spark_home(), "jars", "*")

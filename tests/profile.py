@@ -9,18 +9,22 @@ import sys
 import xml.etree.ElementTree as ET
 
 
+def cases(path):
+    """``[(seconds, test file, test name)]`` of a junit XML report (OSError,
+    ET.ParseError for one that cannot be read)."""
+    return [(float(case.get("time") or 0.0), file_of(case.get("classname", "")),
+             case.get("name", "")) for case in ET.parse(path).iter("testcase")]
+
+
 def per_file(paths):
     """``{file: [seconds, tests, (slowest seconds, slowest name)]}`` of junit
     XML reports."""
     files = collections.defaultdict(lambda: [0.0, 0, (0.0, "")])
-    cases = [case for path in paths for case in ET.parse(path).iter("testcase")]
-    for case in cases:
-        seconds = float(case.get("time") or 0.0)
-        name = file_of(case.get("classname", ""))
+    for seconds, name, test in (case for path in paths for case in cases(path)):
         entry = files[name]
         entry[0] += seconds
         entry[1] += 1
-        entry[2] = max(entry[2], (seconds, case.get("name", "")))
+        entry[2] = max(entry[2], (seconds, test))
     return dict(files)
 
 

@@ -23,6 +23,7 @@ stream's (0 when all pass).  ``python -m tests.profile <reports>/*.xml``
 shows where the time went, per file.
 """
 import argparse
+import contextlib
 import os
 import re
 import signal
@@ -81,18 +82,14 @@ def _failures(log):
 
 
 def slowest(reports, count=15):
-    """The *count* slowest tests of junit *reports*: ``[(seconds, name)]``."""
-    import xml.etree.ElementTree as ET
-    cases = []
+    """The *count* slowest tests of junit *reports* (one a stream that died
+    may not have written is passed over): ``[(seconds, name)]``."""
+    found = []
     for report in reports:
-        try:
-            tree = ET.parse(report)
-        except (OSError, ET.ParseError):
-            continue
-        for case in tree.iter("testcase"):
-            name = profile.file_of(case.get("classname", "")) + "::" + case.get("name", "")
-            cases.append((float(case.get("time") or 0.0), name))
-    return sorted(cases, reverse=True)[:count]
+        with contextlib.suppress(OSError, profile.ET.ParseError):
+            found += [(seconds, f"{name}::{test}")
+                      for seconds, name, test in profile.cases(report)]
+    return sorted(found, reverse=True)[:count]
 
 
 def main(argv=None):

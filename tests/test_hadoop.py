@@ -10,11 +10,10 @@ import urllib.request
 
 import pytest
 
-from samplegen import cli
 from samplegen.jobs import cluster, fs
 
 from .cluster_jobs import UBER_JOBCONF, write_mrjob_conf
-from .conftest import hdfs_directory, sample_digests
+from .conftest import hdfs_directory, in_process, sample_digests
 
 pytestmark = pytest.mark.hadoop
 
@@ -36,12 +35,6 @@ def hdfs_dir(cluster_env):
     and test_put_and_cat_round_trip's subject)."""
     for uri in hdfs_directory("hadoop"):
         yield uri[len("hdfs://"):]
-
-
-def in_process(*args):
-    """``samplegen -q ARGS`` in this process (the local inputs and the
-    inline references the cluster's runs are compared with)."""
-    assert cli.main(["-q", *map(str, args)]) == 0, args
 
 
 def test_launchers_run_the_pinned_hadoop(hadoop):

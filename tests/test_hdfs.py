@@ -17,12 +17,11 @@ import uuid
 import numpy as np
 import pytest
 
-from samplegen import cli
 from samplegen.jobs import cluster, fs
 from samplegen.udfs.errors import OutputError
 
 from .cluster_jobs import write_mrjob_conf
-from .conftest import hdfs_directory, sample_digests
+from .conftest import hdfs_directory, in_process, sample_digests
 
 pytestmark = pytest.mark.hadoop
 
@@ -60,13 +59,6 @@ def uber_conf(hadoop, tmp_path_factory):
     which runs take it, and why)."""
     return write_mrjob_conf(tmp_path_factory.mktemp("uber") / "mrjob.conf",
                             hadoop["streaming_jar"], uber=True)
-
-
-def in_process(*args):
-    """``samplegen -q ARGS`` in this process (no interpreter to start: the
-    inputs and references the cluster's runs are compared with)."""
-    code = cli.main(["-q", *map(str, args)])
-    assert code == 0, args
 
 
 @pytest.fixture(scope="module")
@@ -477,10 +469,8 @@ def test_tbs_killed_mid_batch_on_hdfs_reruns_to_the_same_state(hadoop, base, bat
         proc = subprocess.Popen([*SAMPLEGEN, "-q", "tbs", "run", remote, state,
                                  *map(str, TBS), "--batches-per-job", "1"],
                                 env=hadoop["env"], stderr=subprocess.DEVNULL)
-        deadline = time.monotonic() + 120
-        while (proc.poll() is None and not remote_fs.exists(f"{state}/_lock")
-               and time.monotonic() < deadline):
-            time.sleep(0.05)
+        _wait_for(lambda proc=proc: proc.poll() is not None
+                  or remote_fs.exists(f"{state}/_lock"), seconds=120, every=0.05)
         time.sleep(delay)
         proc.send_signal(signal.SIGKILL)
         proc.wait()
@@ -500,13 +490,15 @@ def _job_ids(hadoop):
     return [w for w in out.split() if w.startswith("job_")]
 
 
-def _wait_for(predicate, seconds=240):
+def _wait_for(predicate, seconds=240, every=0.5):
+    """The first true value of ``predicate()``, asked every *every* seconds
+    for up to *seconds*."""
     deadline = time.time() + seconds
     while time.time() < deadline:
         value = predicate()
         if value:
             return value
-        time.sleep(0.5)
+        time.sleep(every)
     raise AssertionError("timed out waiting on the cluster")
 
 
@@ -677,18 +669,6 @@ ALL_STATES = "NEW,NEW_SAVING,SUBMITTED,ACCEPTED,RUNNING,FINISHED,FAILED,KILLED"
 FAULT_SECONDS = {"job": 10.0, "task": 7.0}
 
 
-def _poll(predicate, seconds=240):
-    """:func:`_wait_for` at 20 polls a second (the moment a fault is timed
-    from must be seen when it happens)."""
-    deadline = time.time() + seconds
-    while time.time() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(0.05)
-    raise AssertionError("timed out waiting on the cluster")
-
-
 def test_faults_at_random_moments(hadoop, base, matrices, mrjob_conf, uber_conf,
                                   bootstrap_digests, tmp_path):
     """The job, or one of its task containers (SIGKILL), killed at moments
@@ -719,9 +699,12 @@ def test_faults_at_random_moments(hadoop, base, matrices, mrjob_conf, uber_conf,
     for i, fault in enumerate(FAULTS):
         out = f"{base}/fault-{i}"
         proc, name = _start_bootstrap(hadoop, remote, out, mrjob_conf)
-        app = _poll(lambda name=name: next(iter(_applications(hadoop, name, ALL_STATES)), None))
+        # 20 polls a second: the moment a fault is timed from must be seen when it happens
+        app = _wait_for(lambda name=name: next(iter(_applications(hadoop, name, ALL_STATES)),
+                                               None), every=0.05)
         if fault == "task":
-            _poll(lambda app=app, proc=proc: _task_processes("m", app) or proc.poll() is not None)
+            _wait_for(lambda app=app, proc=proc: _task_processes("m", app)
+                      or proc.poll() is not None, every=0.05)
         time.sleep(rng.uniform(0, FAULT_SECONDS[fault]))
         running = _applications(hadoop, name)
         if fault == "job" and running:

@@ -21,7 +21,7 @@ from samplegen.udfs.errors import InputError, ParameterError
 
 from .conftest import NO_CONF, run_cli, runner_inputs, sample_digests, tree_digest
 from .conftest import one_line_error as _one_line_error
-from .hive_fixtures import beeline
+from .hive_fixtures import beeline, read_tables
 
 pytestmark = pytest.mark.hive
 SEED = 7
@@ -351,18 +351,12 @@ def test_statement_splitting():
 # ---------------------------------------------------------------------------
 def _training_views(client, result, k):
     """The composed training views ``<result>_train_0 .. _<k-1>``, read two
-    to a query (a UNION ALL: one job on the server for two views, not one
-    each; four composed views in one query pass Tez's limit of 120 counters
-    on Apache Hive): ``{i: view i's (h_index, v_index, block) rows in block
-    order}``."""
-    views = {i: [] for i in range(k)}
-    for first in range(0, k, 2):
-        query = "\nUNION ALL\n".join(f"SELECT {i} AS i, h_index, v_index, block "
-                                      f"FROM {result}_train_{i}"
-                                      for i in range(first, min(first + 2, k)))
-        for i, h, v, block in client.execute(query):
-            views[i].append((h, v, block))
-    return {i: sorted(rows) for i, rows in views.items()}
+    to a query (four composed views in one query pass Tez's limit of 120
+    counters on Apache Hive): ``{i: view i's (h_index, v_index, block) rows
+    in block order}``."""
+    views = read_tables(client.execute, "h_index, v_index, block",
+                        [f"{result}_train_{i}" for i in range(k)], per_query=2)
+    return dict(enumerate(views))
 
 
 def test_block_table_to_result_table(tmp_path, tmp_path_factory, inputs, hive_server, capsys):

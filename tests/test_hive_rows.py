@@ -17,6 +17,7 @@ from samplegen.udfs.custom import load_udf
 from samplegen.udfs.rng import PositionRNG
 
 from .conftest import run_cli
+from .hive_fixtures import read_tables
 
 pytestmark = pytest.mark.hive
 SEED = 7
@@ -66,15 +67,11 @@ def _by_sample(url, result):
 
 def _views(url, result, column, samples):
     """``{sample: sorted values of *column*}`` of the views ``<result>_<sample>``,
-    all read by one query (a UNION ALL: one job on the server, not one per
-    view)."""
-    query = "\nUNION ALL\n".join(
-        f"SELECT {i} AS i, `{column}` AS v FROM {result}_{sample.replace('-', '_')}"
-        for i, sample in enumerate(samples))
-    out = {sample: [] for sample in samples}
-    for i, value in _rows(url, query):
-        out[samples[i]].append(value)
-    return {sample: sorted(values) for sample, values in out.items()}
+    all read by one query."""
+    with hive_client.Client(url) as c:
+        views = read_tables(c.execute, f"`{column}`",
+                            [f"{result}_{sample.replace('-', '_')}" for sample in samples])
+    return {sample: [row[0] for row in rows] for sample, rows in zip(samples, views)}
 
 
 def _ids_by_sample(url, result):

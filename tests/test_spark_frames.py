@@ -11,7 +11,6 @@ every partitioning, which two tests check, are computed once per module
 (:func:`holdouts`).
 """
 import collections
-import functools
 
 import numpy as np
 import pytest
@@ -22,7 +21,7 @@ from samplegen.udfs.builtin import HoldOut
 from samplegen.udfs.errors import ParameterError
 from samplegen.udfs.rng import PositionRNG
 
-from .conftest import NO_CONF, make
+from .conftest import NO_CONF, collect, make
 
 pytestmark = pytest.mark.spark
 SEED = 7
@@ -39,24 +38,6 @@ def frame(session):
             .withColumn("tags", F.array(F.col("id") % 3, F.col("id") % 5))
             .withColumn("point", F.struct((F.col("id") * 0.5).alias("x"),
                                           F.lit("p").alias("label"))))
-
-
-def collect(frames, column="id"):
-    """The values of *column* (a name, or a tuple of names: tuples of their
-    values) in each of *frames*, as sorted lists (repeats kept), in one
-    Spark job: each frame's columns tagged by its place, the frames one
-    union (each branch evaluates its own sample, as a separate action
-    would)."""
-    from pyspark.sql import functions as F
-
-    frames = list(frames)
-    names = [column] if isinstance(column, str) else list(column)
-    tagged = [df.select(F.lit(i).alias("__part"), *[F.col(n) for n in names])
-              for i, df in enumerate(frames)]
-    out = [[] for _ in frames]
-    for row in functools.reduce(lambda a, b: a.unionAll(b), tagged).collect():
-        out[row[0]].append(row[1] if isinstance(column, str) else tuple(row[1:]))
-    return [sorted(values) for values in out]
 
 
 def flat(pairs):

@@ -16,7 +16,6 @@ the user's later action on a lazy result, except for the key values the
 coins read without any aggregation (a NULL or negative key under
 ``exact=False``), which fail that action with the task's reason.
 """
-import functools
 import os
 import subprocess
 import sys
@@ -27,7 +26,7 @@ from samplegen import spark as sg
 from samplegen.jobs.engines.spark import context
 from samplegen.udfs.errors import InputError, ParameterError, SamplegenError
 
-from ..conftest import make
+from ..conftest import collect, make
 
 pytestmark = pytest.mark.spark
 SEED = 7
@@ -48,20 +47,6 @@ def frame(session):
 def ids(df, column="id"):
     """The values of *column*, as a sorted list (repeats kept)."""
     return sorted(row[0] for row in df.select(column).collect())
-
-
-def collect(frames, column="id"):
-    """The values of *column* in each of *frames*, as sorted lists (repeats
-    kept), in one Spark job (each frame's column tagged by its place, the
-    frames one union)."""
-    from pyspark.sql import functions as F
-
-    frames = list(frames)
-    tagged = [df.select(F.lit(i).alias("__part"), F.col(column)) for i, df in enumerate(frames)]
-    out = [[] for _ in frames]
-    for part, value in functools.reduce(lambda a, b: a.unionAll(b), tagged).collect():
-        out[part].append(value)
-    return [sorted(values) for values in out]
 
 
 def test_bad_parameters_are_one_parameter_error(session, frame):
