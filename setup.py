@@ -2,7 +2,7 @@
 Hadoop (mrjob), Spark and Hive."""
 import re
 
-from setuptools import find_packages, setup
+from setuptools import Extension, find_packages, setup
 
 #: the source folders, installed as subpackages of samplegen
 PACKAGES = find_packages(include=["udfs", "udfs.*", "jobs", "jobs.*", "hive", "hive.*",
@@ -30,6 +30,10 @@ EXTRAS = {
     # `make check` spreads the fast tier over every core (pytest-xdist)
     "test": ["pytest>=7.4", "pytest-xdist>=3.5", "import-linter>=2.0", "ruff>=0.6"],
 }
+#: Philox4x64-10 at arbitrary counters in C (udfs/_philox.c): optional -- where it
+#: does not build (no C compiler), the install goes on and udfs/rng.py computes
+#: the same words with numpy
+EXTENSIONS = [Extension("samplegen.udfs._philox", ["udfs/_philox.c"], optional=True)]
 EXTRAS["all"] = sorted({dep for deps in EXTRAS.values() for dep in deps})
 
 setup(
@@ -42,6 +46,7 @@ setup(
     package_dir={"samplegen": "samplegen",
                  **{f"samplegen.{name}": name.replace(".", "/") for name in PACKAGES}},
     package_data={"samplegen.hive": ["*.hql"]},
+    ext_modules=EXTENSIONS,
     install_requires=CORE,
     extras_require=EXTRAS,
     entry_points={"console_scripts": ["samplegen = samplegen.cli:main"]},

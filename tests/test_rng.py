@@ -2,6 +2,8 @@
 and every distribution is drawn by a frozen algorithm."""
 import itertools
 import math
+import os
+import sys
 
 import numpy as np
 import pytest
@@ -477,6 +479,179 @@ def test_at_gives_the_same_with_or_without_its_path_for_runs(monkeypatch):
     monkeypatch.setattr(rng_module, "_AT_RUN", 2**63)
     assert np.array_equal(rng.at(sid, positions), with_runs)
     assert np.array_equal(with_runs[:20000], rng.block(sid, 2**50, 2**50 + 20000))
+
+# -- the two implementations of Philox at arbitrary counters ---------------------
+# udfs/rng.py computes PositionRNG.block and .at with the compiled kernel
+# (udfs/_philox.c) when it is built, else with numpy arrays; both are tested
+# here whichever was chosen at import (the compiled one is skipped only where
+# it was not built).
+
+import samplegen.udfs.rng as rng_module  # noqa: E402
+
+PATHS = ["compiled", "numpy"]
+EDGE = [0, 1, 2**32 - 1, 2**32, 2**63 - 1, 2**63, MASK - 1, MASK]
+
+
+@pytest.fixture(params=PATHS)
+def philox_path(request, monkeypatch):
+    """Run a test with PositionRNG on one implementation (the other switched off)."""
+    if request.param == "compiled":
+        if rng_module._KERNEL is None:
+            pytest.skip("the compiled Philox kernel is not built here")
+    else:
+        monkeypatch.setattr(rng_module, "_KERNEL", None)
+    return request.param
+
+
+def _numpy_philox(key, counter, blocks=1):
+    """numpy's own Philox4x64-10 (C) from a 256-bit counter: `blocks` x 4 words."""
+    words = [((counter - 1) >> (64 * i)) & MASK for i in range(4)]  # numpy adds 1 first
+    bg = np.random.Philox(key=np.array(key, dtype=np.uint64),
+                          counter=np.array(words, dtype=np.uint64))
+    return bg.random_raw(4 * blocks).reshape(blocks, 4)
+
+
+def _path_lanes(path, key, words, positions):
+    """Philox at counters (positions[i], *words) by the implementation *path*."""
+    out = np.empty((positions.size, 4), dtype=np.uint64)
+    if path == "compiled":
+        rng_module._KERNEL.lanes(*key, *words, positions, out)
+    else:
+        counter = sum(w << (64 * (i + 1)) for i, w in enumerate(words))
+        rng_module._philox_lanes(key, counter, positions, out)
+    return out
+
+
+def _edge_and_random_cases(count):
+    """(key, counter words 1..3, positions): every word at its edges, then random."""
+    picks = np.random.default_rng(38)
+    cases = [((k0, k1), (w, w, w), np.array(EDGE[:-1], dtype=np.uint64))
+             for k0, k1 in [(0, 0), (MASK, MASK), (MASK, 1)] for w in EDGE]
+    cases += [((0, MASK), (MASK, 0, MASK), np.array([MASK - 1, 0], dtype=np.uint64))]
+    for _ in range(count):
+        key = tuple(int(x) for x in picks.integers(0, MASK, 2, dtype=np.uint64, endpoint=True))
+        words = tuple(int(x) for x in picks.integers(0, MASK, 3, dtype=np.uint64,
+                                                     endpoint=True))
+        positions = picks.integers(0, MASK - 1, 37, dtype=np.uint64, endpoint=True)
+        cases.append((key, words, positions))
+    return cases
+
+
+@pytest.mark.parametrize("path", PATHS)
+def test_both_implementations_give_numpys_philox_words(path):
+    if path == "compiled" and rng_module._KERNEL is None:
+        pytest.skip("the compiled Philox kernel is not built here")
+    for key, words, positions in _edge_and_random_cases(60):
+        got = _path_lanes(path, key, words, positions)
+        for i, p in enumerate(positions.tolist()):
+            counter = p | sum(w << (64 * (j + 1)) for j, w in enumerate(words))
+            assert np.array_equal(got[i], _numpy_philox(key, counter)[0]), (key, words, p)
+
+
+def test_compiled_and_numpy_implementations_agree_on_random_counters():
+    if rng_module._KERNEL is None:
+        pytest.skip("the compiled Philox kernel is not built here")
+    picks = np.random.default_rng(2038)
+    for key, words, _ in _edge_and_random_cases(200):
+        positions = picks.integers(0, MASK - 1, 3000, dtype=np.uint64, endpoint=True)
+        positions[:len(EDGE) - 1] = EDGE[:-1]
+        assert np.array_equal(_path_lanes("compiled", key, words, positions),
+                              _path_lanes("numpy", key, words, positions)), (key, words)
+
+
+@pytest.mark.parametrize("start,words", [(MASK - 2, (MASK, MASK, 5)), (MASK, (MASK, MASK, MASK)),
+                                         (MASK - 1, (MASK, 3, 0)), (0, (0, 0, 0)),
+                                         (2**32 - 2, (2**63, 1, MASK))])
+def test_compiled_ranges_carry_like_a_256_bit_counter(start, words):
+    if rng_module._KERNEL is None:
+        pytest.skip("the compiled Philox kernel is not built here")
+    key = (0x0123456789ABCDEF, MASK)
+    out = np.empty((6, 4), dtype=np.uint64)
+    rng_module._KERNEL.lanes_range(*key, *words, start, out)
+    counter = start | sum(w << (64 * (j + 1)) for j, w in enumerate(words))
+    assert np.array_equal(out, _numpy_philox(key, counter, 6))
+
+
+def test_compiled_kernel_rejects_what_is_not_64_bit_words():
+    if rng_module._KERNEL is None:
+        pytest.skip("the compiled Philox kernel is not built here")
+    kernel = rng_module._KERNEL
+    out = np.empty((2, 4), dtype=np.uint64)
+    with pytest.raises(TypeError):
+        kernel.lanes(0, 0, 0, 0, 0, np.array([1, 2], dtype=np.float64), out)
+    with pytest.raises(ValueError):
+        kernel.lanes(0, 0, 0, 0, 0, np.array([1, 2, 3], dtype=np.uint64), out)
+    with pytest.raises(OverflowError):
+        kernel.lanes(-1, 0, 0, 0, 0, np.array([1, 2], dtype=np.uint64), out)
+    with pytest.raises(ValueError):
+        kernel.lanes_range(0, 0, 0, 0, 0, 0, np.empty(5, dtype=np.uint64))
+    read_only = np.zeros((1, 4), dtype=np.uint64)
+    read_only.setflags(write=False)
+    with pytest.raises((BufferError, ValueError)):
+        kernel.lanes_range(0, 0, 0, 0, 0, 0, read_only)
+    with pytest.raises((BufferError, ValueError)):   # not contiguous
+        kernel.lanes(0, 0, 0, 0, 0, np.arange(4, dtype=np.uint64)[::2], out)
+
+
+@pytest.mark.parametrize("seed", [0, 2**64 - 1])
+def test_block_and_at_are_the_same_on_both_implementations(seed, philox_path):
+    rng = PositionRNG(seed)
+    picks = np.random.default_rng(seed % 97 + 3)
+    positions = np.concatenate([picks.integers(0, MASK - 1, 5000, dtype=np.uint64),
+                                _range(2**40, 600), _range(MASK - 300, 300), _range(0, 3)])
+    for sid in AT_STREAMS:
+        specification = np.array([philox4x64_10((p, sid.purpose << 48 | sid.sub, sid.index, 0),
+                                                 _key(rng))
+                                  for p in positions[::97].tolist()], dtype=np.uint64)
+        got = rng.at(sid, positions)
+        assert np.array_equal(got[::97], specification)
+        assert np.array_equal(got[5000:5600], rng.block(sid, 2**40, 2**40 + 600))
+        assert np.array_equal(got[5600:5900], rng.block(sid, MASK - 300, MASK))
+        assert np.array_equal(rng.block(sid, 0, 3), got[5900:])
+        assert rng.block(sid, 7, 7).shape == (0, LANES)
+
+
+def test_kernel_choice_at_import(monkeypatch):
+    """SAMPLEGEN_PHILOX=numpy forces the numpy path; a kernel that does not
+    give numpy's words, or fails, is not used."""
+    monkeypatch.setenv("SAMPLEGEN_PHILOX", "numpy")
+    assert rng_module._load_kernel() is None
+    monkeypatch.delenv("SAMPLEGEN_PHILOX")
+
+    class Wrong:
+        @staticmethod
+        def lanes(k0, k1, c1, c2, c3, positions, out):
+            out[...] = 1
+
+        lanes_range = lanes
+
+    class Broken:
+        pass
+
+    assert not rng_module._kernel_agrees(Wrong())
+    assert not rng_module._kernel_agrees(Broken())
+    if rng_module._KERNEL is not None:
+        assert rng_module._kernel_agrees(rng_module._KERNEL)
+        assert rng_module._load_kernel() is not None
+        assert rng_module.PHILOX_KERNEL == "compiled"
+
+
+def test_a_zip_import_finds_the_kernel_of_an_installed_samplegen(tmp_path, monkeypatch):
+    """When samplegen comes from a shipped zip (no compiled module), the kernel
+    of a samplegen installed in the node's Python is found on sys.path."""
+    if rng_module._KERNEL is None:
+        pytest.skip("the compiled Philox kernel is not built here")
+    import shutil
+    built = rng_module._KERNEL.__file__
+    place = tmp_path / "samplegen" / "udfs"
+    place.mkdir(parents=True)
+    shutil.copy(built, place / os.path.basename(built))
+    monkeypatch.setattr(sys, "path", [str(tmp_path / "nothing.zip"), str(tmp_path)])
+    kernel = rng_module._installed_kernel()
+    assert kernel is not None and rng_module._kernel_agrees(kernel)
+    monkeypatch.setattr(sys, "path", [str(tmp_path / "nothing.zip")])
+    assert rng_module._installed_kernel() is None
+
 
 def test_at_takes_any_integer_dtype_and_nothing_else():
     rng = PositionRNG(3)
