@@ -38,7 +38,14 @@ import math
 import numpy as np
 
 from samplegen.udfs.errors import ParameterError
-from samplegen.udfs.rng import PositionRNG, Purpose, check_seed, fresh_seed, stream
+from samplegen.udfs.rng import (
+    PositionRNG,
+    Purpose,
+    check_seed,
+    compiled_kernel,
+    fresh_seed,
+    stream,
+)
 
 from .errors import TBSError, TBSParameterError
 
@@ -126,7 +133,9 @@ def _skip_positions(rng, m, scale, start,
     ``gap - 1 = floor(-log(u) * scale)`` with ``u = ((word >> 11) + 1) *
     2**-53`` in (0, 1], one word per position.  Works in cache-sized chunks
     so that the output array is written once instead of once per arithmetic
-    pass."""
+    pass; with the compiled kernel (udfs/_philox.c) the arithmetic before and
+    after numpy's ``log`` is two C loops instead of eight passes, the same
+    IEEE operations and so the same positions."""
     if scratch is None:
         pos = np.empty(m, dtype=np.int64)
         work = np.empty(min(m, _CHUNK), dtype=np.float64)
@@ -134,11 +143,17 @@ def _skip_positions(rng, m, scale, start,
         pos = scratch.get(tag + ".p", m, np.int64)
         work = scratch.get("skip.work", min(m, _CHUNK), np.float64)
     carry = start
+    kernel = compiled_kernel()
     one, eleven = np.uint64(1), np.uint64(11)
     for lo in range(0, m, _CHUNK):
         hi = min(m, lo + _CHUNK)
         e = work[: hi - lo]
         words = rng.raw(hi - lo)
+        if kernel is not None:     # the same values, the arithmetic around log in two C loops
+            kernel.open_unit(words, e)
+            np.log(e, out=e)
+            carry = kernel.skip_sum(e, -scale, carry, pos[lo:hi])
+            continue
         np.right_shift(words, eleven, out=words)
         np.add(words, one, out=words)
         np.multiply(words, 2.0 ** -53, out=e)   # exact: u in (0, 1]

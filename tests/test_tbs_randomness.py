@@ -165,3 +165,53 @@ def test_split_count():
     assert_means(draws, 20 * sizes / sizes.sum(), what="partition")
     with pytest.raises(TBSError, match=r"k must be an integer in \[0, 50\], got 51"):
         split_count(rng, sizes, 51)
+
+
+# -- the skips on both implementations (udfs/_philox.c or numpy) ------------------
+
+class _Words:
+    """A stand-in for Draws: ``raw`` hands out the given words in order."""
+
+    def __init__(self, words):
+        self.words, self.at = np.asarray(words, dtype=np.uint64), 0
+
+    def raw(self, n):
+        out = self.words[self.at:self.at + n].copy()
+        self.at += n
+        return out
+
+
+def _skips(monkeypatch, compiled, words, scale, start):
+    import samplegen.tbs.randomness as randomness
+    import samplegen.udfs.rng as rng_module
+    kernel = rng_module._KERNEL if compiled else None
+    monkeypatch.setattr(randomness, "compiled_kernel", lambda: kernel)
+    return randomness._skip_positions(_Words(words), len(words), scale, start, None, "").copy()
+
+
+@pytest.mark.parametrize("scale", [0.5, 1.0, 6.09, 12345.678, 2.0**40 / 37])
+def test_skip_positions_are_the_same_on_both_implementations(monkeypatch, scale):
+    import samplegen.udfs.rng as rng_module
+    if rng_module._KERNEL is None:
+        pytest.skip("the compiled Philox kernel is not built here")
+    mask = 2**64 - 1
+    edges = [0, 1, 2**11 - 1, 2**11, 2**53, mask >> 1, mask - 2**11, mask]
+    words = np.concatenate([np.array(edges, dtype=np.uint64),
+                            np.random.default_rng(38).integers(0, mask, 70000, dtype=np.uint64,
+                                                               endpoint=True)])
+    for start in (-1, 0, 2**40):
+        fast = _skips(monkeypatch, True, words, scale, start)
+        slow = _skips(monkeypatch, False, words, scale, start)
+        assert np.array_equal(fast, slow), (scale, start)
+        assert fast[0] == start + 1 + int(-np.log(2.0**-53) * scale)   # word 0: u = 2**-53
+
+
+def test_choose_by_skips_is_the_same_on_both_implementations(monkeypatch):
+    import samplegen.udfs.rng as rng_module
+    if rng_module._KERNEL is None:
+        pytest.skip("the compiled Philox kernel is not built here")
+    got = []
+    for kernel in (rng_module._KERNEL, None):
+        monkeypatch.setattr(rng_module, "_KERNEL", kernel)
+        got.append(choose(batch_generator(5, 3, STREAM_APPLY), 3 * 10**6, 400000).copy())
+    assert np.array_equal(got[0], got[1])

@@ -14,6 +14,8 @@
  *   lanes_range(k0, k1, c1, c2, c3, start, out)
  *       the same for the positions start, start + 1, ... (len(out) / 4 of them),
  *       carrying into c1, c2, c3 as a 256-bit counter does.
+ *   open_unit, skip_sum: the arithmetic of tbs/randomness.py's geometric
+ *       skips (below).
  *
  * Word 0 of a counter is its least significant; k0, k1, c1, c2, c3, start
  * are Python ints in [0, 2**64); positions is a C-contiguous buffer of
@@ -193,7 +195,114 @@ static PyObject *lanes_range(PyObject *self, PyObject *const *args, Py_ssize_t n
     Py_RETURN_NONE;
 }
 
+/* Geometric skips (tbs/randomness.py _skip_positions), the arithmetic around
+ * numpy's log in two loops instead of eight array passes:
+ *   open_unit(words, out): out[i] = ((words[i] >> 11) + 1) * 2**-53, in (0, 1]
+ *   skip_sum(logs, factor, carry, out): out[i] = carry + sum over j <= i of
+ *       (trunc(logs[j] * factor) + 1); returns out[-1] (carry when empty)
+ * Each double operation is the single IEEE operation numpy does (a product,
+ * a conversion), so the values are numpy's. */
+static int get_doubles(PyObject *obj, Py_buffer *view, int writable, const char *name)
+{
+    int flags = PyBUF_C_CONTIGUOUS | PyBUF_FORMAT | (writable ? PyBUF_WRITABLE : 0);
+    const char *f;
+    if (PyObject_GetBuffer(obj, view, flags) < 0)
+        return 0;
+    f = view->format;
+    if (f != NULL && (*f == '<' || *f == '=' || *f == '@'))
+        f++;
+    if (view->itemsize != 8 || f == NULL || strcmp(f, "d") != 0) {
+        PyErr_Format(PyExc_TypeError, "%s must hold float64 values", name);
+        PyBuffer_Release(view);
+        return 0;
+    }
+    return 1;
+}
+
+static PyObject *open_unit(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    Py_buffer w, out;
+    Py_ssize_t n, i;
+    (void)self;
+    if (nargs != 2) {
+        PyErr_SetString(PyExc_TypeError, "open_unit(words, out)");
+        return NULL;
+    }
+    if (!get_words(args[0], &w, 0, "words"))
+        return NULL;
+    if (!get_doubles(args[1], &out, 1, "out")) {
+        PyBuffer_Release(&w);
+        return NULL;
+    }
+    n = w.len / 8;
+    if (out.len != w.len) {
+        PyErr_SetString(PyExc_ValueError, "out must hold one value per word");
+    } else {
+        const uint64_t *src = (const uint64_t *)w.buf;
+        double *dst = (double *)out.buf;
+        Py_BEGIN_ALLOW_THREADS
+        for (i = 0; i < n; i++)
+            dst[i] = (double)((src[i] >> 11) + 1) * 0x1p-53;
+        Py_END_ALLOW_THREADS
+    }
+    PyBuffer_Release(&w);
+    PyBuffer_Release(&out);
+    if (PyErr_Occurred())
+        return NULL;
+    Py_RETURN_NONE;
+}
+
+static PyObject *skip_sum(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    Py_buffer e, out;
+    Py_ssize_t n, i;
+    double factor;
+    long long carry;
+    int64_t total;
+    (void)self;
+    if (nargs != 4) {
+        PyErr_SetString(PyExc_TypeError, "skip_sum(logs, factor, carry, out)");
+        return NULL;
+    }
+    factor = PyFloat_AsDouble(args[1]);
+    if (factor == -1.0 && PyErr_Occurred())
+        return NULL;
+    carry = PyLong_AsLongLong(args[2]);
+    if (carry == -1 && PyErr_Occurred())
+        return NULL;
+    if (!get_doubles(args[0], &e, 0, "logs"))
+        return NULL;
+    if (!get_words(args[3], &out, 1, "out")) {
+        PyBuffer_Release(&e);
+        return NULL;
+    }
+    n = e.len / 8;
+    total = (int64_t)carry;
+    if (out.len != e.len) {
+        PyErr_SetString(PyExc_ValueError, "out must hold one value per log");
+    } else {
+        const double *src = (const double *)e.buf;
+        int64_t *dst = (int64_t *)out.buf;
+        Py_BEGIN_ALLOW_THREADS
+        for (i = 0; i < n; i++) {
+            total += (int64_t)(src[i] * factor) + 1;   /* truncation, as numpy's cast */
+            dst[i] = total;
+        }
+        Py_END_ALLOW_THREADS
+    }
+    PyBuffer_Release(&e);
+    PyBuffer_Release(&out);
+    if (PyErr_Occurred())
+        return NULL;
+    return PyLong_FromLongLong((long long)total);
+}
+
 static PyMethodDef methods[] = {
+    {"open_unit", (PyCFunction)(void (*)(void))open_unit, METH_FASTCALL,
+     "open_unit(words, out): out = ((words >> 11) + 1) * 2**-53."},
+    {"skip_sum", (PyCFunction)(void (*)(void))skip_sum, METH_FASTCALL,
+     "skip_sum(logs, factor, carry, out): out = carry + cumsum(trunc(logs * factor) + 1); "
+     "returns the last value."},
     {"lanes", (PyCFunction)(void (*)(void))lanes, METH_FASTCALL,
      "lanes(k0, k1, c1, c2, c3, positions, out): Philox4x64-10 at counters "
      "(positions[i], c1, c2, c3) into out (4 words each)."},

@@ -741,6 +741,9 @@ def _kernel_agrees(kernel):
     checks = [((top, top), (top - 1, top, top, top)), ((0, 0), (0, 0, 0, 0)),
               ((0x0123456789ABCDEF, top), (top, top, top, 7)),
               ((12345, 678910), (2 ** 63 + 5, 1 << 48 | 3, 2 ** 40 + 1, 0))]
+    if not all(callable(getattr(kernel, name, None))
+               for name in ("lanes", "lanes_range", "open_unit", "skip_sum")):
+        return False
     try:
         for key, words in checks:
             counter = sum(w << (64 * i) for i, w in enumerate(words))
@@ -774,6 +777,13 @@ def _load_kernel():
 _KERNEL = _load_kernel()
 #: which implementation computes PositionRNG.block and .at: "compiled" or "numpy"
 PHILOX_KERNEL = "numpy" if _KERNEL is None else "compiled"
+
+
+def compiled_kernel():
+    """The compiled kernel in use (udfs/_philox.c), or None on the numpy path:
+    for callers with a loop of their own there (``open_unit``, ``skip_sum``:
+    tbs/randomness.py's skips), which keep a numpy twin."""
+    return _KERNEL
 
 
 def _check_positions(positions):
