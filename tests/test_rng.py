@@ -740,3 +740,15 @@ def test_udfs_decide_keyed_rows_as_the_range_decides_those_row_ids(make):
         for a, b in zip(got, expected):
             assert np.array_equal(a, b)
     assert np.unique(expected[0]).size > 0.2 * ids.size      # the comparison is not vacuous
+
+
+def test_keyed_counters_borrow_like_256_bit_subtraction():
+    """The draws' first counter less one, written out word by word, at the edges
+    of every field (purpose, index, sub, position)."""
+    top = 2**64 - 1
+    for purpose, index, sub, position in itertools.product(
+            [0, 1, 2**16 - 1], [0, 1, top], [0, 1, 2**48 - 1], [0, 1, top - 1]):
+        counter = 0 | (purpose << 48 | sub) << 64 | index << 128 | (position + 1) << 192
+        expected = [((counter - 1) >> (64 * i)) & MASK for i in range(4)]
+        got = PositionRNG._keyed_counter((purpose, index, sub), position)
+        assert got.tolist() == expected, (purpose, index, sub, position)

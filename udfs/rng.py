@@ -531,14 +531,26 @@ class Draws:
         k = int(k)
         if k < 0 or k > remaining:
             raise ParameterError(f"k must be an integer in [0, {remaining}], got {k}")
-        out = np.zeros(sizes.size, dtype=np.int64)
+        out = [0] * sizes.size
+        legacy = None
         for i, size in enumerate(sizes.tolist()):
             remaining -= size
             if k == 0:
                 break
-            out[i] = self.hypergeometric(size, remaining, k)
-            k -= int(out[i])
-        return out
+            # hypergeometric(size, remaining, k), its cases inline (valid by
+            # construction here): the same draws, without a call per group
+            if size == 0:
+                continue
+            if remaining == 0:
+                got = k
+            elif max(size, remaining) <= _LEGACY_HYPERGEOMETRIC_LIMIT:
+                legacy = legacy or self.legacy
+                got = int(legacy.hypergeometric(size, remaining, k))
+            else:
+                got = self._hypergeometric_by_inversion(size, remaining, k)
+            out[i] = got
+            k -= got
+        return np.array(out, dtype=np.int64)
 
 
 def _halves(words):
@@ -966,7 +978,17 @@ class PositionRNG(_LaneViews):
         position = int(position)
         if not 0 <= position < _MASK64:
             raise ParameterError(f"draw position must be in [0, 2**64 - 1), got {position}")
-        return _words((_counter(stream_id, 0, position + 1) - 1) & _MASK256)
+        # the counter (0, purpose << 48 | sub, index, position + 1) less one (numpy's
+        # Philox adds one before its first block), the borrow written out
+        purpose, index, sub = stream_id
+        word1 = purpose << 48 | sub
+        if word1:
+            words = [_MASK64, word1 - 1, index, position + 1]
+        elif index:
+            words = [_MASK64, _MASK64, index - 1, position + 1]
+        else:
+            words = [_MASK64, _MASK64, _MASK64, position]
+        return np.array(words, dtype=np.uint64)
 
     def draws(self, stream_id, position=0):
         """:class:`Draws` keyed at one position of a stream: a new cursor at
