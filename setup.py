@@ -14,6 +14,8 @@ CORE = [
     "numpy>=1.26",
     "mrjob>=0.7.4",
     "fastparquet>=2024.2.0",
+    # tables in and out of the sampling commands: Arrow's CSV and Parquet readers and take
+    "pyarrow>=15",
     # the filesystem layer: hdfs:// through WebHDFS (requests), other stores through fsspec
     "fsspec>=2023.1.0",
     "requests>=2.28",

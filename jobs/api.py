@@ -49,15 +49,13 @@ import numpy as np
 
 from samplegen.udfs.builtin import Bootstrap, HoldOut, KFold
 from samplegen.udfs.custom import load_udf
-from samplegen.udfs.errors import EngineError, ParameterError
+from samplegen.udfs.errors import ParameterError
 from samplegen.udfs.rng import PositionRNG
 from samplegen.udfs.strata import Strata
 from samplegen.udfs.weighted import RowWeights, Weighted
 
 from .driver import info, open_sample
-from .phases import composed_ids, relpos_order
-
-_RANGE_ROWS = 1 << 20
+from .phases import sample_indices
 
 _KINDS = "a numpy array, a pandas DataFrame or Series, a SciPy sparse matrix, a list"
 
@@ -265,49 +263,6 @@ def read_run(path, y=None, groups=None):
     *y* and *groups* have one value per row of the job's input, in its row
     order."""
     return RunSamples(path, y, groups)
-
-
-def sample_indices(udf, seed, block_size=1000):
-    """``{name: row ids in sample order}`` for a SamplingUDF instance."""
-    rng = PositionRNG(seed)
-    n = udf.n_rows
-    ids, sample, relpos = [], [], []
-    for a in range(0, n, _RANGE_ROWS):
-        try:
-            occ = udf(a, min(n, a + _RANGE_ROWS), rng)
-        except SystemExit as exc:   # a UDF's exit is its failure, not the caller's exit
-            raise EngineError(f"the sampling-UDF {udf.name} called sys.exit({exc.code!r}); "
-                              "no samples were made") from None
-        ids.append(occ.offset + a)
-        sample.append(occ.sample)
-        relpos.append(occ.relpos)
-    ids, sample, relpos = (np.concatenate(x) for x in (ids, sample, relpos))
-    names = udf.sample_names()
-    if names is None:
-        names = [f"sample-{i}" for i in range(int(sample.max()) + 1 if sample.size else 0)]
-    order, bounds = _sample_order(sample, relpos, ids, len(names))
-    ids, relpos = ids[order], relpos[order]
-    out = {name: ids[bounds[i]:bounds[i + 1]] for i, name in enumerate(names)}
-    composed = udf.composed_names()
-    folds = [(ids[bounds[i]:bounds[i + 1]], relpos[bounds[i]:bounds[i + 1]])
-             for i in range(len(names))]
-    out.update(zip(composed, composed_ids(block_size, folds, len(composed), udf.fold_group())))
-    return list(names) + list(composed), out
-
-
-def _sample_order(sample, relpos, ids, n_samples):
-    """The permutation into ``(sample, relative position, row id)`` order,
-    and where each sample starts in it: rows grouped by sample (a stable
-    radix sort of the small sample ids), then each sample in the engines'
-    order (:func:`jobs.phases.relpos_order`)."""
-    key = sample.astype(np.uint16) if n_samples <= 1 << 16 else sample
-    order = np.argsort(key, kind="stable")
-    bounds = np.searchsorted(sample[order], np.arange(n_samples + 1))
-    for a, b in zip(bounds[:-1], bounds[1:]):
-        if b - a > 1:
-            part = order[a:b]
-            order[a:b] = part[relpos_order(relpos[part], ids[part])]
-    return order, bounds
 
 
 def _strata(n, stratify, y):

@@ -20,7 +20,7 @@ from samplegen.udfs.options import (
     method_params,
 )
 
-from . import driver
+from . import driver, tables
 from . import fs as fsmod
 from .formats import export as export_file
 
@@ -28,9 +28,16 @@ DEFAULT_RUNNER = os.environ.get("SAMPLEGEN_RUNNER", "embedded")
 
 
 def _add_run_options(p):
-    p.add_argument("src", metavar="SRC", help="input matrix directory")
+    p.add_argument("src", metavar="SRC",
+                   help="the rows to sample: a table (FILE.csv with any column types, "
+                        "FILE.parquet or a Parquet dataset directory, FILE.npy; a local path, "
+                        "hdfs://... or another fsspec URL) or a matrix directory (import)")
     p.add_argument("dest", metavar="DEST", help="output run directory (must be empty or absent; "
-                   "missing parent directories are created)")
+                   "missing parent directories are created): a table in gives one table per "
+                   "sample (every column kept), a matrix one matrix per sample")
+    p.add_argument("--format", default=None, choices=sorted(tables.OUTPUT_FORMATS),
+                   help="a table's samples as parquet, csv or npy files (default: the input "
+                        "table's format; npy only for a .npy input)")
     p.add_argument("--seed", type=parse_seed, required=True, help="random seed (0 <= S < 2**64)")
     p.add_argument("--runner", default=DEFAULT_RUNNER,
                    help="embedded | inline | local | hadoop | spark | hive (default: %(default)s, "
@@ -172,6 +179,13 @@ def _run(args, udf, params, log, materialize=False):
         raise ParameterError(f"--num-cores must be >= 1, got {args.num_cores}")
     if args.memory_mib is not None:
         _check_mib("--memory-mib", args.memory_mib, 1)
+    if tables.is_table(args.src):
+        return tables.generate(args.src, args.dest, udf, params, args.seed, fmt=args.format,
+                               overwrite=args.overwrite, log=log, materialize=materialize,
+                               runner=args.runner)
+    if args.format is not None:
+        raise ParameterError(f"--format applies to a table's samples; {args.src} is a matrix "
+                             "(export its samples with samplegen export)")
     return driver.generate(args.src, args.dest, udf, params, args.seed, runner=args.runner,
                            overwrite=args.overwrite, options=_options(args),
                            bin_budget=int(args.bin_mib * 2 ** 20), log=log,
@@ -179,7 +193,9 @@ def _run(args, udf, params, log, materialize=False):
 
 
 def _print_info(desc):
-    if desc["kind"] == "run":
+    if desc.get("run_kind") == tables.TABLE_RUN:
+        _print_table_run(desc)
+    elif desc["kind"] == "run":
         inp = desc["input"]
         print(f"run {desc['path']}: {desc['method']} {json.dumps(desc['params'])} "
               f"seed {desc['seed']} runner {desc['engine']['runner']}")
@@ -201,10 +217,27 @@ def _print_info(desc):
             print("composed of: " + ", ".join(
                 f"{c['path']} ({count_words(c['blocks'], 'block', 'blocks')})"
                 for c in desc["composed_of"]))
+        if desc.get("columns"):
+            print("columns: " + ", ".join(map(str, desc["columns"])))
         if desc.get("label"):
             print(f"label column {desc['label']!r} (column "
                   f"{desc['columns'].index(desc['label'])})")
         print(f"fingerprint {desc['fingerprint']}")
+
+
+def _print_table_run(desc):
+    inp = desc["input"]
+    print(f"run {desc['path']}: {desc['method']} {json.dumps(desc['params'])} "
+          f"seed {desc['seed']} runner {desc['engine']['runner']}")
+    print(f"input {inp['path']}: {inp['format']} table, {count_words(inp['rows'], 'row', 'rows')}"
+          f" x {count_words(inp['cols'], 'column', 'columns')}")
+    print("columns: " + ", ".join(f"{c['name']} ({c['type']})" for c in inp["columns"]))
+    print(f"{'sample':<16}{'rows':>12}{'MB':>10}  file")
+    for s in desc["samples"]:
+        where = s["files"][0]["path"].split("/")[0]
+        mark = f"  (the folds {', '.join(s['composed_of'])}, linked)" \
+            if s.get("composed_of") else ""
+        print(f"{s['name']:<16}{s['rows']:>12}{s['bytes'] / 1e6:>10.2f}  {where}{mark}")
 
 
 def user_code(args):
@@ -259,6 +292,8 @@ def dispatch(args, log):
         _run(args, args.udf, dict(parse_param(p) for p in args.param), log)
     elif cmd == "info":
         desc = driver.info(args.path)
+        if desc.get("run_kind") == tables.TABLE_RUN:
+            tables.verify_run(args.path, desc)
         if args.json:
             try:   # whole, or not at all: never NaN or Infinity, which JSON has not
                 text = json.dumps(desc, indent=1, allow_nan=False)

@@ -45,6 +45,7 @@ from .store import (
     MAX_BLOCK_SIZE,
     META,
     RUN_FORMAT,
+    TABLE_RUN,
     Matrix,
     MatrixWriter,
     StagedOutput,
@@ -529,6 +530,8 @@ def info(path):
                 isinstance(s, dict) and isinstance(s.get("name"), str)
                 for s in manifest["samples"]):
             raise InputError(f"corrupt run manifest {manifest_uri}: no list of samples")
+        if manifest.get("kind") == TABLE_RUN:
+            return dict(manifest, kind="run", run_kind=TABLE_RUN, path=path)
         indexes = {}
         for entry in manifest["samples"]:
             if entry.get("composed_of"):
@@ -564,4 +567,9 @@ def open_sample(path, name=None):
     if name not in names:
         raise ParameterError(f"unknown sample {name!r} in {path}: choose one of "
                              f"{', '.join(names[:8])}{', ...' if len(names) > 8 else ''}")
+    if run.get("run_kind") == TABLE_RUN:
+        entry = run["samples"][names.index(name)]
+        where = fsmod.join(path, entry["files"][0]["path"].split("/")[0])
+        raise ParameterError(f"{path} holds tables, not matrices: sample {name} is {where}, "
+                             "for pandas, Arrow or Spark to read as it is")
     return Matrix.open(fsmod.join(path, name))

@@ -361,14 +361,20 @@ class _Lines:
         return line
 
 
-def _open_csv(uri, fs, pick):
-    """CSV of numbers: an optional header line, ``,`` or tab separated; fields
-    are empty (NaN) or numbers, ``nan`` and ``inf`` included (see _NUMBER).
-    The first line is a header iff it has a non-empty field and none of its
-    fields is a number; it must not name a column twice.  Rows with a
-    different number of fields are an error, and so is a file that changes
-    while it is read (:class:`_Source`)."""
-    source = _Source(*fsmod.fsspec_of(uri), uri, "CSV")
+#: the first line of a CSV file, as :func:`csv_head` reads it: the column
+#: names (None without a header line), the delimiter, the number of fields,
+#: and where the data rows start (a byte offset, and the line's number)
+CsvHead = collections.namedtuple("CsvHead", "header delimiter n_fields offset first_line")
+
+
+def csv_head(uri, fs):
+    """The :class:`CsvHead` of CSV file *uri* (on *fs*, a :mod:`jobs.fs`
+    filesystem): blank lines and a UTF-8 byte order mark before the first
+    line are skipped; fields are separated by tabs if the first line has
+    tabs and no comma, else by commas; the first line is a header iff it
+    has a non-empty field and none of its fields is a number, and a header
+    must be UTF-8 names without control characters, each once (InputError
+    naming the file otherwise, and for a file with no line)."""
     with fs.open_read(uri) as f:
         lines = _Lines(f)
         first = lines.readline()
@@ -394,6 +400,21 @@ def _open_csv(uri, fs, pick):
             raise InputError(f"{uri}: its header names column {name!r} more than once (columns "
                              f"{at}); every column needs a name of its own")
     n_fields = len(fields)
+    if has_header:
+        return CsvHead(header, delimiter, n_fields, body_start, first_no + 1)
+    return CsvHead(None, delimiter, n_fields, first_offset, first_no)
+
+
+def _open_csv(uri, fs, pick):
+    """CSV of numbers: an optional header line, ``,`` or tab separated; fields
+    are empty (NaN) or numbers, ``nan`` and ``inf`` included (see _NUMBER).
+    The first line is a header iff it has a non-empty field and none of its
+    fields is a number; it must not name a column twice.  Rows with a
+    different number of fields are an error, and so is a file that changes
+    while it is read (:class:`_Source`)."""
+    source = _Source(*fsmod.fsspec_of(uri), uri, "CSV")
+    head = csv_head(uri, fs)
+    header, delimiter, n_fields = head.header, head.delimiter, head.n_fields
     usecols, names = None, header
     if pick.option:
         if header is None:
@@ -402,8 +423,7 @@ def _open_csv(uri, fs, pick):
         names = [header[i] for i in usecols]
         if usecols == list(range(n_fields)):
             usecols = None
-    offset = body_start if has_header else first_offset
-    first_line = first_no + 1 if has_header else first_no
+    offset, first_line = head.offset, head.first_line
 
     def chunks():
         import pandas as pd
@@ -419,9 +439,10 @@ def _open_csv(uri, fs, pick):
                     cut = buf.rfind(b"\n") + 1
                     chunk, carry = buf[:cut], buf[cut:]
                 if chunk.strip():
-                    array = _parse_csv_chunk(pd, uri, chunk, delimiter, n_fields, line_no)
+                    array = _parse_csv_chunk(pd, uri, chunk, delimiter, n_fields, line_no,
+                                             usecols)
                     produced = produced or array.shape[0] > 0
-                    yield array if usecols is None else array[:, usecols]
+                    yield array
                 line_no += chunk.count(b"\n")
                 if not data:
                     break
@@ -459,9 +480,11 @@ def _shown(text):
     return f"{text[:SHOWN_CHARS]!r}... ({len(text)} characters)"
 
 
-def _parse_csv_chunk(pd, path, chunk, delimiter, n_fields, first_line):
+def _parse_csv_chunk(pd, path, chunk, delimiter, n_fields, first_line, usecols=None):
     """Rows of whole lines *chunk* (its first line is line *first_line* of
-    the file); blank lines (blanks only) are skipped."""
+    the file); blank lines (blanks only) are skipped.  *usecols*: the
+    fields to read, in this order (None: all); the others are counted,
+    never parsed, so they may hold text."""
     raw = np.frombuffer(chunk, np.uint8)
     ends = np.flatnonzero(raw == ord("\n"))
     if not chunk.endswith(b"\n"):
@@ -492,8 +515,9 @@ def _parse_csv_chunk(pd, path, chunk, delimiter, n_fields, first_line):
             pass
         else:
             if frame.shape == (int((~blank).sum()), n_fields):
-                return frame.to_numpy(dtype=np.float64)
-    return _parse_csv_slow(path, chunk, delimiter, n_fields, first_line)
+                values = frame.to_numpy(dtype=np.float64)
+                return values if usecols is None else values[:, usecols]
+    return _parse_csv_slow(path, chunk, delimiter, n_fields, first_line, usecols)
 
 
 def _ragged(path, line, found, expected):
@@ -526,24 +550,32 @@ def _fast_path_safe(chunk, raw, delimiter, space):
     return not (~np.isin(before, edge) & ~np.isin(after, edge)).any()
 
 
-def _parse_csv_slow(path, chunk, delimiter, n_fields, first_line):
-    """The CSV rule field by field: the rows of *chunk*, or an InputError at
-    the first field that is neither empty nor a number."""
+def _parse_csv_slow(path, chunk, delimiter, n_fields, first_line, usecols=None):
+    """The CSV rule field by field: the rows of *chunk* (the fields at
+    *usecols*, None: all), or an InputError at the first such field that is
+    neither empty nor a number."""
+    wanted = None if usecols is None else set(usecols)
     rows = []
     for i, line in enumerate(chunk.decode("utf-8", "replace").split("\n")):
         if delimiter not in line and not line.strip(_SPACE):
             continue  # blank line
-        row = []
-        for j, raw in enumerate(line.split(delimiter)):
+        raws = line.split(delimiter)
+        if len(raws) != n_fields:  # _parse_csv_chunk checked this; kept for direct use
+            raise _ragged(path, first_line + i, len(raws), n_fields)
+        row = {}
+        for j, raw in enumerate(raws):
+            if wanted is not None and j not in wanted:
+                continue
             field = _csv_field(raw)
             if field and not _is_number(field):
                 raise InputError(f"{path}: non-numeric value {_shown(raw.strip(_SPACE))} at line "
-                                 f"{first_line + i}, column {j + 1}")
-            row.append(float(field) if field else np.nan)
-        if len(row) != n_fields:  # _parse_csv_chunk checked this; kept for direct use
-            raise _ragged(path, first_line + i, len(row), n_fields)
-        rows.append(row)
-    array = np.array(rows, dtype=np.float64).reshape(len(rows), n_fields)
+                                 f"{first_line + i}, column {j + 1} (import reads numbers: "
+                                 "choose columns with --columns or --exclude; the sampling "
+                                 "commands take the file itself, every column kept)")
+            row[j] = float(field) if field else np.nan
+        rows.append([row[j] for j in (range(n_fields) if usecols is None else usecols)])
+    width = n_fields if usecols is None else len(usecols)
+    array = np.array(rows, dtype=np.float64).reshape(len(rows), width)
     array[np.isnan(array)] = np.nan  # one NaN, as pandas gives (float("-nan") has a sign)
     return array
 

@@ -34,7 +34,7 @@ from collections import Counter
 import numpy as np
 
 from samplegen.udfs.errors import EngineError
-from samplegen.udfs.rng import word_order
+from samplegen.udfs.rng import PositionRNG, word_order
 
 from .blocks import DENSE, EncodedBlock
 from .store import block_list, write_group
@@ -343,3 +343,54 @@ def id_block(row_ids, relpos):
     to order, re-block and compose rows without moving them."""
     return EncodedBlock(DENSE, len(row_ids), 0, np.empty((len(row_ids), 0), np.uint8),
                         row_ids=row_ids, relpos=relpos)
+
+
+#: rows per call of a UDF when its samples are computed in memory
+RANGE_ROWS = 1 << 20
+
+
+def sample_indices(udf, seed, block_size=1000, compose=True):
+    """``(names, {name: row ids in sample order})`` of a SamplingUDF
+    instance, computed in memory by the engines' rules (the Python API and
+    table runs); *compose*: also the composed training sets (k-fold in fold
+    mode, in the order their composed view reads them with *block_size*),
+    else only the samples the UDF makes."""
+    rng = PositionRNG(seed)
+    n = udf.n_rows
+    ids, sample, relpos = [], [], []
+    for a in range(0, n, RANGE_ROWS):
+        try:
+            occ = udf(a, min(n, a + RANGE_ROWS), rng)
+        except SystemExit as exc:   # a UDF's exit is its failure, not the caller's exit
+            raise EngineError(f"the sampling-UDF {udf.name} called sys.exit({exc.code!r}); "
+                              "no samples were made") from None
+        ids.append(occ.offset + a)
+        sample.append(occ.sample)
+        relpos.append(occ.relpos)
+    ids, sample, relpos = (np.concatenate(x) for x in (ids, sample, relpos))
+    names = udf.sample_names()
+    if names is None:
+        names = [f"sample-{i}" for i in range(int(sample.max()) + 1 if sample.size else 0)]
+    order, bounds = _by_sample(sample, relpos, ids, len(names))
+    ids, relpos = ids[order], relpos[order]
+    out = {name: ids[bounds[i]:bounds[i + 1]] for i, name in enumerate(names)}
+    composed = udf.composed_names() if compose else []
+    folds = [(ids[bounds[i]:bounds[i + 1]], relpos[bounds[i]:bounds[i + 1]])
+             for i in range(len(names))]
+    out.update(zip(composed, composed_ids(block_size, folds, len(composed), udf.fold_group())))
+    return list(names) + list(composed), out
+
+
+def _by_sample(sample, relpos, ids, n_samples):
+    """The permutation into ``(sample, relative position, row id)`` order,
+    and where each sample starts in it: rows grouped by sample (a stable
+    radix sort of the small sample ids), then each sample in the engines'
+    order (:func:`relpos_order`)."""
+    key = sample.astype(np.uint16) if n_samples <= 1 << 16 else sample
+    order = np.argsort(key, kind="stable")
+    bounds = np.searchsorted(sample[order], np.arange(n_samples + 1))
+    for a, b in zip(bounds[:-1], bounds[1:]):
+        if b - a > 1:
+            part = order[a:b]
+            order[a:b] = part[relpos_order(relpos[part], ids[part])]
+    return order, bounds

@@ -69,6 +69,8 @@ RUN_FORMAT = "samplegen-run/2"
 UNCHECKED_RUN_FORMAT = "samplegen-run/1"
 META = "_matrix.json"
 MANIFEST = "_manifest.json"
+#: the ``"kind"`` of the manifest of a run whose samples are tables (jobs.tables)
+TABLE_RUN = "tables"
 SUCCESS = "_SUCCESS"
 
 
