@@ -42,6 +42,31 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(pytest.mark.hadoop)
 
 
+#: the test whose set-up is running (the ``hadoop`` fixture checks its marker)
+_SETTING_UP = []
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_setup(item):
+    _SETTING_UP.append(item)
+    try:
+        return (yield)
+    finally:
+        _SETTING_UP.pop()
+
+
+def _check_marked_hadoop():
+    """The markers tell the truth at run time too: a test whose fixtures
+    reach the cluster by a path the collection cannot see (a fixture asking
+    for ``hadoop`` by name) fails before the cluster starts unless it is
+    marked ``hadoop``, so ``-m "not hadoop"`` never starts one."""
+    item = _SETTING_UP[-1] if _SETTING_UP else None
+    if item is not None and item.get_closest_marker("hadoop") is None:
+        pytest.fail(f"{item.nodeid} starts the single-node Hadoop but is not marked hadoop: "
+                    "mark it (pytest.mark.hadoop), or mark it in tests/conftest.py's "
+                    "pytest_collection_modifyitems when a fixture starts it", pytrace=False)
+
+
 def _on_apache_hive(item):
     """Whether *item* runs on Apache Hive's HiveServer2 (``hive_server[apache]``)."""
     callspec = getattr(item, "callspec", None)
@@ -89,6 +114,7 @@ def hadoop():
     import subprocess
 
     from samplegen.jobs import cluster
+    _check_marked_hadoop()
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     workdir = os.path.abspath(os.path.join(
         root, os.environ.get("SAMPLEGEN_TEST_HADOOP_WORK", "work/test-hadoop")))
