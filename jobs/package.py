@@ -32,7 +32,9 @@ def _tree(zf, base, arcbase):
 
 def _own_files():
     """``[(directory, arcname)]`` of samplegen as installed here (an editable
-    checkout or a wheel): its ``__init__`` and every subpackage."""
+    checkout or a wheel): its own modules (``None``: ``__init__``, the command
+    line and ``__main__``, which ``spark-submit`` runs, ...) and every
+    subpackage."""
     spec = importlib.util.find_spec("samplegen")
     places = [(os.path.dirname(spec.origin), None)]
     for name in PACKAGES:
@@ -50,9 +52,10 @@ def _own_archive():
 
 def build_zip(path, packages=None, root=None):
     """Write a zip importable via zipimport: by default samplegen itself
-    (``samplegen/__init__.py`` and its subpackages, wherever they are
-    installed); else the modules or packages *packages* found under *root*
-    (a user's sampling-UDF), at the top of the zip."""
+    (its own modules and its subpackages, wherever they are installed: what
+    a task needs, and the command line for a driver that ``spark-submit``
+    starts from the zip); else the modules or packages *packages* found
+    under *root* (a user's sampling-UDF), at the top of the zip."""
     os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
     tmp = path + ".tmp"
     with zipfile.ZipFile(tmp, "w", zipfile.ZIP_DEFLATED) as zf:
@@ -64,8 +67,10 @@ def build_zip(path, packages=None, root=None):
                         zf.writestr(info, src.read(info))
         elif packages is None:
             for directory, arcbase in _own_files():
-                if arcbase is None:
-                    _add(zf, "samplegen/__init__.py", os.path.join(directory, "__init__.py"))
+                if arcbase is None:   # a driver started from the zip runs the command line
+                    for name in sorted(os.listdir(directory)):
+                        if name.endswith(".py"):
+                            _add(zf, f"samplegen/{name}", os.path.join(directory, name))
                 else:
                     _tree(zf, directory, arcbase)
         else:
