@@ -314,6 +314,18 @@ def test_save_to_a_path_with_a_trailing_slash(tmp_path):
     assert _ids(StreamSample.load(f"{tmp_path}/sample/", SlidingWindow)) == list(range(60))
 
 
+def test_save_to_a_relative_path_with_a_trailing_slash(tmp_path, monkeypatch):
+    """docs/TBS.md's ``stream.save("sample/")``: the temporary directory goes
+    beside ``sample``, never inside it."""
+    monkeypatch.chdir(tmp_path)
+    ss = _fed(batches=2)
+    for path in ("sample/", "sample//", "./sample/"):
+        ss.save(path)
+        assert sorted(os.listdir(tmp_path)) == ["sample"]
+        assert not [name for name in os.listdir(tmp_path / "sample") if name.startswith(".")]
+    assert _ids(StreamSample.load("sample/", SlidingWindow)) == list(range(60))
+
+
 def test_save_over_an_earlier_save_leaves_no_leftovers(tmp_path):
     ss = _fed(batches=1)
     for k in range(3):
