@@ -71,7 +71,11 @@ def add_commands(sub):
                         "(as Spark or Hive write it; partition directories key=value give "
                         "columns); a local path, hdfs://... or another fsspec URL")
     p.add_argument("dest", metavar="DEST", help="matrix directory to create")
-    p.add_argument("--block-size", type=int, required=True, help="rows and columns per block")
+    p.add_argument("--block-size", type=int, default=None,
+                   help="rows and columns per block (default: from the column count, blocks of "
+                        "about 1 MB: 10 columns -> 10000 rows per block, 100 -> 1000, 1000 -> "
+                        "200); a sample's rows are moved and checksummed by blocks, and k-fold "
+                        "training sets are composed of whole blocks")
     p.add_argument("--sparse", action="store_true", help="store CSR blocks (zeros implicit)")
     p.add_argument("--columns", default=None, metavar="A,B,...",
                    help="comma-separated columns to import, in this order (CSV with a header, "
@@ -89,7 +93,9 @@ def add_commands(sub):
     p.add_argument("dest", metavar="DEST", help="matrix directory to create")
     p.add_argument("--rows", type=int, required=True, help="number of rows")
     p.add_argument("--cols", type=int, required=True, help="number of columns")
-    p.add_argument("--block-size", type=int, required=True, help="rows and columns per block")
+    p.add_argument("--block-size", type=int, default=None,
+                   help="rows and columns per block (default: as import chooses it, from the "
+                        "column count; the values depend on it)")
     p.add_argument("--density", type=float, default=None,
                    help="fraction of non-zero cells: makes a sparse matrix")
     p.add_argument("--seed", type=parse_seed, default=0,
@@ -277,7 +283,10 @@ def dispatch(args, log):
                            "sparse" if args.sparse else "dense", _names(args.columns),
                            args.overwrite, log, exclude=_names(args.exclude), label=args.label)
     elif cmd == "make-matrix":
-        driver.make_matrix(args.dest, args.rows, args.cols, args.block_size, args.density,
+        block_size = args.block_size
+        if block_size is None:
+            block_size = driver.default_block_size(args.cols)
+        driver.make_matrix(args.dest, args.rows, args.cols, block_size, args.density,
                            args.seed, args.overwrite, log)
     elif cmd == "holdout":
         _run(args, "holdout", method_params("holdout", args), log)

@@ -420,12 +420,30 @@ def check_block_size(block_size):
     return check_int("block size", block_size, lo=1, hi=MAX_BLOCK_SIZE)
 
 
+#: the values a default block holds, at most (8 bytes each: 1 MiB)
+DEFAULT_BLOCK_VALUES = 1 << 17
+#: the default block size is one of these (rows per block, and columns)
+_ROUND_SIZES = [m * 10 ** e for e in range(2, 6) for m in (1, 2, 5)]
+
+
+def default_block_size(cols):
+    """The block size ``import`` chooses for *cols* columns: the largest of
+    100, 200, 500, 1000, ... 50,000 whose blocks (that many rows, and as many
+    of the columns) hold at most :data:`DEFAULT_BLOCK_VALUES` values: blocks
+    of about a megabyte, large enough that a block's fixed costs (its line
+    header, one task's step) are small beside its rows, small enough that
+    samples of a few thousand rows still spread over several blocks."""
+    fits = [b for b in _ROUND_SIZES if b * min(max(cols, 1), b) <= DEFAULT_BLOCK_VALUES]
+    return fits[-1] if fits else _ROUND_SIZES[0]
+
+
 def import_file(src, dest, block_size, kind="dense", columns=None, overwrite=False, log=None,
                 exclude=None, label=None):
     """Import rows as a block matrix: a .npy, .csv or Parquet file, or a
     directory of Parquet files (a Spark or Hive dataset, partitioned or not),
     read where it lives -- a local path, ``hdfs://`` or any URL of the
-    filesystem layer (see :func:`jobs.formats.open_source`).
+    filesystem layer (see :func:`jobs.formats.open_source`); *block_size*
+    None: :func:`default_block_size` of its columns.
 
     *columns* (names, in order) or *exclude* (names to leave out) choose the
     columns of a CSV file with a header or of Parquet; without either, every
@@ -433,10 +451,13 @@ def import_file(src, dest, block_size, kind="dense", columns=None, overwrite=Fal
     naming them.  *label*: a numeric column, imported as a regular one and
     recorded by name in ``_matrix.json`` (``"label"``)."""
     log = log or (lambda message, progress=False: None)
-    block_size = check_block_size(block_size)
+    if block_size is not None:
+        block_size = check_block_size(block_size)
     if kind not in KINDS:
         raise ParameterError(f"kind must be dense or sparse, got {kind!r}")
     rows = open_source(src, columns, exclude, label)
+    if block_size is None:
+        block_size = default_block_size(rows.n_cols)
     if rows.left_out:
         log("left out non-numeric columns: "
             + ", ".join(f"{name} ({kind})" for name, kind in rows.left_out))

@@ -170,3 +170,25 @@ def test_info_describes_a_table_run_and_checks_its_files(tmp_path, capsys):
     out, _ = _sample(capsys, "info", "--json", tmp_path / "o")
     desc = json.loads(out)
     assert desc["input"]["rows"] == 100 and desc["output_format"] == "csv"
+
+
+def test_import_reads_only_the_chosen_columns_of_a_csv_with_text(tmp_path, capsys):
+    """``import --columns`` / ``--exclude`` select before parsing, so text
+    columns left out never stop it; without ``--block-size`` the block size
+    is chosen from the column count (4 columns: 20,000 rows per block, the
+    largest 1-2-5 size whose 4-column blocks hold at most 2**17 values)."""
+    df = _customers(300).assign(city=lambda d: d["city"].str.replace(r'[",]', "", regex=True))
+    df.to_csv(tmp_path / "c.csv", index=False)
+    _sample(capsys, "import", tmp_path / "c.csv", tmp_path / "m", "--columns",
+            "age,income,score,churn")
+    _sample(capsys, "import", tmp_path / "c.csv", tmp_path / "m2", "--exclude",
+            "customer,city,vip")
+    for m in ("m", "m2"):
+        meta = json.loads((tmp_path / m / "_matrix.json").read_text())
+        assert meta["columns"] == ["age", "income", "score", "churn"]
+        assert meta["block_size"] == 20000 and meta["rows"] == 300
+        _sample(capsys, "export", tmp_path / m, "--to", tmp_path / f"{m}.npy", "--no-row-ids")
+        np.testing.assert_array_equal(np.load(tmp_path / f"{m}.npy"),
+                                      df[["age", "income", "score", "churn"]].to_numpy(float))
+    code, _, err = run_cli(capsys, "import", str(tmp_path / "c.csv"), str(tmp_path / "m3"))
+    assert code == 2 and "--columns or --exclude" in err, err
