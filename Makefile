@@ -70,9 +70,21 @@ check: setup
 	$(PY) -m pytest -q -n auto -m "$(CHECK_MARKERS)" --durations=5 $(PYTEST_ARGS) || status=$$?; \
 	echo "make check: $$(( $$(date +%s) - start )) s wall, pytest status $$status"; exit $$status
 
-# The main job on the embedded default: local files, the embedded runner.
+# The main job on the embedded default: local files, the embedded runner.  First a
+# newcomer's table (text, integers, floats with gaps, booleans, a label) into
+# train/test Parquet in one command, then the block matrices' runs.
+DEMO_TABLE := import numpy as np, pandas as pd; r = np.random.default_rng(1); n = 5000; \
+  pd.DataFrame({"customer": [f"c{i}" for i in range(n)], \
+  "city": r.choice(["Paris", "Lyon", "Nice"], n), "age": r.integers(18, 90, n), \
+  "income": r.normal(5e4, 1e4, n).round(2), \
+  "score": np.where(r.random(n) < .1, np.nan, r.random(n).round(3)), \
+  "vip": r.random(n) < .2, "churn": (r.random(n) < .3).astype(int)}).to_csv("$(WORK)/demo/customers.csv", index=False)
 demo: setup
 	@mkdir -p $(WORK)/demo
+	$(PY) -c '$(DEMO_TABLE)'
+	$(SAMPLEGEN) holdout $(WORK)/demo/customers.csv $(WORK)/demo/customers-split --ratio 0.8 \
+	  --stratify churn --seed 42 --format parquet --overwrite
+	$(SAMPLEGEN) info $(WORK)/demo/customers-split
 	$(SAMPLEGEN) make-matrix $(WORK)/demo/synthetic --rows 20000 --cols 20 --block-size 1000 \
 	  --seed 1 --overwrite
 	$(SAMPLEGEN) export $(WORK)/demo/synthetic --to $(WORK)/demo/rows.csv --no-row-ids --overwrite
