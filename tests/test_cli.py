@@ -480,8 +480,8 @@ def test_a_swallowed_ctrl_c_is_raised_again_but_never_inside_the_cleanup():
 # outputs, UDF parameters
 # ---------------------------------------------------------------------------
 def test_missing_parent_directories_of_dest_are_created(tmp_path, capsys, monkeypatch):
-    """README: ``make holdout INPUT=work/demo/matrix OUTPUT=work/runs/ho`` after
-    ``make demo``, where work/runs does not exist yet."""
+    """docs/CLI.md, "Make targets": ``make holdout INPUT=work/demo/matrix
+    OUTPUT=work/runs/ho`` after ``make demo``, where work/runs does not exist yet."""
     monkeypatch.chdir(tmp_path)
     make(tmp_path, "m", rows=100)
     code, _, err = run_cli(capsys, "holdout", "m", "work/runs/ho", "--ratio", 0.8, "--seed", 7,

@@ -2,7 +2,7 @@
 
 samplegen promises *same seed, same bytes*: the same seed and parameters give
 the same samples on every engine, for every partitioning and with every numpy
-version the package allows (README, "Reproducibility").  The other tests
+version the package allows (docs/CLI.md, "Reproducibility").  The other tests
 compare runs with each other (runners, task counts, blockings); this one pins
 absolute outputs, so that a change of numpy, of a distribution algorithm, of
 the stream layout or of a sampler's sequence of draws cannot go unnoticed.

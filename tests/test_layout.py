@@ -82,6 +82,40 @@ def test_readme_python_examples_run_as_written(tmp_path, code):
     assert proc.returncode == 0, f"README python block:\n{code}\n{proc.stderr[-2000:]}"
 
 
+def _readme_fences():
+    """``(info string, code)`` of every fenced block of the README."""
+    with open(os.path.join(ROOT, "README.md")) as f:
+        return re.findall(r"^```([^\n]*)\n(.*?)^```", f.read(), re.S | re.M)
+
+
+def test_the_readme_stays_short():
+    """The README is the front door; the reference is docs/CLI.md."""
+    with open(os.path.join(ROOT, "README.md")) as f:
+        assert len(f.read().splitlines()) < 200
+
+
+@pytest.mark.slow
+def test_readme_shell_examples_run_as_written(tmp_path):
+    """The README's ``sh`` blocks, in order, in one empty directory (a later
+    block uses the files an earlier one wrote), with this environment's
+    ``samplegen`` and ``python`` first on PATH; ``sh template`` blocks
+    (installs, make targets, a cluster) only parse."""
+    env = dict(os.environ, PATH=os.path.dirname(sys.executable) + os.pathsep
+               + os.environ.get("PATH", ""))
+    env.pop("PYTHONPATH", None)
+    ran = 0
+    for info, code in _readme_fences():
+        words = info.split()
+        if not words or words[0] not in ("sh", "bash"):
+            continue
+        argv = ["bash", "-n"] if "template" in words else ["bash", "-e", "-o", "pipefail"]
+        proc = subprocess.run(argv, input=code, cwd=tmp_path, env=env, capture_output=True,
+                              text=True, timeout=300)
+        assert proc.returncode == 0, f"README {info} block:\n{code}\n{proc.stderr[-2000:]}"
+        ran += "template" not in words
+    assert ran >= 3
+
+
 @pytest.mark.slow
 def test_the_wheel_installs_one_top_level_name_and_ships_whole(tmp_path):
     """A wheel built from the checkout, installed into a fresh virtual
