@@ -123,11 +123,22 @@ node-deps: setup
 	tar -C build/node-deps -czf dist/samplegen-deps.tar.gz .
 	@echo "wrote dist/samplegen-deps.tar.gz"
 
+# The benchmarks print a line of progress before every step (unbuffered, also into a pipe),
+# remove their scratch files when they end, and rewrite tracked files (docs/BENCHMARKS.md,
+# docs/img/) only when asked: UPDATE_DOC=1 (bench-tbs, bench-tbs-jobs), PLOTS=1 (bench-spark).
+BENCH_PY := PYTHONUNBUFFERED=1 $(PY)
+UPDATE_DOC ?=
+PLOTS ?=
+
+# The MapReduce benchmark on the local runner: about 3 minutes on 2 quiet cores at the
+# defaults (one repeat; more under load: the last line says how long it took).
+# BENCH_REPEATS=3: docs/BENCHMARKS.md's medians of 3, about 7 minutes.
 BENCH_ROWS ?= 200000
 BENCH_COLS ?= 100
+BENCH_REPEATS ?= 1
 bench-mr: setup
-	$(PY) bench/bench_mr.py --rows $(BENCH_ROWS) --cols $(BENCH_COLS) --runner local \
-	  --repeats 3 --workdir $(WORK)/bench-mr --json $(WORK)/bench-mr/results.json
+	$(BENCH_PY) bench/bench_mr.py --rows $(BENCH_ROWS) --cols $(BENCH_COLS) --runner local \
+	  --repeats $(BENCH_REPEATS) --workdir $(WORK)/bench-mr --json $(WORK)/bench-mr/results.json
 
 clean:
 	rm -rf $(WORK) dist build *.egg-info .pytest_cache
@@ -191,7 +202,7 @@ tbs-online: setup
 tbs-experiments: tbs-sizes tbs-knn tbs-knn-sizes tbs-regression tbs-online
 
 bench-tbs: setup
-	$(PY) bench/bench_tbs.py --update-doc docs/BENCHMARKS.md
+	$(BENCH_PY) bench/bench_tbs.py $(if $(UPDATE_DOC),--update-doc docs/BENCHMARKS.md)
 
 # --- hive ---
 # A local HiveServer2 on 127.0.0.1:$(HIVE_PORT): Apache Hive's own on the single-node
@@ -233,7 +244,7 @@ hive-dist: setup
 # or the Spark Thrift Server (HIVE_SERVER=spark).  QUICK=1 for a smoke run.
 QUICK ?=
 bench-hive: setup $(if $(filter spark,$(HIVE_SERVER)),,hadoop-up)
-	$(PY) bench/bench_hive.py --server $(HIVE_SERVER) --workdir $(WORK)/bench-hive \
+	$(BENCH_PY) bench/bench_hive.py --server $(HIVE_SERVER) --workdir $(WORK)/bench-hive \
 	  --hadoop-workdir $(HADOOP_WORK) \
 	  --json $(WORK)/bench-hive/results-$(HIVE_SERVER)$(if $(QUICK),-quick).json $(if $(QUICK),--quick)
 
@@ -278,9 +289,11 @@ tbs-demo: setup
 tbs-jobs-test: setup java
 	$(PY) -m pytest -q tests/test_tbs_jobs*.py
 
-# Per-batch time of D-R-TBS and D-T-TBS next to the I/O floor (QUICK=1: B = 1e5, 1e6 only).
+# Per-batch time of D-R-TBS and D-T-TBS next to the I/O floor (QUICK=1: B = 1e5, 1e6 only;
+# UPDATE_DOC=1: into docs/BENCHMARKS.md).
 bench-tbs-jobs: setup
-	$(PY) bench/bench_tbs_jobs.py $(if $(QUICK),--quick) --update-doc docs/BENCHMARKS.md
+	$(BENCH_PY) bench/bench_tbs_jobs.py $(if $(QUICK),--quick) \
+	  $(if $(UPDATE_DOC),--update-doc docs/BENCHMARKS.md)
 
 # --- spark ---
 # conf/spark-defaults.conf, through Spark's own SPARK_CONF_DIR (also for
@@ -293,15 +306,16 @@ BENCH_SPARK_FLAGS ?=
 bench: bench-mr bench-spark
 
 # The paper's experiments with today's peers (docs/BENCHMARKS.md): about two
-# hours on 2 cores; results in $(WORK)/bench-spark/, figures in docs/img/.
+# hours on 2 cores; results in $(WORK)/bench-spark/, figures there too (PLOTS=1: in
+# docs/img/, the tracked ones).
 bench-spark: setup java
-	$(SPARK_CONF_DIR_ENV) $(PY) bench/bench_spark.py --workdir $(WORK)/bench-spark \
-	  --plots docs/img $(BENCH_SPARK_FLAGS)
+	$(SPARK_CONF_DIR_ENV) $(BENCH_PY) bench/bench_spark.py --workdir $(WORK)/bench-spark \
+	  --plots $(if $(PLOTS),docs/img,$(WORK)/bench-spark/img) $(BENCH_SPARK_FLAGS)
 
 # Smoke run of the same script on small inputs (a few minutes).
 bench-spark-quick: setup java
-	$(SPARK_CONF_DIR_ENV) $(PY) bench/bench_spark.py --quick --workdir $(WORK)/bench-spark-quick \
-	  $(BENCH_SPARK_FLAGS)
+	$(SPARK_CONF_DIR_ENV) $(BENCH_PY) bench/bench_spark.py --quick \
+	  --workdir $(WORK)/bench-spark-quick $(BENCH_SPARK_FLAGS)
 
 # --- hadoop ---
 # A single-node Hadoop (HDFS, YARN, MapReduce) from Apache's jars on 127.0.0.1,

@@ -5,13 +5,22 @@ write the output bytes once), all in one run.
 
     .venv/bin/python bench/bench_mr.py --rows 200000 --cols 100 --runner local
 
-Results print as Markdown and are saved as JSON (``--json``).
+Results print as Markdown and are saved as JSON (``--json``); a line of
+progress goes to stderr before every step, with the time so far.  Everything
+the run writes in ``--workdir`` (the input, the runs' outputs, the runners'
+temporary files) is removed when it ends, however it ends (``--keep-input``
+keeps the input for the next run).  The end-to-end part takes most of the
+time, in proportion to rows x repeats: on 2 quiet cores about 3 minutes at
+200,000 rows and one repeat (``make bench-mr``), about 7 with 3 repeats
+(docs/BENCHMARKS.md's table, ``make bench-mr BENCH_REPEATS=3``); on a loaded
+machine several times that (the progress lines show where it is).
 """
 import argparse
 import json
 import os
 import platform
 import shutil
+import signal
 import statistics
 import subprocess
 import sys
@@ -32,6 +41,18 @@ from samplegen.jobs.store import Matrix  # noqa: E402
 from samplegen.udfs import Bootstrap, HoldOut, KFold, PositionRNG  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+
+#: rows of the input the in-process phases are timed on (their rates per row
+#: hardly depend on the input's length; the bootstrap's map output of the whole
+#: input, 20 times the input, would be held in memory)
+PHASE_ROWS = 20000
+
+_START = time.perf_counter()
+
+
+def progress(message):
+    """One line of progress on stderr, at once (a pipe buffers otherwise)."""
+    print(f"[{time.perf_counter() - _START:6.0f} s] {message}", file=sys.stderr, flush=True)
 
 
 def du(path):
@@ -63,6 +84,8 @@ def udf_throughput(rows, block_size, repeats):
              ("bootstrap, 1 sample", Bootstrap(rows, 1), 1)]
     out = []
     for label, udf, per_row in cases:
+        progress(f"decisions: {label}")
+
         def run(udf=udf):
             for a in range(0, rows, block_size):
                 udf(a, min(rows, a + block_size), rng)
@@ -73,11 +96,12 @@ def udf_throughput(rows, block_size, repeats):
     return out
 
 
-def phase_throughput(matrix_path, repeats):
+def phase_throughput(matrix_path, repeats, max_rows=PHASE_ROWS):
     """Rows per second, on one core, of the whole map function (parse the
     block line, decide, gather the chunks, encode them) and of the whole
     reduce function (parse chunks, merge bins, re-block, encode with CRC),
-    in process, without the engine around them."""
+    in process, without the engine around them, over the block lines of the
+    first *max_rows* rows (at least one row block)."""
     import itertools
 
     from samplegen.jobs.blocks import EncodedBlock, parse_encoded
@@ -87,10 +111,14 @@ def phase_throughput(matrix_path, repeats):
     for part in matrix.part_uris():
         with open(part, "rb") as f:
             lines.extend(f.read().splitlines())
+    lines = [line for line in lines
+             if int(line.split(b"\t", 1)[0]) * matrix.block_size < max_rows] or lines
+    rows = min(matrix.rows, len({line.split(b"\t", 1)[0] for line in lines}) * matrix.block_size)
     out = []
     for label, udf in [("hold-out, 10 pairs", HoldOut(matrix.rows, 0.8, repeats=10)),
                        ("k-fold (fold mode), k=10", KFold(matrix.rows, 10)),
                        ("bootstrap, 20 samples", Bootstrap(matrix.rows, 20))]:
+        progress(f"phases in process: {label} ({rows} rows)")
         plan = make_plan(udf, 1, matrix.meta, "unused")
 
         def run_map(sink, plan=plan):
@@ -112,8 +140,8 @@ def phase_throughput(matrix_path, repeats):
                 for _h, block in reblock(plan.block_size, chunks):
                     block.parts(crc=True)
         reduce_s, _ = timed(run_reduce, repeats)
-        out.append({"udf": label, "map_rows_per_s": matrix.rows / map_s,
-                    "reduce_rows_per_s": matrix.rows / reduce_s})
+        out.append({"udf": label, "rows": rows, "map_rows_per_s": rows / map_s,
+                    "reduce_rows_per_s": rows / reduce_s})
     return out
 
 
@@ -172,7 +200,9 @@ def end_to_end(src, workdir, runner, repeats, input_bytes):
     for label, udf, params, copies in cases:
         ours, identity, floor = [], [], []
         out_bytes = id_bytes = 0
-        for _ in range(repeats):  # interleaved so drift hits all three alike
+        for i in range(repeats):  # interleaved so drift hits all three alike
+            progress(f"end to end: {label}, repeat {i + 1} of {repeats} "
+                     "(samplegen, the identity job, the I/O floor)")
             t, out_bytes = run_sampling(src, os.path.join(workdir, "run"), udf, params, runner)
             ours.append(t)
             t, id_bytes = run_identity(src, os.path.join(workdir, "identity"), copies, runner)
@@ -195,14 +225,42 @@ def main():
     ap.add_argument("--block-size", type=int, default=1000)
     ap.add_argument("--runner", default="local")
     ap.add_argument("--repeats", type=int, default=3)
-    ap.add_argument("--workdir", default=None)
+    ap.add_argument("--workdir", default=None,
+                    help="scratch directory (default: a new temporary one); what the run "
+                         "writes there is removed at its end")
+    ap.add_argument("--keep-input", action="store_true",
+                    help="keep the input matrix in --workdir for the next run")
     ap.add_argument("--json", default=None, help="write results here")
     ap.add_argument("--skip-end-to-end", action="store_true")
     args = ap.parse_args()
-    workdir = args.workdir or tempfile.mkdtemp(prefix="samplegen-bench-")
+    made = args.workdir is None
+    workdir = os.path.abspath(args.workdir or tempfile.mkdtemp(prefix="samplegen-bench-"))
     os.makedirs(workdir, exist_ok=True)
+    # the runners' temporary files (mrjob's, the identity job's) in the scratch directory too
+    tmp = os.path.join(workdir, "tmp")
+    os.makedirs(tmp, exist_ok=True)
+    os.environ["TMPDIR"] = tempfile.tempdir = tmp
+    signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))
     src = os.path.join(workdir, "input")
+    try:
+        run(args, workdir, src)
+    finally:
+        progress(f"removing the scratch files in {workdir}")
+        for name in ["run", "identity", "floor.bin", "tmp"] + ([] if args.keep_input else
+                                                              ["input"]):
+            path = os.path.join(workdir, name)
+            if os.path.isdir(path):
+                shutil.rmtree(path, ignore_errors=True)
+            elif os.path.lexists(path):
+                os.remove(path)
+        if made and not os.listdir(workdir):
+            os.rmdir(workdir)
+
+
+def run(args, workdir, src):
     if not os.path.exists(os.path.join(src, "_matrix.json")):
+        progress(f"making the input: {args.rows} x {args.cols} dense, block size "
+                 f"{args.block_size}")
         driver.make_matrix(src, args.rows, args.cols, args.block_size, seed=1)
     input_bytes = du(src)
     results = {"machine": {"cpus": os.cpu_count(), "python": platform.python_version(),
@@ -215,6 +273,7 @@ def main():
     results["phase_throughput"] = phase_throughput(src, args.repeats)
     if not args.skip_end_to_end:
         results["end_to_end"] = end_to_end(src, workdir, args.runner, args.repeats, input_bytes)
+    progress("done")
     print(f"input {args.rows} x {args.cols} dense, block size {args.block_size}, "
           f"{input_bytes / 1e6:.0f} MB on disk; runner {args.runner}\n")
     print("| UDF (decision only, one core) | rows/s | row decisions/s |\n|---|---:|---:|")
@@ -228,7 +287,10 @@ def main():
               f"{r['reduce_rows_per_s'] / 1e6:.2f} M |")
     if "end_to_end" in results:
         results["fold_vs_naive_speedup"] = report_vs_identity(results["end_to_end"])
+    results["seconds"] = time.perf_counter() - _START
+    print(f"\n{results['seconds'] / 60:.1f} minutes in all", flush=True)
     if args.json:
+        os.makedirs(os.path.dirname(os.path.abspath(args.json)), exist_ok=True)
         with open(args.json, "w") as f:
             json.dump(results, f, indent=1)
 
