@@ -168,6 +168,16 @@ def markdown(res, command, machine):
             a, b = by[(label, "samplegen")], by[(label, "scikit-learn")]
             lines.append(f"| {label} | {a:.3f} | {b:.3f} | {a / b:.2f}x | "
                          f"{'met' if a <= b else 'not met'} |")
+    lines += ["", "Where the jobs run: mrjob tasks, Spark executors and Hive TRANSFORM scripts "
+              "import samplegen from the shipped zip (`jobs/package.py`), which cannot hold a "
+              "compiled module, so they compute the same words on the *numpy* rows above -- "
+              "unless the node's Python has samplegen installed (a wheel built for the nodes, "
+              "or a venv archive, with the kernel built by `setup.py`): `udfs/rng.py` then "
+              "loads that installation's kernel, checks it against numpy's Philox on edge "
+              "counters, and uses it (`SAMPLEGEN_PHILOX=numpy` turns it off).  The splitters "
+              "above spend most of their time outside the random words (the exact-size label "
+              "trees of `udfs/exact.py`, the ordering and grouping of `jobs/phases.py`), and the "
+              "R-TBS update in moving items (`tbs/latent.py`)."]
     return "\n".join(lines) + "\n"
 
 

@@ -16,7 +16,9 @@ generator of Salmon et al.), whose output for a 256-bit counter under a
 O(1), and a contiguous range of positions is produced by one vectorized call
 (:meth:`PositionRNG.block`); so is an array of arbitrary positions, in any order
 (:meth:`PositionRNG.at`, the same function evaluated on whole arrays;
-:class:`KeyedRNG` shows it to sampling-UDFs as a range).
+:class:`KeyedRNG` shows it to sampling-UDFs as a range).  Both run on a small
+compiled kernel (``udfs/_philox.c``) where it is built, else on numpy arrays
+(a shipped zip); the words are the same (:data:`PHILOX_KERNEL` says which).
 
 * The **key** is derived from the user's seed by hashing it with
   ``numpy.random.SeedSequence`` (so nearby seeds give unrelated keys).
@@ -768,6 +770,13 @@ def _kernel_agrees(kernel):
             if not (np.array_equal(one.ravel(), expect[:4])
                     and np.array_equal(two.ravel(), expect)):
                 return False
+        unit = np.empty(3)
+        kernel.open_unit(np.array([0, 2**53 - 2 << 11, top], dtype=np.uint64), unit)
+        sums = np.empty(3, dtype=np.int64)
+        last = kernel.skip_sum(np.array([-1.5, 0.0, -0.2499999999999999]), -4.0, 10, sums)
+        if unit.tolist() != [2.0 ** -53, 1.0 - 2.0 ** -53, 1.0] or sums.tolist() != [17, 18, 19] \
+                or last != 19:
+            return False
     except Exception:       # noqa: BLE001 -- any failure of a foreign kernel: use numpy
         return False
     return True
