@@ -631,6 +631,18 @@ def test_kernel_choice_at_import(monkeypatch):
     assert not rng_module._kernel_agrees(Wrong())
     assert not rng_module._kernel_agrees(Broken())
     if rng_module._KERNEL is not None:
+        kernel = rng_module._KERNEL
+
+        class WrongSkips:      # right words, wrong skips: not used either
+            lanes, lanes_range = staticmethod(kernel.lanes), staticmethod(kernel.lanes_range)
+            open_unit = staticmethod(kernel.open_unit)
+
+            @staticmethod
+            def skip_sum(logs, factor, carry, out):
+                out[...] = carry
+                return carry
+
+        assert not rng_module._kernel_agrees(WrongSkips())
         assert rng_module._kernel_agrees(rng_module._KERNEL)
         assert rng_module._load_kernel() is not None
         assert rng_module.PHILOX_KERNEL == "compiled"
