@@ -181,6 +181,15 @@ def markdown(res, command, machine):
     return "\n".join(lines) + "\n"
 
 
+def _commit():
+    import subprocess
+    try:
+        return subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=HERE, text=True,
+                              capture_output=True, check=True).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown"
+
+
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--positions", type=int, default=1_000_000)
@@ -194,7 +203,7 @@ def main(argv=None):
     p.add_argument("--update-doc", help="replace this section of a Markdown file")
     args = p.parse_args(argv)
     only = set(args.only or ("words", "tbs", "splitters"))
-    machine = bench_tbs.machine() + f", Philox kernels: {', '.join(PATHS)}"
+    machine = bench_tbs.machine() + f", Philox kernels: {', '.join(PATHS)}, commit {_commit()}"
     res = {"positions": args.positions, "repeats": args.repeats, "tbs_measure": args.tbs_measure,
            "tbs_warmup": args.tbs_warmup, "repeats_splitters": args.splitter_repeats,
            "words": [], "tbs": [], "splitters": []}
