@@ -53,7 +53,9 @@ def _add_run_options(p):
                         "all cores)")
     p.add_argument("--memory-mib", type=float, default=None,
                    help="embedded runner: memory for the shuffle's records, MiB; past it they "
-                        "spill to disk (default: a quarter of the available memory)")
+                        "spill to disk (default: a quarter of the available memory); for a "
+                        "table, the memory its rows may take, past which they are streamed to "
+                        "local disk first (default: half the available memory)")
     p.add_argument("--spark-master", default=None, help="Spark master (runner spark)")
     p.add_argument("--spark-conf", metavar="KEY=VALUE", action="append", default=[],
                    help="Spark setting (runner spark; repeatable)")
@@ -188,7 +190,9 @@ def _run(args, udf, params, log, materialize=False):
     if tables.is_table(args.src):
         return tables.generate(args.src, args.dest, udf, params, args.seed, fmt=args.format,
                                overwrite=args.overwrite, log=log, materialize=materialize,
-                               runner=args.runner)
+                               runner=args.runner,
+                               memory_bytes=None if args.memory_mib is None
+                               else int(args.memory_mib * 2 ** 20))
     if args.format is not None:
         raise ParameterError(f"--format applies to a table's samples; {args.src} is a matrix "
                              "(export its samples with samplegen export)")

@@ -22,6 +22,7 @@ Parquet readers), the samples' row ids are computed in memory
 of them, written under the run's staging directory and committed with it
 (:class:`jobs.store.StagedOutput`): whole or not at all.
 """
+import contextlib
 import hashlib
 import os
 import time
@@ -55,6 +56,14 @@ OUTPUT_FORMATS = {"parquet": ".parquet", "csv": ".csv", "npy": ".npy"}
 MEMORY_SHARE = 0.5
 #: Arrow's in-memory size of a CSV file's data, at most this many times its size
 CSV_EXPANSION = 2.0
+#: ... and of a Parquet file's (compressed, encoded), as estimated
+PARQUET_EXPANSION = 4.0
+#: rows taken and written at a time
+OUTPUT_CHUNK_ROWS = 1 << 20
+#: bytes of CSV parsed at a time (a streamed CSV's columns take the types of its first block)
+CSV_BLOCK_BYTES = 16 << 20
+#: rows of a Parquet file streamed at a time
+SPILL_BATCH_ROWS = 1 << 16
 
 
 def is_table(src):
@@ -78,12 +87,13 @@ class Table:
     def __init__(self, uri, data, kind):
         self.uri, self.data, self.kind = uri, data, kind
         self._combined = False
-        self.rows = int(data.shape[0]) if kind == "npy" else data.num_rows
+        self.numpy = isinstance(data, np.ndarray)   # a .npy file's array, else Arrow
+        self.rows = int(data.shape[0]) if self.numpy else data.num_rows
 
     @property
     def columns(self):
         """``[{"name": ..., "type": ...}]`` of every column, in order."""
-        if self.kind == "npy":
+        if self.numpy:
             return [{"name": f"c{j}", "type": str(self.data.dtype)}
                     for j in range(self.data.shape[1])]
         return [{"name": f.name, "type": str(f.type)} for f in self.data.schema]
@@ -103,7 +113,7 @@ class Table:
                 raise ParameterError(f"{option}: no column {name!r} in {self.uri} (columns: "
                                      f"{shown})")
             name = names[j]
-        if self.kind == "npy":
+        if self.numpy:
             return name, self.data[:, names.index(name)]
         column = self.data.column(name)
         values = column.to_numpy(zero_copy_only=False)
@@ -114,42 +124,141 @@ class Table:
                              "every row needs a value")
         return name, values
 
+    @property
+    def schema(self):
+        return self.data.schema
+
+    def as_arrow(self):
+        """A ``.npy`` table as an Arrow table of columns ``c0``, ``c1``, ..."""
+        import pyarrow as pa
+        columns = [pa.array(np.ascontiguousarray(self.data[:, j]))
+                   for j in range(self.data.shape[1])]
+        return Table(self.uri, pa.Table.from_arrays(
+            columns, names=[f"c{j}" for j in range(len(columns))]), self.kind)
+
+    def close(self):
+        """Let go of the rows (a spilled table's file is removed)."""
+        self.data = None
+
+    @property
+    def dtype(self):
+        return self.data.dtype
+
     def take(self, ids):
         """The rows *ids* (row ids, in this order), as a table of the same kind."""
-        if self.kind == "npy":
+        if self.numpy:
             return self.data[ids]
         if not self._combined:   # a take across many chunks costs ten times one across one
             self.data, self._combined = self.data.combine_chunks(), True
         return self.data.take(ids)
 
 
-def read_table(uri):
+class SpilledTable(Table):
+    """A table larger than the memory it may use: its rows streamed once into
+    an Arrow IPC file at *path* (local scratch space) and memory-mapped, so
+    the pages it holds are the kernel's to drop; :meth:`take` gathers each
+    batch's rows with one take of its own."""
+
+    def __init__(self, uri, kind, path):
+        import pyarrow as pa
+        self.path = path
+        self._file = pa.memory_map(path)
+        reader = pa.ipc.open_file(self._file)
+        self.batches = [reader.get_batch(i) for i in range(reader.num_record_batches)]
+        super().__init__(uri, pa.Table.from_batches(self.batches, reader.schema), kind)
+        self._combined = True
+        sizes = [b.num_rows for b in self.batches]
+        self.starts = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
+
+    def take(self, ids):
+        import pyarrow as pa
+        ids = np.asarray(ids, np.int64)
+        which = np.searchsorted(self.starts, ids, side="right") - 1
+        order = np.argsort(which, kind="stable")
+        bounds = np.searchsorted(which[order], np.arange(len(self.batches) + 1))
+        pieces = [self.batches[b].take(pa.array(ids[order[bounds[b]:bounds[b + 1]]]
+                                                - self.starts[b]))
+                  for b in range(len(self.batches)) if bounds[b + 1] > bounds[b]]
+        gathered = pa.Table.from_batches(pieces, self.data.schema).combine_chunks()
+        back = np.empty_like(order)
+        back[order] = np.arange(order.size)
+        return gathered.take(pa.array(back))
+
+    def close(self):
+        self.batches, self.data = [], None
+        self._file.close()
+        os.remove(self.path)
+
+
+def read_table(uri, memory_bytes=None, spill_dir=None):
     """The :class:`Table` at *uri*: a CSV, Parquet or ``.npy`` file, or a
     Parquet dataset directory, on any filesystem of :mod:`jobs.fs`.  A
-    missing, empty, damaged or ragged file, or one changed while it is
-    read, is one InputError naming it."""
+    table whose estimated size in memory passes *memory_bytes* (default:
+    :data:`MEMORY_SHARE` of the available memory) is streamed into
+    *spill_dir* instead (a :class:`SpilledTable`; a local ``.npy`` file is
+    memory-mapped as it is).  A missing, empty, damaged or ragged file,
+    or one changed while it is read, is one InputError naming it."""
     fs = fsmod.get_fs(uri)
+    budget = memory_bytes if memory_bytes is not None else \
+        int(available_memory() * MEMORY_SHARE)
     if fs.isdir(uri):
-        return Table(uri, _read_dataset(uri), "parquet")
+        fsspec, root = fsmod.fsspec_of(uri)
+        files = _dataset_files(uri, fsspec, root)
+        size = sum(fsspec.size(path) for path, _, _ in files) * PARQUET_EXPANSION
+        return _parquet_table(uri, files, size > budget, spill_dir)
     kind = file_format(uri)[1:]
     if not fs.exists(uri):
         raise InputError(f"input file not found: {uri}")
     if fs.size(uri) == 0:
         raise InputError(f"input file is empty: {uri}")
-    _check_memory(uri, fs.size(uri) * (CSV_EXPANSION if kind == "csv" else 1))
+    size = fs.size(uri)
     if kind == "npy":
-        return Table(uri, _read_npy(uri), kind)
+        return Table(uri, _read_npy(uri, mapped=size > budget), kind)
     if kind == "csv":
+        if size * CSV_EXPANSION > budget:
+            return _spilled(uri, kind, spill_dir, lambda sink: _stream_csv(uri, fs, sink))
         return Table(uri, _read_csv(uri, fs), kind)
-    return Table(uri, _read_parquet_files(uri, [(fsmod.fsspec_of(uri)[1], "", ())]), kind)
+    files = [(fsmod.fsspec_of(uri)[1], "", ())]
+    return _parquet_table(uri, files, size * PARQUET_EXPANSION > budget, spill_dir)
 
 
-def _check_memory(uri, nbytes):
-    limit = int(available_memory() * MEMORY_SHARE)
-    if nbytes > limit:
-        raise InputError(f"{uri} would take about {format_bytes(nbytes)} of memory, more than "
-                         f"the {format_bytes(limit)} a table may use here; import it "
-                         "(samplegen import) and sample the matrix, whose runs stream")
+def _parquet_table(uri, files, spill, spill_dir):
+    if spill:
+        return _spilled(uri, "parquet", spill_dir,
+                        lambda sink: _stream_parquet_files(uri, files, sink))
+    return Table(uri, _read_parquet_files(uri, files), "parquet")
+
+
+def _spilled(uri, kind, spill_dir, stream):
+    """A :class:`SpilledTable` of what *stream(sink)* writes (one call per
+    record batch of the table, ``sink(batch)``) into a file of *spill_dir*."""
+    import pyarrow as pa
+    if spill_dir is None:
+        raise InputError(f"{uri} is larger than the memory a table may use here")
+    os.makedirs(spill_dir, exist_ok=True)
+    path = os.path.join(spill_dir, f"table-{os.getpid()}.arrow")
+    state = {"writer": None}
+
+    def sink(batch):
+        if state["writer"] is None:
+            state["writer"] = pa.ipc.new_file(path, batch.schema)
+        state["writer"].write_batch(batch)
+    try:
+        stream(sink)
+        if state["writer"] is None:
+            raise InputError(f"{uri}: no rows")
+        state["writer"].close()
+        table = SpilledTable(uri, kind, path)
+    except BaseException:
+        if state["writer"] is not None:
+            state["writer"].close()
+        if os.path.exists(path):
+            os.remove(path)
+        raise
+    if table.rows == 0:
+        table.close()
+        raise InputError(f"{uri}: no rows")
+    return table
 
 
 def _arrow_failure(source, exc):
@@ -164,40 +273,79 @@ def _arrow_failure(source, exc):
     return InputError(f"cannot read {source.name} as {source.kind}: {text}")
 
 
+def _csv_options(uri, fs):
+    """``(head, read, parse, convert options)`` of CSV file *uri*."""
+    from pyarrow import csv
+    head = csv_head(uri, fs)
+    names = head.header or [f"c{j}" for j in range(head.n_fields)]
+    read = csv.ReadOptions(column_names=names, use_threads=True, block_size=CSV_BLOCK_BYTES)
+    parse = csv.ParseOptions(delimiter=head.delimiter)
+    convert = csv.ConvertOptions(strings_can_be_null=True)   # as pandas reads them
+    return head, read, parse, convert
+
+
 def _read_csv(uri, fs):
     """A CSV file by Arrow's reader: the header and delimiter as ``import``
     finds them (:func:`jobs.formats.csv_head`; without a header the
     columns are ``c0``, ``c1``, ...), each column's type inferred from its
     values (integers, floats, booleans, timestamps, text); an empty field
-    is a null, but in a text column, where it is the empty text."""
-    import pyarrow as pa
+    is a null, as pandas reads it."""
     from pyarrow import csv
-    head = csv_head(uri, fs)
+    head, read, parse, convert = _csv_options(uri, fs)
     source = _Source(*fsmod.fsspec_of(uri), uri, "CSV")
-    names = head.header or [f"c{j}" for j in range(head.n_fields)]
-    read = csv.ReadOptions(column_names=names, use_threads=True, block_size=16 << 20)
-    parse = csv.ParseOptions(delimiter=head.delimiter)
-    convert = csv.ConvertOptions(strings_can_be_null=True)   # as pandas reads them
-    try:
-        if fsmod.is_local(uri):   # Arrow's own reads, no Python file between
-            with pa.memory_map(fsmod.local_path(uri)) as f:
-                f.seek(head.offset)
-                table = csv.read_csv(f, read_options=read, parse_options=parse,
-                                     convert_options=convert)
-        else:
-            with fs.open_read(uri) as f:
-                _skip(f, head.offset)
-                table = csv.read_csv(f, read_options=read, parse_options=parse,
-                                     convert_options=convert)
-    except (pa.ArrowException, OSError, ValueError) as exc:
-        if "Empty CSV file" in str(exc) and not source.changed():
-            raise InputError(f"{uri}: no data rows") from None
-        raise _arrow_failure(source, exc) from None
+    with _csv_failures(source):
+        with _opened(uri, fs, head.offset) as f:
+            table = csv.read_csv(f, read_options=read, parse_options=parse,
+                                 convert_options=convert)
     source.check()
     if table.num_rows == 0:
         raise InputError(f"{uri}: no data rows")
     _check_text(uri, table)
     return table
+
+
+def _stream_csv(uri, fs, sink):
+    """The record batches of CSV file *uri* to *sink*, as :func:`_read_csv`
+    reads it, but a block at a time: the columns' types are those of the
+    first block (:data:`CSV_BLOCK_BYTES`), and a later value of another type
+    is an error naming its column."""
+    from pyarrow import csv
+    head, read, parse, convert = _csv_options(uri, fs)
+    source = _Source(*fsmod.fsspec_of(uri), uri, "CSV")
+    with _csv_failures(source):
+        with _opened(uri, fs, head.offset) as f:
+            for batch in csv.open_csv(f, read_options=read, parse_options=parse,
+                                      convert_options=convert):
+                _check_text(uri, batch)
+                sink(batch)
+    source.check()
+
+
+@contextlib.contextmanager
+def _opened(uri, fs, offset):
+    """File *uri* open for Arrow's reader at *offset*: memory-mapped when
+    local (Arrow's own reads), else a stream of the filesystem layer."""
+    import pyarrow as pa
+    if fsmod.is_local(uri):
+        with pa.memory_map(fsmod.local_path(uri)) as f:
+            f.seek(offset)
+            yield f
+    else:
+        with fs.open_read(uri) as f:
+            _skip(f, offset)
+            yield f
+
+
+@contextlib.contextmanager
+def _csv_failures(source):
+    """What Arrow raises reading CSV *source*, as one InputError."""
+    import pyarrow as pa
+    try:
+        yield
+    except (pa.ArrowException, OSError, ValueError) as exc:
+        if "Empty CSV file" in str(exc) and not source.changed():
+            raise InputError(f"{source.name}: no data rows") from None
+        raise _arrow_failure(source, exc) from None
 
 
 def _check_text(uri, table):
@@ -219,11 +367,16 @@ def _check_text(uri, table):
                                  f"(at data row {row}): the rest of the file reads as one value")
 
 
-def _read_npy(uri):
+def _read_npy(uri, mapped=False):
+    """The 2-D array of numbers of ``.npy`` file *uri*; *mapped*: a local
+    file memory-mapped rather than read (a remote one is copied first, and
+    then read whole)."""
     try:
-        with fsmod.local_copy(uri) as path:
-            array = np.load(path, allow_pickle=False)
-            array = np.ascontiguousarray(array)
+        if mapped and fsmod.is_local(uri):
+            array = np.load(fsmod.local_path(uri), mmap_mode="r", allow_pickle=False)
+        else:
+            with fsmod.local_copy(uri) as path:
+                array = np.ascontiguousarray(np.load(path, allow_pickle=False))
     except (OSError, ValueError, EOFError) as exc:
         reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
         raise InputError(f"{uri} is not a .npy file of numbers: {reason}") from None
@@ -234,52 +387,107 @@ def _read_npy(uri):
         raise InputError(f"{uri} holds values of dtype {array.dtype}: a .npy table holds numbers")
     if array.shape[0] == 0:
         raise InputError(f"{uri}: no rows")
+    if array.flags.f_contiguous and not array.flags.c_contiguous:
+        array = np.ascontiguousarray(array)
     return array
-
-
-def _read_dataset(uri):
-    fs, root = fsmod.fsspec_of(uri)
-    files = _dataset_files(uri, fs, root)
-    size = sum(fs.size(path) for path, _, _ in files)
-    _check_memory(uri, size * 4)   # compressed columns
-    return _read_parquet_files(uri, files)
 
 
 def _read_parquet_files(uri, files):
     """One Arrow table of the Parquet *files* (``(path, relative path,
     partition keys)``, as :func:`jobs.formats._dataset_files` lists them),
-    in order; partition keys become columns after the files' own (numbers
-    if every value is one, else text); every file must have the first one's
-    columns and types."""
+    in order (see :func:`_parquet_pieces`)."""
+    import pyarrow as pa
+    table = pa.concat_tables(list(_parquet_pieces(uri, files, streamed=False)))
+    if table.num_rows == 0:
+        raise InputError(f"{uri}: no rows")
+    return table
+
+
+def _stream_parquet_files(uri, files, sink):
+    """The record batches of the Parquet *files* to *sink*, a row group's
+    worth at a time."""
+    for batch in _parquet_pieces(uri, files, streamed=True):
+        sink(batch)
+
+
+def _parquet_pieces(uri, files, streamed):
+    """The Parquet *files* in order, each whole as a table or (*streamed*)
+    as record batches; partition keys become columns after the files' own
+    (float64 if every value is a number, a null partition NaN, as
+    ``import`` reads them; else text); every file must have the first
+    one's columns and types.  Pages are checked against their checksums
+    where the writer recorded them."""
     import pyarrow as pa
     from pyarrow import parquet as pq
     fs, _ = fsmod.fsspec_of(uri)
-    tables, schema = [], None
+    numeric = _numeric_keys(uri, files)
+    schema = None
     for path, rel, parts in files:
         name = fsmod.join(uri, rel) if rel else uri
         source = _Source(fs, path, name, "Parquet")
         try:
             with fs.open(path, "rb") as f:
-                table = pq.read_table(f, use_threads=True, page_checksum_verification=True)
+                if streamed:
+                    pieces = pq.ParquetFile(f, page_checksum_verification=True).iter_batches(
+                        batch_size=SPILL_BATCH_ROWS, use_threads=True)
+                else:
+                    pieces = [pq.read_table(f, use_threads=True,
+                                            page_checksum_verification=True)]
+                for piece in pieces:
+                    piece = _with_partitions(uri, name, piece, parts, numeric)
+                    if schema is None:
+                        schema = piece.schema
+                    elif not piece.schema.equals(schema):
+                        raise InputError(f"{name}: its columns {_schema_text(piece.schema)} "
+                                         "differ from the dataset's first file's "
+                                         f"({_schema_text(schema)})")
+                    yield piece
         except (pa.ArrowException, OSError, ValueError, IndexError) as exc:
             raise _arrow_failure(source, exc) from None
         source.check()
-        _refuse_repeated(name, table.column_names)
-        for key, value in parts:
-            if key in table.column_names:
-                raise InputError(f"{uri}: partition key {key!r} is also a column of {name}")
-            table = table.append_column(key, pa.array([value] * table.num_rows, pa.string()))
-        if schema is None:
-            schema = table.schema
-        elif not table.schema.equals(schema):
-            raise InputError(f"{name}: its columns {_schema_text(table.schema)} differ from the "
-                             f"dataset's first file's ({_schema_text(schema)})")
-        tables.append(table)
-    table = pa.concat_tables(tables) if len(tables) > 1 else tables[0]
-    table = _numeric_partitions(table, [key for key, _ in files[0][2]])
-    if table.num_rows == 0:
-        raise InputError(f"{uri}: no rows")
-    return table
+
+
+def _numeric_keys(uri, files):
+    """The partition keys of *files* whose values are all numbers."""
+    from .formats import NULL_PARTITION, _is_number
+    keys = [key for key, _ in files[0][2]]
+    if len(set(keys)) < len(keys):
+        raise InputError(f"{uri}: partition key repeated in {files[0][1]}")
+    numeric = set()
+    for j, key in enumerate(keys):
+        values = []
+        for _, rel, parts in files:
+            if [k for k, _ in parts] != keys:
+                raise InputError(f"{uri}: its partition directories disagree: {files[0][1]} "
+                                 f"and {rel} have different keys")
+            values.append(parts[j][1])
+        numbers = [v for v in values if v != NULL_PARTITION]
+        if numbers and all(_is_number(v) for v in numbers):
+            numeric.add(key)
+    return numeric
+
+
+def _with_partitions(uri, name, piece, parts, numeric):
+    """*piece* (a table or record batch of file *name*) with its partition
+    columns appended."""
+    import pyarrow as pa
+
+    from .formats import NULL_PARTITION
+    _refuse_repeated(name, piece.schema.names)
+    columns, names = list(piece.columns), list(piece.schema.names)
+    for key, value in parts:
+        if key in names:
+            raise InputError(f"{uri}: partition key {key!r} is also a column of {name}")
+        if key in numeric:
+            number = np.nan if value == NULL_PARTITION else float(value)
+            columns.append(pa.array(np.full(piece.num_rows, number)))
+        else:
+            columns.append(pa.array([value] * piece.num_rows, pa.string()))
+        names.append(key)
+    if not parts:
+        return piece
+    kind = pa.Table if isinstance(piece, pa.Table) else pa.RecordBatch
+    return kind.from_arrays(columns, names=names)
 
 
 def _schema_text(schema):
@@ -292,24 +500,6 @@ def _refuse_repeated(name, columns):
             at = [i + 1 for i, c in enumerate(columns) if c == column]
             raise InputError(f"{name}: it names column {column!r} more than once (columns "
                              f"{', '.join(map(str, at))}); every column needs a name of its own")
-
-
-def _numeric_partitions(table, keys):
-    """Partition columns whose values are all numbers as float64 (a null
-    partition is NaN), as ``import`` reads them."""
-    import pyarrow as pa
-    from pyarrow import compute as pc
-
-    from .formats import NULL_PARTITION, _is_number
-    for key in keys:
-        values = table.column(key).unique().to_pylist()
-        numbers = [v for v in values if v != NULL_PARTITION]
-        if numbers and all(_is_number(v) for v in numbers):
-            column = pc.if_else(pc.equal(table.column(key), NULL_PARTITION), "nan",
-                                table.column(key))
-            table = table.set_column(table.column_names.index(key), key,
-                                     pc.cast(column, pa.float64()))
-    return table
 
 
 # ---------------------------------------------------------------------------
@@ -361,9 +551,10 @@ def check_format(fmt, table_kind):
 
 
 def generate(src, dest, udf_spec, params, seed, fmt=None, overwrite=False, log=None,
-             materialize=False, runner="embedded"):
+             materialize=False, runner="embedded", memory_bytes=None):
     """Sample the table *src* into the run directory *dest* (see the module
-    docstring); returns the run's manifest."""
+    docstring); returns the run's manifest.  *memory_bytes*: the memory the
+    table may take (see :func:`read_table`)."""
     log = log or (lambda message, progress=False: None)
     check_seed(seed)
     if fsmod.is_local(src):
@@ -387,9 +578,27 @@ def generate(src, dest, udf_spec, params, seed, fmt=None, overwrite=False, log=N
         check_format(fmt, "parquet" if fmt != "npy" else "npy")
     staged = StagedOutput(dest, overwrite, inputs=[src])   # refused before any read
     started = time.time()
-    log(f"reading {src}", progress=True)
-    table = read_table(src)
+    with _space_named(staged), staged as staging:
+        log(f"reading {src}", progress=True)
+        table = read_table(src, memory_bytes, fsmod.scratch_dir(staged.scratch))
+        try:
+            manifest = _run(table, src, dest, staging, staged.local, udf_spec, params, seed,
+                            fmt, materialize, log, started)
+        finally:
+            table.close()
+    entries = manifest["samples"]
+    total = sum(e["bytes"] for e in entries if not e.get("composed_of"))
+    log(f"wrote {count_words(len(entries), 'sample', 'samples')} ({format_bytes(total)}) in "
+        f"{time.time() - started:.1f} s")
+    return manifest
+
+
+def _run(table, src, dest, staging, local, udf_spec, params, seed, fmt, materialize, log,
+         started):
+    """Sample *table* (read from *src*) into *staging*; the run's manifest."""
     fmt = check_format(fmt, table.kind)
+    if table.kind == "npy" and fmt != "npy":
+        table = table.as_arrow()
     sides = _sides(table, udf_spec, params)
     udf = load_udf(udf_spec, table.rows, params, *(sides[field] for field in SIDES))
     to_json(udf.params())   # a NaN parameter is refused before any work
@@ -401,68 +610,112 @@ def generate(src, dest, udf_spec, params, seed, fmt=None, overwrite=False, log=N
         f"{count_words(len(table.columns), 'column', 'columns')} ({table.kind}) -> {dest} "
         f"({fmt})", progress=True)
     names, indices = sample_indices(udf, seed, compose=materialize)
+    entries = [_write_sample(staging, name, table, indices[name], fmt) for name in names]
+    by_name = {e["name"]: e for e in entries}
     composed = [] if materialize else list(udf.composed_names())
-    with _space_named(staged), staged as staging:
-        entries = [_write_sample(staging, name, table.take(indices[name]), fmt, staged.local)
-                   for name in names]
-        by_name = {e["name"]: e for e in entries}
-        for round_, name in enumerate(composed):
-            folds = [names[f] for f in partners(len(names), round_, udf.fold_group())]
-            entries.append(_compose(staging, name, [by_name[f] for f in folds], staged.local,
-                                    table, indices, fmt))
-        manifest = {
-            "format": RUN_FORMAT, "kind": TABLE_RUN, "method": udf.name,
-            "udf": udf.spec[0], "params": udf.spec[1], "seed": seed,
-            "engine": {"runner": "embedded"},
-            "input": {"path": src, "format": table.kind, "rows": table.rows,
-                      "cols": len(table.columns), "columns": table.columns},
-            "output_format": fmt, "samples": entries,
-            "elapsed_seconds": round(time.time() - started, 3),
-        }
-        staged.fs.write_bytes(fsmod.join(staging, MANIFEST), manifest_json(manifest))
-    total = sum(e["bytes"] for e in entries if not e.get("composed_of"))
-    log(f"wrote {count_words(len(entries), 'sample', 'samples')} ({format_bytes(total)}) in "
-        f"{time.time() - started:.1f} s")
+    for round_, name in enumerate(composed):
+        folds = [names[f] for f in partners(len(names), round_, udf.fold_group())]
+        entries.append(_compose(staging, name, [by_name[f] for f in folds], local, table,
+                                indices, fmt))
+    manifest = {
+        "format": RUN_FORMAT, "kind": TABLE_RUN, "method": udf.name,
+        "udf": udf.spec[0], "params": udf.spec[1], "seed": seed,
+        "engine": {"runner": "embedded"},
+        "input": {"path": src, "format": table.kind, "rows": table.rows,
+                  "cols": len(table.columns), "columns": table.columns},
+        "output_format": fmt, "samples": entries,
+        "elapsed_seconds": round(time.time() - started, 3),
+    }
+    fsmod.get_fs(staging).write_bytes(fsmod.join(staging, MANIFEST), manifest_json(manifest))
     return manifest
 
 
-def _write_sample(staging, name, rows, fmt, local):
-    """Write the sample *name* (*rows*, a table) into *staging*; its
-    manifest entry."""
+def _write_sample(staging, name, table, ids, fmt):
+    """Write the sample *name*, the rows *ids* of *table*, into *staging*
+    (:data:`OUTPUT_CHUNK_ROWS` rows at a time, the same bytes whether the
+    table is in memory or spilled); its manifest entry."""
     rel = name + OUTPUT_FORMATS[fmt]
-    path = fsmod.join(staging, rel)
-    if local:
-        _write_local(path, rows, fmt)
-        size, sha = _file_digest(path)
-    else:
-        import io
-        buffer = io.BytesIO()
-        _write_to(buffer, rows, fmt)
-        data = buffer.getvalue()
-        fsmod.get_fs(path).write_bytes(path, data)
-        size, sha = len(data), "sha256:" + hashlib.sha256(data).hexdigest()
-    return {"name": name, "rows": int(rows.shape[0]) if fmt == "npy" else rows.num_rows,
-            "files": [{"path": rel, "bytes": size, "sha256": sha}], "bytes": size}
+    out = _HashedOutput(fsmod.get_fs(staging).open_atomic(fsmod.join(staging, rel)))
+    try:
+        writer = _writer(out, fmt, table, len(ids))
+        for a in range(0, len(ids), OUTPUT_CHUNK_ROWS):
+            writer.write(table.take(ids[a:a + OUTPUT_CHUNK_ROWS]))
+        writer.close()
+        out.close()
+    except BaseException:
+        out.abort()
+        raise
+    return {"name": name, "rows": len(ids),
+            "files": [{"path": rel, "bytes": out.size, "sha256": out.digest()}],
+            "bytes": out.size}
 
 
-def _write_local(path, rows, fmt):
-    if fmt == "npy":
-        np.save(path, rows)
-        return
-    with open(path, "wb") as f:
-        _write_to(f, rows, fmt)
+class _HashedOutput:
+    """A file being written (a :mod:`jobs.fs` atomic writer) whose size and
+    SHA-256 are taken from the bytes as they go by."""
+
+    def __init__(self, writer):
+        self.writer, self.sha, self.size, self.closed = writer, hashlib.sha256(), 0, False
+
+    def write(self, data):
+        data = memoryview(data).cast("B")
+        self.sha.update(data)
+        self.writer.write(data)
+        self.size += len(data)
+        return len(data)
+
+    def tell(self):
+        return self.size
+
+    def flush(self):
+        pass
+
+    def writable(self):
+        return True
+
+    def close(self):
+        if not self.closed:
+            self.closed = True
+            self.writer.close()
+
+    def abort(self):
+        if not self.closed:
+            self.closed = True
+            self.writer.abort()
+
+    def digest(self):
+        return "sha256:" + self.sha.hexdigest()
 
 
-def _write_to(f, rows, fmt):
-    if fmt == "npy":
-        np.save(f, rows)
-    elif fmt == "parquet":
+class _NpyWriter:
+    """Rows of a 2-D array written after a header for *rows* rows."""
+
+    def __init__(self, f, dtype, cols, rows):
+        self.f = f
+        np.lib.format.write_array_header_1_0(f, {
+            "descr": np.lib.format.dtype_to_descr(np.dtype(dtype)), "fortran_order": False,
+            "shape": (rows, cols)})
+
+    def write(self, rows):
+        self.f.write(np.ascontiguousarray(rows).data)
+
+    def close(self):
+        pass
+
+
+def _writer(f, fmt, table, rows):
+    """A writer of *table*'s rows in *fmt* to the file object *f*:
+    ``write(rows)`` per chunk, then ``close()``."""
+    if table.numpy:
+        return _NpyWriter(f, table.dtype, len(table.columns), rows)
+    import pyarrow as pa
+    if fmt == "parquet":
         from pyarrow import parquet as pq
-        pq.write_table(rows, f, write_page_checksum=True)
-    else:
-        from pyarrow import csv
-        csv.write_csv(rows, f, write_options=csv.WriteOptions(quoting_style="needed"))
-
+        return pq.ParquetWriter(pa.PythonFile(f, mode="w"), table.schema,
+                                write_page_checksum=True)
+    from pyarrow import csv
+    return csv.CSVWriter(pa.PythonFile(f, mode="w"), table.schema,
+                         write_options=csv.WriteOptions(quoting_style="needed"))
 
 
 def _file_digest(path):
@@ -484,8 +737,7 @@ def _compose(staging, name, folds, local, table, indices, fmt):
     composed_of = [f["name"] for f in folds]
     if not local:
         ids = np.concatenate([indices[f] for f in composed_of])
-        entry = _write_sample(staging, name, table.take(ids), fmt, local)
-        return dict(entry, composed_of=composed_of)
+        return dict(_write_sample(staging, name, table, ids, fmt), composed_of=composed_of)
     directory = fsmod.join(staging, name)
     os.mkdir(directory)
     files = []

@@ -158,6 +158,11 @@ def test_a_npy_table_gives_npy_samples(tmp_path, capsys):
     got = np.load(tmp_path / "o" / "train-0.npy")
     assert got.dtype == np.float32
     np.testing.assert_array_equal(got, X[s.indices("train-0")])
+    _sample(capsys, "holdout", tmp_path / "x.npy", tmp_path / "p", "--ratio", 0.7, "--seed", 3,
+            "--format", "parquet")
+    got = pd.read_parquet(tmp_path / "p" / "train-0.parquet")
+    assert list(got.columns) == ["c0", "c1", "c2"] and (got.dtypes == np.float32).all()
+    np.testing.assert_array_equal(got.to_numpy(), X[s.indices("train-0")])
 
 
 def test_info_describes_a_table_run_and_checks_its_files(tmp_path, capsys):
@@ -192,3 +197,38 @@ def test_import_reads_only_the_chosen_columns_of_a_csv_with_text(tmp_path, capsy
                                       df[["age", "income", "score", "churn"]].to_numpy(float))
     code, _, err = run_cli(capsys, "import", str(tmp_path / "c.csv"), str(tmp_path / "m3"))
     assert code == 2 and "--columns or --exclude" in err, err
+
+
+@pytest.mark.parametrize("kind", ["csv", "parquet-dataset", "npy"])
+def test_a_table_larger_than_its_memory_gives_the_same_bytes_streamed(tmp_path, kind,
+                                                                        monkeypatch):
+    """A table past its memory budget is streamed to disk and gathered batch
+    by batch: every sample file has the bytes of the in-memory run (many
+    small batches here, so rows are gathered across them), and nothing of
+    the spill is left in the output."""
+    from samplegen.jobs import tables
+    monkeypatch.setattr(tables, "CSV_BLOCK_BYTES", 2048)
+    monkeypatch.setattr(tables, "SPILL_BATCH_ROWS", 37)
+    monkeypatch.setattr(tables, "OUTPUT_CHUNK_ROWS", 150)
+    df = _customers(700)
+    if kind == "csv":
+        src = tmp_path / "c.csv"
+        df.to_csv(src, index=False)
+    elif kind == "npy":
+        src = tmp_path / "c.npy"
+        np.save(src, df[["age", "income", "score"]].to_numpy())
+    else:
+        src = tmp_path / "ds"
+        for town, (_, part) in enumerate(df.groupby("city")):
+            (src / f"town={town}").mkdir(parents=True)
+            part.drop(columns="city").to_parquet(src / f"town={town}" / "p.parquet", index=False)
+    runs = {}
+    for budget in (None, 0):
+        dest = tmp_path / f"out-{budget}"
+        tables.generate(str(src), str(dest), "bootstrap", {"samples": 2, "oob": True}, seed=3,
+                        memory_bytes=budget)
+        runs[budget] = {p.name: p.read_bytes() for p in sorted(dest.iterdir())
+                        if p.name != MANIFEST}
+    assert runs[0] == runs[None] and len(runs[0]) == 5     # 4 samples and _SUCCESS
+    manifest = read_manifest(str(tmp_path / "out-0" / MANIFEST))
+    assert sum(s["rows"] for s in manifest["samples"] if s["name"].startswith("sample")) == 1400

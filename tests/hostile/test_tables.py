@@ -156,3 +156,14 @@ def test_a_killed_table_run_leaves_nothing_and_a_rerun_is_the_same(tmp_path):
         for name in ("sample-0", "sample-1", "sample-2"):
             assert (dest / f"{name}.parquet").read_bytes() == \
                 (whole / f"{name}.parquet").read_bytes()
+
+
+def test_a_streamed_csv_whose_later_rows_change_type_is_one_line(tmp_path, capsys, monkeypatch):
+    """Streamed past its memory budget, a CSV's columns take the types of its
+    first block: a later value of another type is one error naming the file,
+    nothing written."""
+    from samplegen.jobs import tables
+    monkeypatch.setattr(tables, "CSV_BLOCK_BYTES", 1024)
+    rows = "".join(f"{i},{i}\n" for i in range(70_000))     # 0.9 MB: twice that in memory
+    big = _csv(tmp_path, "a,b\n" + rows + "x,1\n", "big.csv")
+    _refused(capsys, tmp_path, big, "--memory-mib", "1", needles=["big.csv", "int64"])
