@@ -718,17 +718,6 @@ def _writer(f, fmt, table, rows):
                          write_options=csv.WriteOptions(quoting_style="needed"))
 
 
-def _file_digest(path):
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        while True:
-            chunk = f.read(4 << 20)
-            if not chunk:
-                break
-            h.update(chunk)
-    return os.path.getsize(path), "sha256:" + h.hexdigest()
-
-
 def _compose(staging, name, folds, local, table, indices, fmt):
     """The composed training set *name*: the files of its *folds*
     (manifest entries), hard-linked into the directory *name* (a local
@@ -762,12 +751,15 @@ def verify_run(path, manifest):
             uri = fsmod.join(path, f["path"])
             if not fs.exists(uri):
                 raise InputError(f"{uri} is missing from the run {path}")
-            data = fs.cat(uri) if not fsmod.is_local(uri) else None
-            if data is None:
-                size, sha = _file_digest(fsmod.local_path(uri))
-            else:
-                size, sha = len(data), "sha256:" + hashlib.sha256(data).hexdigest()
-            if size != f["bytes"] or sha != f["sha256"]:
+            sha, size = hashlib.sha256(), 0
+            with fs.open_read(uri) as stream:
+                while True:
+                    chunk = stream.read(4 << 20)
+                    if not chunk:
+                        break
+                    sha.update(chunk)
+                    size += len(chunk)
+            if size != f["bytes"] or "sha256:" + sha.hexdigest() != f["sha256"]:
                 raise InputError(f"damaged sample file {uri}: its "
                                  f"{'size' if size != f['bytes'] else 'content'} does not match "
                                  "the run's manifest; run the command again")
