@@ -33,8 +33,6 @@ import pytest
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DOCS = os.path.join(ROOT, "docs")
-#: not in this harness: docs/CLI.md is checked with the command line's own tests
-SKIP = ("CLI.md",)
 #: files whose unlabeled command blocks are read as templates for now (their
 #: owner labels them ``sh template``)
 LABELS_PENDING = ("BENCHMARKS.md",)
@@ -90,7 +88,7 @@ def blocks(doc):
 
 
 def docs():
-    return sorted(name for name in os.listdir(DOCS) if name.endswith(".md") and name not in SKIP)
+    return sorted(name for name in os.listdir(DOCS) if name.endswith(".md"))
 
 
 def _sessions():
