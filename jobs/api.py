@@ -54,6 +54,7 @@ from samplegen.udfs.rng import PositionRNG
 from samplegen.udfs.strata import Strata
 from samplegen.udfs.weighted import RowWeights, Weighted
 
+from . import tables
 from .driver import info, open_sample
 from .phases import sample_indices
 
@@ -243,13 +244,23 @@ class RunSamples(Samples):
         if name not in self._loaded:
             if name not in self.names:
                 raise KeyError(f"no sample {name!r}; samples: {', '.join(self.names)}")
-            self._loaded[name] = open_sample(self.path, name).to_numpy()
+            if self.manifest.get("run_kind") == tables.TABLE_RUN:
+                self._loaded[name] = (None, tables.read_sample(self.path, self.manifest, name))
+            else:
+                self._loaded[name] = open_sample(self.path, name).to_numpy()
         return self._loaded[name]
 
     def indices(self, name):
-        return self._load(name)[0]
+        ids = self._load(name)[0]
+        if ids is None:
+            raise ParameterError(f"{self.path} holds tables, which keep the rows, not their ids; "
+                                 f"read a sample's rows with s[{name!r}]")
+        return ids
 
     def array(self, name):
+        """The sample's rows: a matrix run's as a numpy array, a table run's
+        as a pandas DataFrame (a ``.npy`` table's as an array), its files
+        checked against their checksums first."""
         return self._load(name)[1]
 
     __getitem__ = array

@@ -763,3 +763,30 @@ def verify_run(path, manifest):
                 raise InputError(f"damaged sample file {uri}: its "
                                  f"{'size' if size != f['bytes'] else 'content'} does not match "
                                  "the run's manifest; run the command again")
+
+
+def read_sample(path, manifest, name):
+    """The rows of sample *name* of the table run at *path* (its *manifest*
+    read by :func:`jobs.driver.info`), its files verified first: a pandas
+    DataFrame of its Parquet or CSV files, in order, or the array of its
+    ``.npy`` file."""
+    (entry,) = [s for s in manifest["samples"] if s["name"] == name]
+    verify_run(path, {"samples": [entry]})
+    fs = fsmod.get_fs(path)
+    frames = []
+    for f in entry["files"]:
+        with fs.open_read(fsmod.join(path, f["path"])) as stream:
+            data = stream.read()
+        if manifest["output_format"] == "npy":
+            import io
+            return np.load(io.BytesIO(data), allow_pickle=False)
+        import pyarrow as pa
+        if manifest["output_format"] == "parquet":
+            from pyarrow import parquet as pq
+            frames.append(pq.read_table(pa.BufferReader(data)))
+        else:
+            from pyarrow import csv
+            frames.append(csv.read_csv(pa.BufferReader(data), convert_options=csv.ConvertOptions(
+                strings_can_be_null=True)))
+    import pyarrow as pa
+    return pa.concat_tables(frames).to_pandas()

@@ -232,3 +232,16 @@ def test_a_table_larger_than_its_memory_gives_the_same_bytes_streamed(tmp_path, 
     assert runs[0] == runs[None] and len(runs[0]) == 5     # 4 samples and _SUCCESS
     manifest = read_manifest(str(tmp_path / "out-0" / MANIFEST))
     assert sum(s["rows"] for s in manifest["samples"] if s["name"].startswith("sample")) == 1400
+
+
+def test_read_run_gives_a_table_runs_samples_as_data_frames(tmp_path, capsys):
+    df = _customers(200)
+    df.to_parquet(tmp_path / "c.parquet", index=False)
+    _sample(capsys, "kfold", tmp_path / "c.parquet", tmp_path / "o", "--k", 2, "--seed", 4)
+    run = samplegen.read_run(str(tmp_path / "o"))
+    s = samplegen.kfold(df, 2, seed=4)
+    pd.testing.assert_frame_equal(run["test-1"], df.iloc[s.indices("test-1")]
+                                  .reset_index(drop=True))
+    assert sorted(run["train-1"]["customer"]) == sorted(df["customer"].iloc[s.indices("train-1")])
+    with pytest.raises(samplegen.ParameterError, match="not their ids"):
+        run.indices("test-0")
