@@ -42,19 +42,19 @@ import time
 import traceback
 
 from samplegen import __version__
-from samplegen.hive import cli as hive_cli
-from samplegen.jobs import cli as jobs_cli
-from samplegen.tbs import cli as tbs_cli
 from samplegen.udfs.errors import SamplegenError
 
 PROG = "samplegen"
 
-#: (group of commands, or None for the top-level ones; what it does; its module)
+#: (group of commands, or None for the top-level ones; what it does; its module,
+#: imported when the parser needs its commands: a group's only for a command line
+#: that names the group, or every one when *argv* is None)
 COMMAND_SETS = (
-    (None, None, jobs_cli),
+    (None, None, "samplegen.jobs.cli"),
     ("tbs", "time-biased sampling: experiments, and micro-batch jobs with durable state",
-     tbs_cli),
-    ("hive", "HiveQL: block tables, table-to-table sampling, scripts for beeline", hive_cli),
+     "samplegen.tbs.cli"),
+    ("hive", "HiveQL: block tables, table-to-table sampling, scripts for beeline",
+     "samplegen.hive.cli"),
 )
 
 
@@ -89,7 +89,12 @@ def _add_set(sub, module):
                                 user_code=getattr(module, "user_code", None))
 
 
-def build_parser():
+def build_parser(argv=None):
+    """The whole parser; with *argv* (a command line), a group's commands
+    are added only if *argv* names the group (``samplegen holdout ...``
+    never imports the Hive and time-biased command sets)."""
+    import importlib
+    first = next((a for a in argv if not a.startswith("-")), None) if argv is not None else None
     parser = Parser(prog=PROG, description="Single-pass sample generation from "
                     "block-partitioned matrices, and time-biased sampling of streams.")
     parser.add_argument("--version", action="version", version=f"{PROG} {__version__}",
@@ -99,13 +104,14 @@ def build_parser():
     sub = _add_subparsers(parser)
     for name, help_, module in COMMAND_SETS:
         if name is None:
-            _add_set(sub, module)
+            _add_set(sub, importlib.import_module(module))
             continue
         group = sub.add_parser(name, help=f"{help_} (see '{PROG} {name} --help')",
                                description=f"{help_[0].upper()}{help_[1:]}.")
         _add_common(group)
         group.set_defaults(usage_parser=group)
-        _add_set(_add_subparsers(group), module)
+        if argv is None or first == name:
+            _add_set(_add_subparsers(group), importlib.import_module(module))
     return parser
 
 
@@ -121,10 +127,11 @@ def main(argv=None):
     argv = list(sys.argv[1:] if argv is None else argv)
     if "" not in sys.path and os.getcwd() not in sys.path:
         sys.path.insert(0, os.getcwd())  # --udf mymodule:f, as with `python -m`
-    parser = build_parser()
+    argv = [str(a) for a in argv]
+    parser = build_parser(argv)
     try:
         try:
-            args = parser.parse_args([str(a) for a in argv])
+            args = parser.parse_args(argv)
         except SystemExit as exc:  # --help, --version
             return _flushed(exc.code or 0)
     except _UsageError as exc:
