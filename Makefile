@@ -30,7 +30,7 @@ RUN_FLAGS = --seed $(SEED) --runner $(RUNNER) $(if $(OVERWRITE),--overwrite) \
 
 setup: $(STAMP)
 
-$(STAMP): setup.py
+$(STAMP): setup.py udfs/_philox.c
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip setuptools wheel
 	$(PY) -m pip install --quiet -e '.[all]'

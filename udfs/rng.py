@@ -786,8 +786,8 @@ def _load_kernel():
     """The compiled kernel to use, or None for the numpy path."""
     if os.environ.get("SAMPLEGEN_PHILOX", "").lower() == "numpy":
         return None
-    try:
-        from . import _philox as kernel
+    try:   # the compiled sibling, a leaf: by name, not as ``from . import`` (the package)
+        kernel = importlib.import_module(__name__.rpartition(".")[0] + "._philox")
     except ImportError:
         kernel = _installed_kernel()
     if kernel is None or not _kernel_agrees(kernel):
