@@ -28,6 +28,8 @@ from . import fs as fsmod
 from .store import MANIFEST, META
 
 CHUNK_ROWS = 65536
+#: rows per row group of a Parquet export
+PARQUET_GROUP_ROWS = 1 << 20
 #: at most this many bytes of a .npy file's values are converted at a time
 NPY_CHUNK_BYTES = 64 << 20
 FORMATS = (".npy", ".csv", ".parquet")
@@ -1347,17 +1349,27 @@ def _csv_text(ids, dense):
 
 
 def _write_parquet(matrix, path, names, row_ids):
-    import fastparquet
-    import pandas as pd
-    first = True
-    for ids, dense in matrix.iter_rows():
-        frame = pd.DataFrame(dense, columns=names)
-        if row_ids:
-            frame.insert(0, "row_id", ids.astype(np.int64))
-        fastparquet.write(path, frame, append=not first, write_index=False)
-        first = False
-    if first:  # no rows: write the schema only
-        frame = pd.DataFrame({n: np.empty(0) for n in names})
-        if row_ids:
-            frame.insert(0, "row_id", np.empty(0, np.int64))
-        fastparquet.write(path, frame, write_index=False)
+    """The rows as Parquet, by Arrow: blocks gathered into row groups of
+    :data:`PARQUET_GROUP_ROWS` rows (one appended row group per block made
+    the footer, read again at every append, grow with each: quadratic)."""
+    import pyarrow as pa
+    from pyarrow import parquet as pq
+    schema = pa.schema(([pa.field("row_id", pa.int64())] if row_ids else [])
+                       + [pa.field(name, pa.float64()) for name in names])
+    pending = []
+
+    def table():
+        ids = np.concatenate([p[0] for p in pending]).astype(np.int64)
+        dense = np.concatenate([p[1] for p in pending])
+        columns = ([pa.array(ids)] if row_ids else []) + \
+            [pa.array(dense[:, j]) for j in range(dense.shape[1])]
+        pending.clear()
+        return pa.Table.from_arrays(columns, schema=schema)
+
+    with pq.ParquetWriter(path, schema, write_page_checksum=True) as writer:
+        for ids, dense in matrix.iter_rows():
+            pending.append((ids, dense))
+            if sum(len(p[0]) for p in pending) >= PARQUET_GROUP_ROWS:
+                writer.write_table(table())
+        if pending:
+            writer.write_table(table())
