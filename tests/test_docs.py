@@ -33,9 +33,6 @@ import pytest
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DOCS = os.path.join(ROOT, "docs")
-#: files whose unlabeled command blocks are read as templates for now (their
-#: owner labels them ``sh template``)
-LABELS_PENDING = ("BENCHMARKS.md",)
 RUN = ("python", "sh", "bash", "console")
 MARKERS = ("hadoop", "spark", "hive")
 BIN = os.path.dirname(sys.executable)
@@ -51,8 +48,6 @@ class Block:
         self.lang = words[0] if words else ""
         self.words = set(words[1:])
         self.markers = tuple(m for m in MARKERS if m in self.words)
-        if not self.lang and doc in LABELS_PENDING and COMMAND.match(code.lstrip()):
-            self.lang, self.words = "sh", {"template"}
         self.template = "template" in self.words
         self.runs = self.lang in RUN and not self.template
 
