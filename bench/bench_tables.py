@@ -5,13 +5,16 @@ For each size, a CSV of N rows x 10 columns (9 floats, one 0/1 label) is
 split 80/20 into train and test Parquet files by
 
 * ``samplegen``: ``samplegen holdout data.csv out --ratio 0.8 --format parquet``;
+* ``samplegen-streamed``: the same with ``--memory-mib 64``, the table streamed
+  to local disk first (what a table larger than memory gets);
 * ``chain``: ``samplegen import`` -> ``holdout`` on the matrix -> two ``export``;
 * ``pandas+samplegen``: ``pd.read_csv`` + ``samplegen.holdout`` + ``to_parquet``;
 * ``pandas+sklearn``: ``pd.read_csv`` + ``train_test_split`` + ``to_parquet``.
 
 Each is a fresh process (interpreter start and imports included, as a user
 pays them), run in turn within each repeat; the medians of the repeats are
-printed, with each one's ratio to ``pandas+sklearn``.
+printed, with each one's ratio to ``pandas+sklearn`` and the peak resident
+memory of its largest process.
 
     python bench/bench_tables.py --sizes 1000000 --repeats 3 [--json FILE]
 """
@@ -28,6 +31,8 @@ import time
 BIN = os.path.dirname(sys.executable)
 #: the processes' environment: compiled modules cached, as an installed package has them
 ENV = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+#: the memory budget of the streamed case (the table is larger: it is streamed to disk)
+STREAMED_MIB = 64
 
 PANDAS_SAMPLEGEN = """
 import sys, pandas as pd, samplegen
@@ -64,6 +69,9 @@ def cases(csv, out):
     return {
         "samplegen": [_samplegen("holdout", csv, f"{out}/run", "--ratio", 0.8, "--seed", 1,
                                  "--format", "parquet")],
+        "samplegen-streamed": [_samplegen("holdout", csv, f"{out}/run", "--ratio", 0.8,
+                                          "--seed", 1, "--format", "parquet",
+                                          "--memory-mib", STREAMED_MIB)],
         "chain": [_samplegen("import", csv, f"{out}/m", "--block-size", 1000),
                   _samplegen("holdout", f"{out}/m", f"{out}/run", "--ratio", 0.8, "--seed", 1),
                   _samplegen("export", f"{out}/run", "train-0", "--to", f"{out}/train.parquet"),
@@ -74,12 +82,19 @@ def cases(csv, out):
 
 
 def timed(commands, out):
+    """``(seconds, peak resident MB of the largest process)`` of *commands*
+    run one after another."""
     shutil.rmtree(out, ignore_errors=True)
     os.makedirs(out)
-    start = time.perf_counter()
+    start, peak = time.perf_counter(), 0
     for command in commands:
-        subprocess.run(command, check=True, stdout=subprocess.DEVNULL, env=ENV)
-    return time.perf_counter() - start
+        proc = subprocess.Popen(command, stdout=subprocess.DEVNULL, env=ENV)
+        _, status, usage = os.wait4(proc.pid, 0)
+        proc.returncode = os.waitstatus_to_exitcode(status)
+        if proc.returncode:
+            raise SystemExit(f"{command[:3]} failed with status {proc.returncode}")
+        peak = max(peak, usage.ru_maxrss // 1024)
+    return time.perf_counter() - start, peak
 
 
 def main(argv=None):
@@ -103,19 +118,24 @@ def main(argv=None):
             if args.only:
                 chosen = {k: v for k, v in chosen.items() if k in args.only.split(",")}
             times = {name: [] for name in chosen}
+            peaks = {name: 0 for name in chosen}
             for r in range(args.repeats):
                 for name, commands in chosen.items():
-                    times[name].append(timed(commands, out))
+                    seconds, peak = timed(commands, out)
+                    times[name].append(seconds)
+                    peaks[name] = max(peaks[name], peak)
                     print(f"  {rows} rows, repeat {r + 1}/{args.repeats}: {name} "
-                          f"{times[name][-1]:.2f} s", flush=True)
+                          f"{seconds:.2f} s, {peak} MB", flush=True)
             base = statistics.median(times.get("pandas+sklearn", [float("nan")]))
             print(f"\n{rows} rows x 10 columns, CSV -> train/test Parquet, medians of "
-                  f"{args.repeats}:")
+                  f"{args.repeats} (peak: the largest process's resident memory):")
             for name, values in times.items():
                 median = statistics.median(values)
-                print(f"  {name:<18} {median:7.2f} s   {median / base:5.2f}x pandas+sklearn")
+                print(f"  {name:<18} {median:7.2f} s   {median / base:5.2f}x pandas+sklearn"
+                      f"   peak {peaks[name]:6d} MB")
                 results.append({"rows": rows, "case": name, "seconds": values,
-                                "median": median, "vs_pandas_sklearn": median / base})
+                                "median": median, "vs_pandas_sklearn": median / base,
+                                "peak_mb": peaks[name]})
             os.remove(csv)
     finally:
         if args.workdir is None:
