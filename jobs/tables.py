@@ -144,12 +144,18 @@ class Table:
     def dtype(self):
         return self.data.dtype
 
+    def ready(self):
+        """Made ready for :meth:`take` (before threads share the table): an
+        Arrow table's columns each one chunk, since a take across many chunks
+        costs ten times one across one."""
+        if not self.numpy and not self._combined:
+            self.data, self._combined = self.data.combine_chunks(), True
+
     def take(self, ids):
         """The rows *ids* (row ids, in this order), as a table of the same kind."""
         if self.numpy:
             return self.data[ids]
-        if not self._combined:   # a take across many chunks costs ten times one across one
-            self.data, self._combined = self.data.combine_chunks(), True
+        self.ready()
         return self.data.take(ids)
 
 
