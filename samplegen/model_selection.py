@@ -13,9 +13,29 @@ on a matrix of m rows (balanced folds), ``ShuffleSplit`` is ``holdout`` (exact s
 ``GroupKFold`` and ``GroupShuffleSplit`` with ``--groups`` by the column
 holding the groups.
 
-``seed`` is the seed (0 <= seed < 2**64); ``random_state`` is accepted as its
-alias, an integer.  Without either, every ``split`` call draws a fresh seed,
-as scikit-learn does with ``random_state=None``.
+The stratified splitters number y's classes in the order they first
+appear (as scikit-learn's StratifiedKFold does), so renaming the classes
+changes no fold: their folds are the jobs' with ``--stratify`` by a column
+holding those numbers (the codes).  ``StratifiedShuffleSplit`` and
+``train_test_split(stratify=)`` draw, for each repeat w, a seed ``s_w`` and a
+uniform order of the classes from stream ``(USER, SPLITTERS)`` at position
+w of the seed; repeat w is ``holdout --stratify --seed s_w`` by the column of
+the codes in that order.  The order decides which class gets the extra row
+when several classes' shares tie (the jobs give it to the lowest code), so a
+row's chance of being in training does not depend on its class.
+
+Seeds.  ``seed`` is the seed (0 <= seed < 2**64); ``random_state`` is
+accepted for it, as scikit-learn's: an integer (the same as ``seed``), a
+``numpy.random.RandomState`` (or ``numpy.random`` itself), from which every
+``split`` call draws one 64-bit seed (so each call gives new folds, as
+scikit-learn's splitters consuming it do, and a seeded RandomState
+reproduces the sequence of calls), or None.  Without either, the splitter
+draws a seed once, when it is made, from the operating system: every
+``split`` call of that splitter then gives the same folds (scikit-learn's
+searches need that, e.g. ``HalvingGridSearchCV``), its ``seed`` and
+``repr`` show the seed drawn so the run can be repeated, and another
+splitter made without a seed gives other folds.  ``train_test_split``
+without a seed draws one per call.
 
     from sklearn.model_selection import cross_val_score
     from samplegen.model_selection import KFold, train_test_split
@@ -30,24 +50,58 @@ import warnings
 import numpy as np
 
 from samplegen.jobs import api
+from samplegen.jobs.phases import sample_indices
+from samplegen.udfs.builtin import KFold as _KFoldUDF
 from samplegen.udfs.builtin import TimeSeries
 from samplegen.udfs.errors import ParameterError, check_bool
-from samplegen.udfs.rng import check_seed, fresh_seed
+from samplegen.udfs.rng import PositionRNG, Purpose, check_seed, fresh_seed, stream
+from samplegen.udfs.strata import Strata
 
 __all__ = ["Bootstrap", "GroupKFold", "GroupShuffleSplit", "KFold", "RepeatedKFold",
            "RepeatedStratifiedKFold", "ShuffleSplit", "StratifiedKFold",
            "StratifiedShuffleSplit", "TimeSeriesSplit", "train_test_split"]
 
 
-def _seed(seed, random_state):
-    """The seed given as *seed* or *random_state* (an int), or None."""
-    if random_state is not None and not isinstance(random_state, numbers.Integral):
-        raise ParameterError(f"random_state must be an integer seed (samplegen's samples are "
-                             f"keyed by it), got {type(random_state).__name__}")
+#: the splitters' own draws (a stratified hold-out's repeat seeds and class
+#: orders), position = repeat: a stream of the user range no UDF of a run
+#: shares with them ("split" in ASCII)
+SPLITTERS = stream(Purpose.USER, 0x73706C6974)
+
+
+def _seeding(seed, random_state):
+    """``(seed, state)`` of a splitter's *seed* and *random_state*: an int
+    seed and None, None and a ``numpy.random.RandomState`` to draw from, or
+    ``(None, None)`` when neither is given."""
+    if random_state is np.random:
+        random_state = np.random.mtrand._rand        # scikit-learn's reading of np.random
+    if isinstance(random_state, np.random.RandomState):
+        if seed is not None:
+            raise ParameterError(f"seed={seed} and random_state={random_state!r} disagree; "
+                                 "give one")
+        return None, random_state
+    if random_state is not None and (not isinstance(random_state, numbers.Integral)
+                                     or isinstance(random_state, bool)):
+        raise ParameterError(f"random_state must be None, an integer seed or a "
+                             f"numpy.random.RandomState, as scikit-learn's; got "
+                             f"{type(random_state).__name__}")
     if seed is not None and random_state is not None and int(seed) != int(random_state):
         raise ParameterError(f"seed={seed} and random_state={random_state} disagree; give one")
     chosen = seed if seed is not None else random_state
-    return None if chosen is None else check_seed(chosen)
+    return (None if chosen is None else check_seed(chosen)), None
+
+
+def _drawn(state):
+    """One 64-bit seed drawn from a RandomState (its stream advances)."""
+    return int(state.randint(0, 1 << 64, dtype=np.uint64))
+
+
+def _call_seed(seed, random_state):
+    """The seed of one call (train_test_split): the given one, one drawn
+    from a RandomState, or a fresh one."""
+    seed, state = _seeding(seed, random_state)
+    if state is not None:
+        return _drawn(state)
+    return fresh_seed() if seed is None else seed
 
 
 def _whole(name, value, lo, optional=False):
@@ -64,6 +118,8 @@ def _whole(name, value, lo, optional=False):
 
 
 def _n_samples(X):
+    if isinstance(X, range):
+        return len(X)
     shape = getattr(X, "shape", None)
     if shape is not None and len(shape):
         return int(shape[0])
@@ -83,19 +139,26 @@ class _Splitter:
     #: whether ``split`` uses its *groups*
     uses_groups = False
 
-    def __init__(self, n_splits, seed, random_state):
+    def __init__(self, n_splits, seed, random_state, random=True):
         if not isinstance(n_splits, numbers.Integral) or isinstance(n_splits, bool):
             raise ParameterError(f"n_splits must be an integer, got {n_splits!r}")
         self.n_splits = int(n_splits)
-        self.seed = _seed(seed, random_state)
-        self.random_state = self.seed
+        self.seed, self._state = _seeding(seed, random_state)
+        if random and self.seed is None and self._state is None:
+            self.seed = fresh_seed()        # drawn once: every split() the same folds
+        self.random_state = self.seed if self._state is None else self._state
 
     def get_n_splits(self, X=None, y=None, groups=None):
         """The number of (train, test) pairs ``split`` yields."""
         return self.n_splits
 
     def _split_seed(self):
-        return fresh_seed() if self.seed is None else self.seed
+        """The seed of one ``split`` call: the splitter's, or one drawn from
+        its RandomState."""
+        return self.seed if self._state is None else _drawn(self._state)
+
+    def _seed_params(self):
+        return {"seed": self.seed} if self._state is None else {"random_state": self._state}
 
     def _ignored(self, groups):
         if groups is not None and not self.uses_groups:
@@ -128,7 +191,7 @@ class _Folds(_Splitter):
             raise ParameterError(f"n_splits must be >= 2, got {self.n_splits}")
 
     def _params(self):
-        return {"n_splits": self.n_splits, "seed": self.seed}
+        return {"n_splits": self.n_splits, **self._seed_params()}
 
     def _by(self, X, y, groups):
         """The keywords of ``api.kfold`` besides the count and the seed."""
@@ -136,9 +199,14 @@ class _Folds(_Splitter):
 
     def _folds(self, X, y, groups):
         keywords = self._by(X, y, groups)
-        samples = api.kfold(_n_samples(X), self.n_splits, self._split_seed(), **keywords)
+        if "strata" in keywords:        # the classes' codes (see _stratified_folds)
+            names, rows = sample_indices(_KFoldUDF(_n_samples(X), self.n_splits, **keywords),
+                                         self._split_seed())
+        else:
+            rows = api.kfold(_n_samples(X), self.n_splits, self._split_seed(), **keywords)
+            rows = {name: rows.indices(name) for name in rows.names}
         for j in range(self.get_n_splits()):
-            yield samples.indices(f"train-{j}"), samples.indices(f"test-{j}")
+            yield rows[f"train-{j}"], rows[f"test-{j}"]
 
 
 class KFold(_Folds):
@@ -170,7 +238,8 @@ class RepeatedKFold(_Folds):
         self.n_repeats = _whole("n_repeats", n_repeats, 1)
 
     def _params(self):
-        return {"n_splits": self.n_splits, "n_repeats": self.n_repeats, "seed": self.seed}
+        return {"n_splits": self.n_splits, "n_repeats": self.n_repeats,
+                **self._seed_params()}
 
     def get_n_splits(self, X=None, y=None, groups=None):
         return self.n_splits * self.n_repeats
@@ -188,7 +257,7 @@ class RepeatedStratifiedKFold(RepeatedKFold):
 
     def _by(self, X, y, groups):
         return {"repeats": self.n_repeats,
-                "stratify": _labels_of(X, y, "RepeatedStratifiedKFold")}
+                **_stratified_folds(X, y, self.n_splits, "RepeatedStratifiedKFold")}
 
     def split(self, X, y, groups=None):
         self._ignored(groups)
@@ -203,7 +272,88 @@ def _labels_of(X, y, splitter, arg="y"):
     n, m = _n_samples(X), _n_samples(y)
     if m != n:
         raise ParameterError(f"{arg} has {m} rows but X has {n}")
-    return y
+    return np.arange(y.start, y.stop, y.step) if isinstance(y, range) else y
+
+
+def _class_codes(X, y, splitter, multilabel=False, arg="y"):
+    """``(codes, names)``: the class of every row of *y* numbered in the
+    order the classes first appear (``names[c]``: class c's value), so the
+    codes, and the folds drawn from them, do not change when the classes
+    are renamed.  *multilabel*: a 2-D y's rows are classes (each row's
+    combination of labels, as scikit-learn's stratified hold-out reads a
+    multilabel y); else y is one value per row (or a column)."""
+    y = _labels_of(X, y, splitter, arg)
+    values = np.asarray(getattr(y, "values", y))
+    if values.ndim == 2 and values.shape[1] == 1:
+        values = values[:, 0]
+    if values.ndim == 2 and multilabel:
+        if values.dtype.kind == "f" and np.isnan(values).any():
+            raise ParameterError(f"{arg} must not be NaN: give every row a class")
+        if values.dtype == object:          # rows as text, as scikit-learn joins them
+            values = np.array([" ".join(map(str, row)) for row in values.tolist()])
+    if values.ndim not in (1, 2) or (values.ndim == 2 and not multilabel) or not values.size:
+        rows = " (or a row of labels)" if multilabel else ""
+        raise ParameterError(f"{arg} must be one value per row{rows}, got shape {values.shape}")
+    if values.dtype.kind == "f" and np.isnan(values).any():
+        raise ParameterError(f"{arg} must not be NaN: give every row a class")
+    if values.dtype == object and np.equal(values, None).any():
+        raise ParameterError(f"{arg} must not be None: give every row a class")
+    try:
+        classes, first, codes = _first_seen(values)
+    except TypeError:
+        raise ParameterError(f"{arg} must be comparable values of one kind (numbers or "
+                             f"strings)") from None
+    order = np.argsort(first)
+    rank = np.empty(order.size, np.int64)
+    rank[order] = np.arange(order.size)
+    return rank[codes], [_name(v) for v in classes[order]]
+
+
+def _first_seen(values):
+    """``(distinct values, the first row of each, each row's value)`` as
+    ``np.unique`` gives them; for a few classes all among the first 65,536
+    rows, without sorting every row."""
+    axis = {"axis": 0} if values.ndim == 2 else {}
+    head = values[:1 << 16]
+    classes, first, codes = np.unique(head, return_index=True, return_inverse=True, **axis)
+    if values.shape[0] == head.shape[0]:
+        return classes, first, codes.reshape(-1)
+    if values.ndim == 1 and classes.size <= 1 << 12:
+        codes = np.searchsorted(classes, values)
+        if np.array_equal(classes[np.minimum(codes, classes.size - 1)], values):
+            return classes, first, codes
+    classes, first, codes = np.unique(values, return_index=True, return_inverse=True, **axis)
+    return classes, first, codes.reshape(-1)
+
+
+def _name(value):
+    return tuple(value.tolist()) if isinstance(value, np.ndarray) else value.item() \
+        if isinstance(value, np.generic) else value
+
+
+class _AnyClassSize(Strata):
+    """Classes as codes, a class with fewer rows than folds split as
+    scikit-learn splits it (some folds without it; the splitter has
+    warned): the jobs' rows for such a class, which ``kfold --stratify``
+    refuses."""
+
+    def check_at_least(self, rows, what):
+        return None
+
+
+def _stratified_folds(X, y, k, splitter):
+    """The k-fold UDF's keywords stratifying by the classes of *y*
+    (numbered by first appearance): scikit-learn's checks -- every class
+    smaller than k refused, a class smaller than k warned about."""
+    codes, names = _class_codes(X, y, splitter)
+    counts = np.bincount(codes)
+    if k <= codes.size and counts.max() < k:
+        raise ParameterError(f"n_splits={k} is more than the rows of every class of y (the "
+                             f"largest has {int(counts.max())}); use fewer splits")
+    if counts.min() < k:
+        warnings.warn(f"The least populated class in y has only {int(counts.min())} members, "
+                      f"which is less than n_splits={k}.", UserWarning, stacklevel=4)
+    return {"stratify": "y", "strata": _AnyClassSize.of(codes)}
 
 
 class _GroupSplitter(_Splitter):
@@ -235,11 +385,13 @@ class GroupKFold(_GroupSplitter, _Folds):
 class StratifiedKFold(_Folds):
     """k folds that hold every class of y in proportion: each class within
     one row of ``n_c / k`` in every fold, the folds' sizes within one of
-    each other (scikit-learn's allocation); a class with fewer than k rows
-    is refused."""
+    each other (scikit-learn's allocation, the classes numbered in the order
+    they first appear); a class with fewer than k rows is split as
+    scikit-learn splits it, with its warning, and refused when every class
+    is that small."""
 
     def _by(self, X, y, groups):
-        return {"stratify": _labels_of(X, y, "StratifiedKFold")}
+        return _stratified_folds(X, y, self.n_splits, "StratifiedKFold")
 
     def split(self, X, y, groups=None):
         self._ignored(groups)
@@ -263,6 +415,13 @@ def _sizes(n, test_size, train_size, default_test):
 
     if test_size is None and train_size is None:
         test_size = default_test
+    shares = [v for v in (test_size, train_size) if isinstance(v, numbers.Real)
+              and not isinstance(v, numbers.Integral)]
+    if len(shares) == 2 and 0 < test_size < 1 and 0 < train_size < 1 \
+            and test_size + train_size > 1:
+        raise ParameterError(f"test_size={test_size} and train_size={train_size} add up to "
+                             f"{test_size + train_size:g}: shares of the rows must add up to at "
+                             f"most 1; reduce one of them")
     n_test = count("test_size", test_size, math.ceil)
     n_train = count("train_size", train_size, math.floor)
     n_test = n - n_train if n_test is None else n_test
@@ -301,7 +460,7 @@ class ShuffleSplit(_Splitter):
 
     def _params(self):
         return {"n_splits": self.n_splits, "test_size": self.test_size,
-                "train_size": self.train_size, "seed": self.seed}
+                "train_size": self.train_size, **self._seed_params()}
 
     def split(self, X, y=None, groups=None):
         self._ignored(groups)
@@ -310,17 +469,59 @@ class ShuffleSplit(_Splitter):
         yield from _holdout(n, n_train, n_test, self.n_splits, self._split_seed())
 
 
+def _stratified_holdout(n, n_train, n_test, repeats, seed, codes, names, arg="y"):
+    """Stratified hold-out pairs by class *codes* (classes with *names*),
+    refused as scikit-learn refuses them: a class of one row, fewer
+    training or test rows than classes.  Repeat w draws its seed ``s_w``
+    and an order of the classes (a uniform permutation, Fisher-Yates on
+    :meth:`Draws.below`) from :data:`SPLITTERS` at position w, and is the
+    exact hold-out of seed ``s_w`` stratified by the codes in that order: a
+    tie between classes' shares goes to a random class, not the first."""
+    counts = np.bincount(codes)
+    small = int(np.argmin(counts))
+    if counts[small] < 2:
+        raise ParameterError(f"class {names[small]!r} of {arg} has 1 row: a stratified split "
+                             "needs at least 2 rows of every class, one for each side; merge "
+                             "or drop that class")
+    for side, rows in (("train_size", n_train), ("test_size", n_test)):
+        if rows < counts.size:
+            raise ParameterError(f"{side} gives {rows} rows, fewer than the {counts.size} "
+                                 f"classes of {arg}: every class needs a row on each side; "
+                                 f"make it at least {counts.size} rows")
+    rng = PositionRNG(seed)
+    for w in range(repeats):
+        draws = rng.draws(SPLITTERS, w)
+        seed_w = draws.raw()
+        yield _holdout(n, n_train, n_test, 1, seed_w, _permutation(draws, counts.size)[codes])[0]
+
+
+def _permutation(draws, size):
+    """A uniform permutation of ``range(size)`` (Fisher-Yates: position
+    ``size - 1 - i`` swapped with ``draws.below``'s i-th value)."""
+    order = np.arange(size, dtype=np.int64)
+    if size > 1:
+        for i, j in enumerate(draws.below(np.arange(size, 1, -1)).tolist()):
+            last = size - 1 - i
+            order[last], order[j] = order[j], order[last]
+    return order
+
+
 class StratifiedShuffleSplit(ShuffleSplit):
     """:class:`ShuffleSplit` whose sides hold every class of y in
     proportion: each class's training rows within one of ``n_train * n_c /
-    m``, its test rows the same share of the rest."""
+    m``, its test rows the same share of the rest (ties between classes
+    broken at random, per repeat: see the module's text).  A 2-D y
+    (multilabel) stratifies by each row's combination of labels.  A class
+    of one row, or fewer training or test rows than classes, is refused,
+    as scikit-learn refuses them."""
 
     def split(self, X, y, groups=None):
         self._ignored(groups)
-        y = _labels_of(X, y, "StratifiedShuffleSplit")
-        n = _n_samples(X)
+        codes, names = _class_codes(X, y, "StratifiedShuffleSplit", multilabel=True)
+        n = codes.size
         n_train, n_test = _sizes(n, self.test_size, self.train_size, 0.1)
-        yield from _holdout(n, n_train, n_test, self.n_splits, self._split_seed(), y)
+        yield from _stratified_holdout(n, n_train, n_test, self.n_splits, self._split_seed(),
+                                       codes, names)
 
 
 class GroupShuffleSplit(_GroupSplitter, ShuffleSplit):
@@ -356,7 +557,7 @@ class TimeSeriesSplit(_Splitter):
     shuffle = False
 
     def __init__(self, n_splits=5, *, max_train_size=None, test_size=None, gap=0):
-        super().__init__(n_splits, None, None)
+        super().__init__(n_splits, None, None, random=False)
         if self.n_splits < 2:
             raise ParameterError(f"n_splits must be >= 2, got {self.n_splits}")
         self.max_train_size = _whole("max_train_size", max_train_size, 0, optional=True)
@@ -389,7 +590,7 @@ class Bootstrap(_Splitter):
         self.size = size
 
     def _params(self):
-        return {"n_splits": self.n_splits, "size": self.size, "seed": self.seed}
+        return {"n_splits": self.n_splits, "size": self.size, **self._seed_params()}
 
     def split(self, X, y=None, groups=None):
         self._ignored(groups)
@@ -399,10 +600,16 @@ class Bootstrap(_Splitter):
             yield samples.indices(f"sample-{i}"), samples.indices(f"oob-{i}")
 
 
+def _indexable(data):
+    """*data* as :func:`_take` takes its rows: a sparse matrix in CSR (the
+    format scikit-learn returns whatever it is given)."""
+    return data.tocsr() if api._is_sparse(data) else data
+
+
 def _take(data, rows):
-    if hasattr(type(data), "iloc"):
+    if hasattr(data, "iloc"):       # pandas, and frames like it (scikit-learn's MockDataFrame)
         return data.iloc[rows]
-    if isinstance(data, list):
+    if isinstance(data, (list, range)):
         return [data[i] for i in rows.tolist()]
     if isinstance(data, tuple):
         return tuple(data[i] for i in rows.tolist())
@@ -412,26 +619,34 @@ def _take(data, rows):
 def train_test_split(*arrays, test_size=None, train_size=None, seed=None, random_state=None,
                      shuffle=True, stratify=None):
     """scikit-learn's ``train_test_split``: ``[a_train, a_test, b_train,
-    b_test, ...]`` for the *arrays* (numpy, pandas -- index kept -- lists or
-    sparse matrices, all with the same rows), exact sizes (test 25 % when
-    neither size is given), rows in the order ``holdout --exact`` writes
-    them; ``shuffle=False`` takes the first rows for training, in order.
-    *stratify*: labels (one per row) whose classes both sides hold in
-    proportion (``holdout --stratify``)."""
+    b_test, ...]`` for the *arrays* (numpy, pandas -- index kept -- or a
+    frame with ``.iloc``, lists or ranges -- lists back --, sparse matrices --
+    CSR back, as scikit-learn --, all with the same rows), exact sizes (test
+    25 % when neither size is given), rows in the order ``holdout --exact``
+    writes them; ``shuffle=False`` takes the first rows for training, in
+    order.  *stratify*: labels (one per row, or a row of labels each:
+    multilabel) whose classes both sides hold in proportion, the first pair
+    of :class:`StratifiedShuffleSplit` with the same seed.  *random_state*:
+    an integer (the seed), a RandomState (one seed drawn from it per call)
+    or None (a fresh seed per call)."""
     if not arrays:
         raise ParameterError("train_test_split needs at least one array")
     shuffle = check_bool("shuffle", shuffle)
+    arrays = [_indexable(data) for data in arrays]
     n = _n_samples(arrays[0])
     for i, data in enumerate(arrays[1:], 1):
         if _n_samples(data) != n:
             raise ParameterError(f"array {i} has {_n_samples(data)} rows, array 0 has {n}")
     n_train, n_test = _sizes(n, test_size, train_size, 0.25)
     if shuffle:
-        seed = _seed(seed, random_state)
+        seed = _call_seed(seed, random_state)
         if stratify is not None:
-            stratify = _labels_of(arrays[0], stratify, "stratify=")
-        train, test = _holdout(n, n_train, n_test, 1, fresh_seed() if seed is None else seed,
-                               stratify)[0]
+            codes, names = _class_codes(arrays[0], stratify, "stratify=", multilabel=True,
+                                        arg="stratify")
+            train, test = next(_stratified_holdout(n, n_train, n_test, 1, seed, codes, names,
+                                                   "stratify"))
+        else:
+            train, test = _holdout(n, n_train, n_test, 1, seed)[0]
     elif stratify is not None:
         raise ParameterError("stratify needs shuffle=True (an ordered split keeps no "
                              "proportions)")

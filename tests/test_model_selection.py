@@ -102,12 +102,49 @@ def test_train_test_split_keeps_types_and_rows_together():
     assert ordered[0].tolist() == list(range(7)) and ordered[1].tolist() == [7, 8, 9]
 
 
-def test_without_a_seed_each_split_draws_a_fresh_one(data):
-    X, _ = data
+def test_without_a_seed_a_splitter_draws_one_and_keeps_its_folds(data):
+    """A seed drawn when the splitter is made: every split() the same folds
+    (scikit-learn's searches need it), the seed shown, another splitter
+    other folds."""
+    X, y = data
     cv = KFold(3)
     first = [test.tolist() for _, test in cv.split(X)]
-    second = [test.tolist() for _, test in cv.split(X)]
-    assert first != second
+    assert first == [test.tolist() for _, test in cv.split(X)]
+    assert first != [test.tolist() for _, test in KFold(3).split(X)]
+    assert isinstance(cv.seed, int) and cv.random_state == cv.seed
+    assert f"seed={cv.seed}" in repr(cv)
+    assert first == [test.tolist() for _, test in KFold(3, seed=cv.seed).split(X)]
+    from sklearn.experimental import enable_halving_search_cv  # noqa: F401
+    search = skms.HalvingGridSearchCV(LogisticRegression(), {"C": [0.1, 1.0, 10.0]},
+                                      cv=KFold(3), random_state=0)
+    assert search.fit(X, y).best_params_["C"] in (0.1, 1.0, 10.0)
+
+
+def test_random_state_as_a_random_state(data):
+    """Each split() draws one 64-bit seed from a RandomState (new folds per
+    call, as scikit-learn's splitters consuming it); the same RandomState
+    seed repeats the sequence of calls."""
+    from sklearn.model_selection._split import _yields_constant_splits
+    X, y = data
+    state = np.random.RandomState(0)
+    cv = KFold(3, random_state=state)
+    assert cv.random_state is state and cv.seed is None and "random_state=" in repr(cv)
+    assert not _yields_constant_splits(cv)
+    calls = [[test.tolist() for _, test in cv.split(X)] for _ in range(2)]
+    assert calls[0] != calls[1]
+    replay = np.random.RandomState(0)
+    for call in calls:
+        seed = int(replay.randint(0, 2 ** 64, dtype=np.uint64))
+        assert call == [test.tolist() for _, test in KFold(3, seed=seed).split(X)]
+    parts = train_test_split(X, y, random_state=np.random.RandomState(4))
+    seed = int(np.random.RandomState(4).randint(0, 2 ** 64, dtype=np.uint64))
+    assert np.array_equal(parts[3], train_test_split(X, y, seed=seed)[3])
+    assert skms.cross_val_score(LogisticRegression(), X, y,
+                                cv=KFold(4, random_state=np.random.RandomState(1))).shape == (4,)
+    with pytest.raises(ParameterError, match="random_state must be None, an integer seed or"):
+        KFold(3, random_state=np.random.default_rng(0))
+    with pytest.raises(ParameterError, match="disagree"):
+        KFold(3, seed=1, random_state=np.random.RandomState(0))
 
 
 def test_bad_input_is_one_clear_error(data):
@@ -116,8 +153,6 @@ def test_bad_input_is_one_clear_error(data):
         KFold(1)
     with pytest.raises(ParameterError, match="k must be <= the number of rows"):
         list(KFold(5, seed=1).split(np.zeros(3)))
-    with pytest.raises(ParameterError, match="random_state must be an integer"):
-        KFold(3, random_state=np.random.RandomState(0))
     with pytest.raises(ParameterError, match="disagree"):
         KFold(3, seed=1, random_state=2)
     with pytest.raises(ParameterError, match="training set empty"):
@@ -223,10 +258,16 @@ def test_common_splitter_contract(cv):
         == len(pairs)
 
 
-@pytest.mark.parametrize("cv", _splitters(None), ids=repr)
-def test_without_a_seed_splits_are_not_constant(cv):
+@pytest.mark.parametrize("cv", _splitters(None), ids=lambda cv: type(cv).__name__)
+def test_without_a_seed_splits_are_constant(cv):
+    """Seedless splitters yield the same folds on every call: scikit-learn
+    sees an integer random_state."""
     from sklearn.model_selection._split import _yields_constant_splits
-    assert not _yields_constant_splits(cv)
+    X, y, groups = _inputs()
+    args = (X, y, groups) if cv.uses_groups else (X, y)
+    assert _yields_constant_splits(cv)
+    for a, b in zip(cv.split(*args), cv.split(*args)):
+        assert np.array_equal(a[0], b[0]) and np.array_equal(a[1], b[1])
 
 
 @pytest.mark.parametrize("cv", _splitters(7), ids=repr)
@@ -253,3 +294,148 @@ def test_stratified_splitters_need_y(name):
     cv = getattr(ms, name)(seed=1) if name.startswith("Repeated") else getattr(ms, name)(seed=1)
     with pytest.raises(TypeError, match="missing 1 required positional argument: 'y'"):
         cv.split(np.zeros((10, 2)))
+
+
+# ---------------------------------------------------------------------------
+# scikit-learn's contract where samplegen broke it: small classes, multilabel
+# y, ties between classes, sizes, input types
+# ---------------------------------------------------------------------------
+def test_stratified_kfold_warns_about_a_class_smaller_than_the_folds_and_splits():
+    y = np.array([0] * 17 + [1] * 2 + [2])
+    from samplegen.model_selection import StratifiedKFold
+    cv = StratifiedKFold(3, seed=4)
+    with pytest.warns(UserWarning, match="least populated class in y has only 1 members, "
+                                         "which is less than n_splits=3"):
+        pairs = list(cv.split(np.zeros(20), y))
+    tests = [test for _, test in pairs]
+    assert sorted(np.concatenate(tests).tolist()) == list(range(20))
+    assert sorted(len(t) for t in tests) == [6, 7, 7]
+    for test in tests:        # every class within one row of n_c / k in each fold
+        assert np.all(np.abs(np.bincount(y[test], minlength=3) - np.bincount(y) / 3) < 1)
+    with pytest.raises(ParameterError, match="n_splits=3 is more than the rows of every class"):
+        list(cv.split(np.zeros(4), [0, 0, 1, 1]))
+
+
+def test_stratified_hold_outs_refuse_what_scikit_learn_refuses():
+    from samplegen.model_selection import StratifiedShuffleSplit
+    X = np.zeros(20)
+    lone = np.array([0] * 19 + [1])
+    with pytest.raises(ParameterError, match="class 1 of y has 1 row"):
+        list(StratifiedShuffleSplit(2, seed=1).split(X, lone))
+    with pytest.raises(ParameterError, match="class 1 of stratify has 1 row"):
+        train_test_split(X, stratify=lone, seed=1)
+    four = np.arange(20) % 4
+    with pytest.raises(ParameterError, match="test_size gives 2 rows, fewer than the 4 classes"):
+        list(StratifiedShuffleSplit(2, test_size=2, seed=1).split(X, four))
+    with pytest.raises(ParameterError, match="train_size gives 3 rows, fewer than the 4 classes"):
+        train_test_split(X, train_size=3, stratify=four, seed=1)
+
+
+def test_multilabel_y_stratifies_by_each_rows_combination():
+    from samplegen.model_selection import StratifiedShuffleSplit
+    rng = np.random.default_rng(3)
+    Y = rng.integers(0, 2, (200, 3))
+    combos = np.array(["-".join(map(str, row)) for row in Y])   # the same classes, 1-D
+    ours = list(StratifiedShuffleSplit(3, test_size=0.25, seed=2).split(np.zeros(200), Y))
+    same = list(StratifiedShuffleSplit(3, test_size=0.25, seed=2).split(np.zeros(200), combos))
+    for (train, test), (train2, test2) in zip(ours, same):
+        assert np.array_equal(train, train2) and np.array_equal(test, test2)
+        _, codes = np.unique(Y, axis=0, return_inverse=True)
+        counts = np.bincount(codes.ravel())
+        assert np.all(np.abs(np.bincount(codes.ravel()[test], minlength=counts.size)
+                             - 50 * counts / 200) < 2)
+    parts = train_test_split(np.arange(200), Y, test_size=0.25, stratify=Y, seed=2)
+    assert np.array_equal(parts[1], ours[0][1]) and np.array_equal(parts[3], Y[ours[0][1]])
+
+
+def test_ties_between_classes_go_to_a_random_class_per_repeat():
+    """22 rows, two classes of 11, 17 training rows: each class's share is
+    8.5.  Before, class 0 took the extra row in every split (a row of class
+    0 in training with chance 9/11 = 0.818, of class 1 8/11 = 0.727, where
+    both should be 17/22 = 0.773).  Now a repeat gives it to class 0 with
+    probability 1/2: over N = 1000 repeats the count X is Binomial(N, 1/2)
+    (mean 500, sd 15.8); we accept |X - 500| <= 80 (5 sd: a false alarm with
+    probability < 1e-6), which catches the old rule (X = 1000) always and a
+    bias of 0.6 with power 0.9.  train_test_split over 1000 seeds alike."""
+    from samplegen.model_selection import StratifiedShuffleSplit
+    X, y = np.zeros(22), np.array([0, 1] * 11)
+    cv = StratifiedShuffleSplit(1000, test_size=0.2, seed=0)
+    extra = [int(np.sum(y[train] == 0)) for train, _ in cv.split(X, y)]
+    assert set(extra) == {8, 9} and abs(extra.count(9) - 500) <= 80
+    extra = [int(np.sum(train_test_split(y, test_size=0.2, stratify=y, seed=s)[0] == 0))
+             for s in range(1000)]
+    assert abs(extra.count(9) - 500) <= 80
+    again = [int(np.sum(y[train] == 0)) for train, _ in
+             StratifiedShuffleSplit(1000, test_size=0.2, seed=0).split(X, y)]
+    assert again == [int(np.sum(y[train] == 0)) for train, _ in cv.split(X, y)]  # reproducible
+
+
+def test_renaming_the_classes_changes_no_fold(data):
+    """The classes are numbered by first appearance, so any renaming (here
+    0, 1 -> 'b', 'a', which reverses their sorted order) gives the same folds
+    with the same seed, as scikit-learn's test asserts."""
+    import samplegen.model_selection as ms
+    X, y = data
+    y3 = y + (np.arange(569) % 7 == 0)           # three classes, 0 and 1 and 2
+    renamed = np.array(["z", "b", "a"])[y3]
+    for cv in (ms.StratifiedKFold(5, seed=3), ms.StratifiedShuffleSplit(4, test_size=0.3, seed=3),
+               ms.RepeatedStratifiedKFold(n_splits=3, n_repeats=2, seed=3)):
+        for a, b in zip(cv.split(X, y3), cv.split(X, renamed)):
+            assert np.array_equal(a[0], b[0]) and np.array_equal(a[1], b[1])
+    assert np.array_equal(train_test_split(X, stratify=y3, seed=5)[1],
+                          train_test_split(X, stratify=renamed, seed=5)[1])
+
+
+def test_stratified_splits_are_the_jobs_samples_of_the_codes():
+    """StratifiedKFold is kfold --stratify by the classes' first-appearance
+    codes; StratifiedShuffleSplit's repeat w is holdout --stratify with the
+    seed and class order drawn from the splitters' stream at w."""
+    import samplegen.model_selection as ms
+    from samplegen.udfs.rng import PositionRNG
+    y = np.array(["b", "a", "c"] * 40 + ["a"] * 30)
+    codes = np.array([0, 1, 2] * 40 + [1] * 30)
+    run = api.kfold(150, 4, 9, stratify=codes)
+    for i, (train, test) in enumerate(ms.StratifiedKFold(4, seed=9).split(np.zeros(150), y)):
+        assert np.array_equal(test, run.indices(f"test-{i}"))
+        assert np.array_equal(train, run.indices(f"train-{i}"))
+    pairs = ms.StratifiedShuffleSplit(3, test_size=0.2, seed=9).split(np.zeros(150), y)
+    for w, (train, test) in enumerate(pairs):
+        draws = PositionRNG(9).draws(ms.SPLITTERS, w)
+        seed = draws.raw()
+        order = ms._permutation(draws, 3)
+        run = api.holdout(150, 120 / 150, seed, stratify=order[codes])
+        assert np.array_equal(train, run.indices("train-0"))
+        assert np.array_equal(test, run.indices("test-0"))
+
+
+def test_shares_adding_up_past_one_are_refused_even_when_the_counts_fit():
+    # 10 rows: test 0.45 -> 5 rows (up), train 0.56 -> 5 rows (down): 10 fit, but 1.01 > 1
+    with pytest.raises(ParameterError, match="add up to 1.01"):
+        next(ShuffleSplit(1, test_size=0.45, train_size=0.56, seed=1).split(np.zeros(10)))
+    with pytest.raises(ParameterError, match="add up to 1.01"):
+        train_test_split(np.zeros(10), test_size=0.45, train_size=0.56, seed=1)
+    assert len(train_test_split(np.zeros(10), test_size=0.45, train_size=0.55, seed=1)[1]) == 5
+
+
+def test_ranges_sparse_formats_and_frames_with_iloc():
+    import samplegen.model_selection as ms
+    sparse = pytest.importorskip("scipy.sparse")
+    from sklearn.utils._mocking import MockDataFrame
+    X = np.arange(40).reshape(20, 2)
+    train, test = train_test_split(range(20), seed=3)
+    dense = train_test_split(X, seed=3)
+    assert isinstance(train, list) and train == (dense[0][:, 0] // 2).tolist()
+    assert isinstance(test, list) and test == (dense[1][:, 0] // 2).tolist()
+    assert len(list(ms.GroupKFold(4, seed=1).split(X, groups=range(20)))) == 4
+    assert len(list(ms.GroupShuffleSplit(2, seed=1).split(X, groups=range(20)))) == 2
+    assert len(list(ms.StratifiedKFold(2, seed=1).split(X, [v % 2 for v in range(20)]))) == 2
+    assert len(list(ms.KFold(2, seed=1).split(range(20)))) == 2
+    for fmt in ("coo", "csr", "csc", "dia", "bsr", "lil", "dok"):
+        for kind in (sparse.csr_matrix, sparse.csr_array):
+            m = kind(X).asformat(fmt)
+            a, b = train_test_split(m, seed=3)
+            assert a.format == "csr" and b.format == "csr", fmt
+            assert np.array_equal(a.toarray(), dense[0]) and np.array_equal(b.toarray(), dense[1])
+    a, b = train_test_split(MockDataFrame(X), seed=3)
+    assert isinstance(a, MockDataFrame) and np.array_equal(a.array, dense[0])
+    assert np.array_equal(b.array, dense[1])

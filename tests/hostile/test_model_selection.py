@@ -6,17 +6,18 @@ strings, bools, more folds than rows), ``test_size`` / ``train_size`` out of
 range or NaN or strings, X, y and groups of different lengths, NaN and None
 labels and groups, a class with one member, empty X, things without rows,
 strings and floats where counts go, flags given as strings, and
-``random_state`` as a numpy Generator or RandomState.  Each is one
+``random_state`` as a numpy Generator, a float or a string.  Each is one
 ``ParameterError`` (a ValueError, as scikit-learn raises) naming the
 parameter and echoing the value.  Where samplegen claims scikit-learn's
 behaviour the expectations are scikit-learn's documented ones (sizes,
-refusals); where it deliberately differs, samplegen's documented behaviour:
-``random_state`` is an integer seed (samplegen's samples are keyed by it, so
-no Generator or RandomState), a stratified k-fold refuses a class with
-fewer rows than folds (scikit-learn warns), and a stratified hold-out keeps
-each class within one row of its share, so a one-member class is on one
-side (scikit-learn refuses it).
+refusals, a stratified k-fold's warning about a class smaller than the
+folds, a stratified hold-out's refusal of a one-member class and of fewer
+rows on a side than classes, ``random_state`` an integer, a RandomState or
+None); where it deliberately differs, samplegen's documented behaviour: no
+``numpy.random.Generator`` (scikit-learn refuses it too).
 """
+import warnings
+
 import numpy as np
 import pytest
 
@@ -96,16 +97,22 @@ def test_nan_and_none_labels_and_groups_are_refused():
              "one value per row")
 
 
-def test_small_classes_follow_samplegens_documented_rules():
+def test_small_classes_follow_scikit_learns_rules():
     one = np.array([0] * 19 + [1])
-    # k folds need k rows of every class (scikit-learn only warns)
-    _refused(lambda: list(ms.StratifiedKFold(3, seed=1).split(X, one)), "class 1 has 1 row",
-             "3")
-    # a hold-out keeps each class within one row of its share: the lone row on one side
-    for seed in range(5):
-        [(train, test)] = ms.StratifiedShuffleSplit(1, test_size=0.5, seed=seed).split(X, one)
-        assert (len(train), len(test)) == (10, 10)
-        assert (19 in train) != (19 in test)
+    # a class smaller than k: scikit-learn's warning, and the folds
+    with pytest.warns(UserWarning, match="only 1 members, which is less than n_splits=3"):
+        folds = [test for _, test in ms.StratifiedKFold(3, seed=1).split(X, one)]
+    assert sorted(np.concatenate(folds).tolist()) == list(range(20))
+    # every class smaller than k: refused
+    _refused(lambda: list(ms.StratifiedKFold(3, seed=1).split(X[:4], [0, 0, 1, 1])),
+             "n_splits=3", "largest has 2")
+    # a hold-out needs a row of every class on each side
+    _refused(lambda: list(ms.StratifiedShuffleSplit(1, seed=1).split(X, one)),
+             "class 1 of y has 1 row")
+    _refused(lambda: ms.train_test_split(X, stratify=["a"] * 19 + ["b"], seed=1),
+             "class 'b' of stratify has 1 row")
+    _refused(lambda: list(ms.StratifiedShuffleSplit(1, test_size=1, seed=1).split(X, Y)),
+             "test_size gives 1 rows, fewer than the 2 classes")
     _refused(lambda: list(ms.GroupKFold(3, seed=1).split(X, groups=Y)), "at least 3 groups")
 
 
@@ -143,12 +150,34 @@ def test_flags_given_as_strings_are_refused():
     _refused(lambda: ms.train_test_split(X, shuffle=0, seed=1), "shuffle")
 
 
-def test_random_state_must_be_an_integer_seed():
-    for state in (np.random.default_rng(0), np.random.RandomState(0), 7.0, "7"):
-        _refused(lambda s=state: ms.KFold(3, random_state=s), "random_state must be an integer")
-        _refused(lambda s=state: ms.train_test_split(X, random_state=s),
-                 "random_state must be an integer")
+def test_random_state_is_scikit_learns():
+    for state in (np.random.default_rng(0), 7.0, "7", True):
+        _refused(lambda s=state: ms.KFold(3, random_state=s),
+                 "random_state must be None, an integer seed or a numpy.random.RandomState",
+                 type(state).__name__)
+        _refused(lambda s=state: ms.train_test_split(X, random_state=s), "random_state")
+    state = np.random.RandomState(0)
+    assert ms.KFold(3, random_state=state).random_state is state
+    assert len(ms.train_test_split(X, random_state=state)[1]) == 5
+    assert ms.KFold(3, random_state=np.random).random_state is np.random.mtrand._rand
     for seed in (-1, 2 ** 64, True, 2.5):
         _refused(lambda s=seed: ms.KFold(3, seed=s), "seed must be an integer", str(seed))
     _refused(lambda: ms.KFold(3, seed=1, random_state=2), "disagree")
     assert ms.KFold(3, random_state=np.int64(5)).seed == 5
+
+
+def test_multilabel_and_odd_labels():
+    _refused(lambda: list(ms.StratifiedShuffleSplit(1, seed=1).split(
+        X, np.c_[Y, np.where(Y, np.nan, 1.0)])), "NaN")
+    _refused(lambda: list(ms.StratifiedShuffleSplit(1, seed=1).split(X, np.zeros((20, 2, 2)))),
+             "one value per row", "(20, 2, 2)")
+    _refused(lambda: ms.train_test_split(X, stratify=np.array([1, "a"] * 10, dtype=object),
+                                         seed=1), "comparable")
+    # object rows of labels: joined as text, as scikit-learn does
+    rows = np.array([["a", 1], ["b", 2]] * 10, dtype=object)
+    train, test = ms.train_test_split(np.arange(20), stratify=rows, test_size=0.5, seed=1)
+    assert sorted(np.asarray(train) % 2) == [0] * 5 + [1] * 5
+    # a column vector, a list, a pandas-like .values all read as one value per row
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert len(list(ms.StratifiedKFold(2, seed=1).split(X, Y.tolist()))) == 2
