@@ -54,8 +54,8 @@ from .store import (
 OUTPUT_FORMATS = {"parquet": ".parquet", "csv": ".csv", "npy": ".npy"}
 #: an in-memory table may take this share of the available memory
 MEMORY_SHARE = 0.5
-#: Arrow's in-memory size of a CSV file's data, at most this many times its size
-CSV_EXPANSION = 2.0
+#: a CSV file's table in memory, with the reading and the take: this many times its size
+CSV_EXPANSION = 3.0
 #: ... and of a Parquet file's (compressed, encoded), as estimated
 PARQUET_EXPANSION = 4.0
 #: rows taken and written at a time

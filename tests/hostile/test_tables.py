@@ -164,6 +164,6 @@ def test_a_streamed_csv_whose_later_rows_change_type_is_one_line(tmp_path, capsy
     nothing written."""
     from samplegen.jobs import tables
     monkeypatch.setattr(tables, "CSV_BLOCK_BYTES", 1024)
-    rows = "".join(f"{i},{i}\n" for i in range(70_000))     # 0.9 MB: twice that in memory
+    rows = "".join(f"{i},{i}\n" for i in range(70_000))     # 0.9 MB: past 1 MiB in memory
     big = _csv(tmp_path, "a,b\n" + rows + "x,1\n", "big.csv")
     _refused(capsys, tmp_path, big, "--memory-mib", "1", needles=["big.csv", "int64"])
