@@ -1,6 +1,9 @@
 """The mrjob configurations the tests' jobs on the single-node Hadoop run
-with (tests/test_hdfs.py, tests/test_hadoop.py)."""
+with (tests/test_hdfs.py, tests/test_hadoop.py), and the options of the
+Spark and beeline JVMs the tests start."""
 import os
+
+from samplegen.jobs.cluster import JVM_FLAGS
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -38,3 +41,24 @@ def write_mrjob_conf(path, streaming_jar, uber=False):
                     f"runners:\n  hadoop:\n    hadoop_streaming_jar: {streaming_jar}\n"
                     + (f"    jobconf:\n{jobconf}" if uber else ""))
     return path
+
+
+#: The options of every Spark JVM the tests start (``SPARK_SUBMIT_OPTS``, set
+#: for the session by conftest: the session's SparkContext, the Spark Thrift
+#: Server, the drivers of the processes the tests start; ``extraJavaOptions``
+#: for a Spark application's containers on YARN) and of beeline: the
+#: cluster's own (``cluster.JVM_FLAGS``: the client compiler only, one
+#: collector thread), with which its daemons and containers already run.  The
+#: tests' JVMs run small jobs, in which the server compiler's work does not
+#: pay for itself: a fresh Spark driver's start and one small job take about
+#: 45 % less CPU time with the client compiler alone, the DataFrame tests on
+#: the session's context (tests/test_spark_frames.py) 55 % less.  Nothing a
+#: test checks depends on the JIT.
+QUICK_JVM = JVM_FLAGS
+
+
+def quick_yarn_spark_conf():
+    """``--spark-conf`` items giving a Spark application's containers on YARN
+    (its application master and executors) :data:`QUICK_JVM` (its driver,
+    started by spark-submit here, takes it from ``SPARK_SUBMIT_OPTS``)."""
+    return [f"spark.{role}.extraJavaOptions={QUICK_JVM}" for role in ("yarn.am", "executor")]

@@ -8,6 +8,8 @@ import pytest
 from samplegen import cli
 from samplegen.jobs import daemons, driver
 
+from .cluster_jobs import QUICK_JVM
+
 # One definition of the HiveServer2 fixture for every module: a fixture imported
 # into several test modules is a separate fixture in each (one server per module,
 # all alive at once, their Tez sessions starving YARN).
@@ -76,6 +78,17 @@ def _on_apache_hive(item):
 @pytest.fixture(autouse=True, scope="session")
 def _isolate_env():
     os.environ.pop("MRJOB_CONF", None)
+    yield
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _quick_spark_jvms():
+    """Every Spark JVM the tests start through spark-submit (the session's
+    context, the Spark Thrift Server, the drivers of the processes the tests
+    start, which inherit the environment) takes the cluster's quick-start
+    options, ``cluster_jobs.QUICK_JVM``: about half the CPU time."""
+    os.environ["SPARK_SUBMIT_OPTS"] = " ".join(
+        filter(None, (os.environ.get("SPARK_SUBMIT_OPTS"), QUICK_JVM)))
     yield
 
 

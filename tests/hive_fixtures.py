@@ -20,6 +20,8 @@ import pytest
 from samplegen.hive import apache_server, server
 from samplegen.jobs import daemons
 
+from .cluster_jobs import QUICK_JVM
+
 
 @pytest.fixture(scope="session", params=["apache", "spark"])
 def hive_server(request, tmp_path_factory):
@@ -80,9 +82,11 @@ def read_tables(execute, columns, tables, per_query=None):
 
 
 def beeline(port, script_path, hivevars=None, timeout=300):
-    """Run a script with beeline; returns (exit status, stdout, stderr)."""
+    """Run a script with beeline (its JVM with the cluster's quick-start
+    options, ``cluster_jobs.QUICK_JVM``); returns (exit status, stdout,
+    stderr)."""
     jars = os.path.join(server.spark_home(), "jars", "*")
-    cmd = ["java", "-cp", jars, "org.apache.hive.beeline.BeeLine",
+    cmd = ["java", *QUICK_JVM.split(), "-cp", jars, "org.apache.hive.beeline.BeeLine",
            "-u", f"jdbc:hive2://127.0.0.1:{port}/default", "-n", "samplegen",
            "--silent=true", "--outputformat=tsv2", "--showHeader=false"]
     for key, value in (hivevars or {}).items():
