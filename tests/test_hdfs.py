@@ -20,7 +20,7 @@ import pytest
 from samplegen.jobs import cluster, fs
 from samplegen.udfs.errors import OutputError
 
-from .cluster_jobs import write_mrjob_conf
+from .cluster_jobs import quick_yarn_spark_conf, write_mrjob_conf
 from .conftest import hdfs_directory, in_process, sample_digests
 
 pytestmark = pytest.mark.hadoop
@@ -314,13 +314,14 @@ def test_spark_runner_on_hdfs(hadoop, base, matrices, inline, tmp_path):
 
 def test_spark_on_yarn(hadoop, base, matrices, inline, tmp_path):
     """``--spark-master yarn``: Spark's driver here, its application master and
-    executor in YARN containers of the single-node cluster."""
+    executor in YARN containers of the single-node cluster (every JVM with the
+    cluster's own options, ``cluster_jobs.QUICK_JVM``)."""
     local, remote = matrices["dense"]
     params = ["--ratio", 0.6, "--repeats", 1, "--seed", 4]
     env = dict(hadoop["env"], PYSPARK_PYTHON=sys.executable)
     settings = ["spark.executor.instances=1", "spark.executor.cores=1",
                 "spark.executor.memory=512m", "spark.yarn.am.memory=512m",
-                "spark.driver.memory=1g"]
+                "spark.driver.memory=1g", *quick_yarn_spark_conf()]
     cmd = [*SAMPLEGEN, "-q", "holdout", remote, f"{base}/yarn-ho", *map(str, params),
            "--runner", "spark", "--spark-master", "yarn"]
     for item in settings:
@@ -512,10 +513,16 @@ def bootstrap_digests(matrices, inline):
     return inline("bootstrap", matrices["dense"][0], *BOOTSTRAP)
 
 
+#: the YARN application name of each run :func:`_start_bootstrap` started ->
+#: when it started (ms since the epoch, a second early)
+_STARTED = {}
+
+
 def _start_bootstrap(hadoop, remote, out, mrjob_conf, extra=()):
     """Start a bootstrap run on the cluster; returns the process and the name
     of its YARN application (unique)."""
     name = f"samplegen-test-{uuid.uuid4().hex[:12]}"
+    _STARTED[name] = int(time.time() * 1000) - 1000
     return subprocess.Popen([*SAMPLEGEN, "-q", "bootstrap", remote, out, *map(str, BOOTSTRAP),
                              "--runner", "hadoop", "--mrjob-conf",
                              str(mrjob_conf), "--jobconf", f"mapreduce.job.name={name}", *extra],
@@ -532,9 +539,12 @@ def _rm_rest(hadoop):
 def _applications(hadoop, name, states="NEW,NEW_SAVING,SUBMITTED,ACCEPTED,RUNNING"):
     """Ids of the YARN applications called *name* (the ResourceManager's REST
     API: milliseconds, where a ``yarn`` or ``mapred`` client JVM takes two
-    seconds)."""
+    seconds).  Only the applications started since its run started are
+    listed: the ResourceManager keeps every finished application of the
+    session, which it would write out, and this process parse, at each of
+    the 20 polls a second."""
     import urllib.request
-    url = f"{_rm_rest(hadoop)}/apps?states={states}"
+    url = f"{_rm_rest(hadoop)}/apps?states={states}&startedTimeBegin={_STARTED[name]}"
     with urllib.request.urlopen(url, timeout=30) as response:
         apps = (json.load(response).get("apps") or {}).get("app") or []
     return [app["id"] for app in apps if app["name"] == name]
