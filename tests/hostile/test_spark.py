@@ -286,20 +286,38 @@ def _lacks_the_modules(python):
 
 
 @pytest.mark.slow
-@pytest.mark.skipif(not _lacks_the_modules(SYSTEM_PYTHON),
-                    reason=f"{SYSTEM_PYTHON} missing or has numpy and pyarrow")
 def test_an_unactivated_venv_whose_workers_start_system_python_is_one_error(tmp_path):
     """A script run as ``venv/bin/python script.py`` on its own local
     SparkSession, the workers started with the system python3: every
     function raises WorkerPythonError naming the interpreter, the module
-    and the fix, in the call (not a Spark stack trace in a later action)."""
+    and the fix, in the call (not a Spark stack trace in a later action).
+
+    The same fresh process first samples a DataFrame on a session whose
+    workers have the modules, and stops it (one Python and one JVM start
+    for both sessions: the JVM outlives a stopped SparkContext): the
+    packages shipped to the executors of both sessions went to the
+    temporary directory while the process ran, and are gone with it.  (Where
+    the system python3 is missing or has the modules, only the first session
+    runs, its checks made, and the test is then skipped.)"""
     script = (
-        "import sys\n"
+        "import os, sys\n"
         "from pyspark.sql import SparkSession\n"
         "from samplegen import spark as sg\n"
-        "s = SparkSession.builder.master('local[1]').config('spark.ui.enabled', 'false')"
+        "def session():\n"
+        "    s = SparkSession.builder.master('local[1]').config('spark.ui.enabled', 'false')"
         ".config('spark.ui.showConsoleProgress', 'false').getOrCreate()\n"
-        "s.sparkContext.setLogLevel('OFF')\n"
+        "    s.sparkContext.setLogLevel('OFF')\n"
+        "    return s\n"
+        "s = session()\n"
+        "[(train, test)] = sg.holdout(s.range(100), 0.5, 1, key='id')\n"
+        "assert train.count() + test.count() == 100\n"
+        "print(sorted(n for n in os.listdir(os.environ['TMPDIR']) if n.startswith('samplegen')))\n"
+        "s.stop()\n"
+        "if not sys.argv[1:]:\n"
+        "    sys.exit(0)\n"
+        "os.environ['PYSPARK_PYTHON'] = sys.argv[1]   # read by the next SparkContext\n"
+        "s = session()\n"
+        "assert s.sparkContext.pythonExec == sys.argv[1]\n"
         "df = s.range(100).selectExpr('id', '1.0 as w')\n"
         "calls = [lambda: sg.holdout(df, 0.5, 1, key='id', exact=False),\n"
         "         lambda: sg.kfold(df, 3, 1, key='id'),\n"
@@ -310,12 +328,19 @@ def test_an_unactivated_venv_whose_workers_start_system_python_is_one_error(tmp_
         "        print('NO ERROR')\n"
         "    except sg.WorkerPythonError as exc:\n"
         "        print('ERROR', exc)\n")
-    env = dict(os.environ, PYSPARK_PYTHON=SYSTEM_PYTHON, TMPDIR=str(tmp_path))
+    temp = tmp_path / "tmp"
+    temp.mkdir()
+    env = dict(os.environ, PYSPARK_PYTHON=sys.executable, TMPDIR=str(temp))
     env.pop("PYSPARK_DRIVER_PYTHON", None)
-    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
-                          timeout=300, env=env)
+    lacks = _lacks_the_modules(SYSTEM_PYTHON)
+    proc = subprocess.run([sys.executable, "-c", script, *([SYSTEM_PYTHON] if lacks else [])],
+                          capture_output=True, text=True, timeout=300, env=env)
     assert proc.returncode == 0, proc.stderr[-2000:]
-    lines = proc.stdout.splitlines()
+    shipped, *lines = proc.stdout.splitlines()
+    assert shipped.startswith("['samplegen-spark-")                 # shipped while it ran
+    assert [n for n in os.listdir(temp) if n.startswith("samplegen")] == []   # gone with it
+    if not lacks:
+        pytest.skip(f"{SYSTEM_PYTHON} missing or has numpy and pyarrow")
     assert len(lines) == 3, proc.stdout
     for line in lines:
         assert line.startswith(f"ERROR the Spark workers' Python {SYSTEM_PYTHON} lacks")
