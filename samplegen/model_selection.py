@@ -43,6 +43,7 @@ without a seed draws one per call.
     cross_val_score(model, X, y, cv=KFold(10, seed=7))
     X_train, X_test, y_train, y_test = train_test_split(X, y, test_size=0.2, seed=7)
 """
+import itertools
 import math
 import numbers
 import warnings
@@ -57,9 +58,10 @@ from samplegen.udfs.errors import ParameterError, check_bool
 from samplegen.udfs.rng import PositionRNG, Purpose, check_seed, fresh_seed, stream
 from samplegen.udfs.strata import Strata
 
-__all__ = ["Bootstrap", "GroupKFold", "GroupShuffleSplit", "KFold", "RepeatedKFold",
-           "RepeatedStratifiedKFold", "ShuffleSplit", "StratifiedKFold",
-           "StratifiedShuffleSplit", "TimeSeriesSplit", "train_test_split"]
+__all__ = ["Bootstrap", "GroupKFold", "GroupShuffleSplit", "KFold", "LeaveOneGroupOut",
+           "LeavePGroupsOut", "PredefinedSplit", "RepeatedKFold", "RepeatedStratifiedKFold",
+           "ShuffleSplit", "StratifiedKFold", "StratifiedShuffleSplit", "TimeSeriesSplit",
+           "train_test_split"]
 
 
 #: the splitters' own draws (a stratified hold-out's repeat seeds and class
@@ -598,6 +600,80 @@ class Bootstrap(_Splitter):
                                 oob=True)
         for i in range(self.n_splits):
             yield samples.indices(f"sample-{i}"), samples.indices(f"oob-{i}")
+
+
+class LeavePGroupsOut(_GroupSplitter):
+    """Each combination of *n_groups* groups in turn as the test set (the
+    rest training), combinations in lexicographic order of the sorted
+    groups, rows in order: scikit-learn's indices exactly.  No randomness."""
+
+    def __init__(self, n_groups):
+        super().__init__(1, None, None, random=False)
+        self.n_groups = _whole("n_groups", n_groups, 1)
+
+    def _params(self):
+        return {"n_groups": self.n_groups}
+
+    def _codes(self, X, groups):
+        groups = _labels_of(X, groups, type(self).__name__, "groups")
+        values = np.asarray(getattr(groups, "values", groups))
+        if values.ndim == 2 and values.shape[1] == 1:
+            values = values[:, 0]
+        if values.ndim != 1:
+            raise ParameterError(f"groups must be one value per row, got shape {values.shape}")
+        _, codes = np.unique(values, return_inverse=True)
+        codes = codes.reshape(-1)
+        if codes.max(initial=-1) + 1 <= self.n_groups:
+            raise ParameterError(f"{type(self).__name__} needs more than {self.n_groups} "
+                                 f"group{'s' if self.n_groups != 1 else ''}, got "
+                                 f"{codes.max(initial=-1) + 1}")
+        return codes
+
+    def get_n_splits(self, X=None, y=None, groups=None):
+        if groups is None:
+            raise ParameterError(f"{type(self).__name__} splits by the groups: pass groups")
+        return math.comb(int(self._codes(np.empty(_n_samples(groups)), groups).max()) + 1,
+                         self.n_groups)
+
+    def split(self, X, y=None, groups=None):
+        codes = self._codes(X, groups)
+        rows = np.arange(codes.size)
+        for chosen in itertools.combinations(range(int(codes.max()) + 1), self.n_groups):
+            test = np.isin(codes, chosen)
+            yield rows[~test], rows[test]
+
+
+class LeaveOneGroupOut(LeavePGroupsOut):
+    """Each group in turn as the test set (groups in sorted order)."""
+
+    def __init__(self):
+        super().__init__(1)
+
+    def _params(self):
+        return {}
+
+
+class PredefinedSplit(_Splitter):
+    """scikit-learn's ``PredefinedSplit``: *test_fold* gives each row's test
+    fold (-1: always in training); one split per fold, folds in sorted
+    order.  No randomness."""
+
+    def __init__(self, test_fold):
+        super().__init__(1, None, None, random=False)
+        self.test_fold = np.asarray(test_fold, dtype=int).reshape(-1)
+        self.unique_folds = np.unique(self.test_fold)
+        self.unique_folds = self.unique_folds[self.unique_folds != -1]
+        self.n_splits = int(self.unique_folds.size)
+
+    def _params(self):
+        return {"test_fold": self.test_fold}
+
+    def split(self, X=None, y=None, groups=None):
+        self._ignored(groups)
+        rows = np.arange(self.test_fold.size)
+        for fold in self.unique_folds:
+            test = self.test_fold == fold
+            yield rows[~test], rows[test]
 
 
 def _indexable(data):

@@ -439,3 +439,21 @@ def test_ranges_sparse_formats_and_frames_with_iloc():
     a, b = train_test_split(MockDataFrame(X), seed=3)
     assert isinstance(a, MockDataFrame) and np.array_equal(a.array, dense[0])
     assert np.array_equal(b.array, dense[1])
+
+
+def test_leave_groups_out_and_predefined_splits_are_scikit_learns():
+    import samplegen.model_selection as ms
+    X, groups = np.zeros(30), np.array(list("cabd") * 7 + ["e", "e"])
+    for ours, theirs in [(ms.LeaveOneGroupOut(), skms.LeaveOneGroupOut()),
+                         (ms.LeavePGroupsOut(2), skms.LeavePGroupsOut(2))]:
+        assert ours.get_n_splits(X, None, groups) == theirs.get_n_splits(X, None, groups)
+        pairs = list(theirs.split(X, None, groups))
+        assert [(a.tolist(), b.tolist()) for a, b in ours.split(X, None, groups)] == \
+            [(a.tolist(), b.tolist()) for a, b in pairs]
+    with pytest.raises(ParameterError, match="needs more than 2 groups, got 2"):
+        list(ms.LeavePGroupsOut(2).split(X[:4], groups=[0, 1, 0, 1]))
+    fold = np.array([-1, 0, 1, 1, 0, 2, -1, 2])
+    ours, theirs = ms.PredefinedSplit(fold), skms.PredefinedSplit(fold)
+    assert ours.get_n_splits() == theirs.get_n_splits() == 3
+    assert [(a.tolist(), b.tolist()) for a, b in ours.split()] == \
+        [(a.tolist(), b.tolist()) for a, b in theirs.split()]
