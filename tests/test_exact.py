@@ -276,3 +276,31 @@ def test_cutoffs_are_checked():
         HoldOut(100, 0.5, exact=False, cutoffs=[[1]])
     with pytest.raises(ParameterError, match="only with balanced folds"):
         KFold(100, 3, balanced=False, cutoffs=[[1, 2]])
+
+
+def test_chunks_drawn_together_are_the_chunks_drawn_one_by_one(monkeypatch):
+    """LabelTree.labels orders the chunks of a long range together
+    (chunk_labels, PositionRNG.keyed_raw): the labels of each chunk alone."""
+    from samplegen.udfs import exact
+    from samplegen.udfs.rng import stream, word_order
+    rng = PositionRNG(11)
+    for n, counts in [(50_000, [30_000, 15_000, 5_000]), (9_999, [1, 9_998])]:
+        bulk = LabelTree(rng, n, counts, 3, part=2).labels(0, n)
+        monkeypatch.setattr(exact, "BULK_CHUNKS", 1 << 30)
+        one_by_one = LabelTree(rng, n, counts, 3, part=2)
+        assert np.array_equal(bulk, one_by_one.labels(0, n))
+        assert np.array_equal(bulk[123:7_777], one_by_one.labels(123, 7_777))
+        monkeypatch.undo()
+    words = np.random.default_rng(2).integers(0, 1 << 63, (6, 1000), dtype=np.int64).astype(
+        np.uint64)
+    words[1, 5] = words[1, 9]                  # a full tie
+    words[2] &= np.uint64(0xFFFF0000000000FF)  # ties of the packed bits
+    counts = np.array([[500, 300, 200]] * 6)
+    labels = exact.chunk_labels(words, counts)
+    for row in range(6):
+        want = np.empty(1000, np.int64)
+        want[word_order(words[row])] = np.repeat(np.arange(3), counts[row])
+        assert np.array_equal(labels[row], want)
+    sid = stream(3, 4, 5)
+    for size in (1, 4, 1023):
+        assert np.array_equal(rng.keyed_raw(sid, 7, size), rng.keyed(sid, 7).raw(size))

@@ -366,3 +366,24 @@ def test_chunk_order_is_the_three_key_order_whatever_order_occurrences_come_in(l
     assert np.array_equal(_sample_order(occ), expected)
     one = Occurrences(occ.offset[:1], occ.sample[:1], occ.relpos[:1])
     assert np.array_equal(_sample_order(one), [0])
+
+
+@pytest.mark.parametrize("kept_bits", [64, 30, 3])
+def test_packed_keys_give_the_three_key_order_and_the_sample_bounds(kept_bits):
+    """sample_indices' one sort of packed keys: (sample, relpos, row id)
+    order exactly, equal pairs in place order, also when the kept top bits
+    of relpos tie often (kept_bits: how many bits relpos really has)."""
+    from samplegen.jobs.phases import _by_sample, _packed_order
+    rng = np.random.default_rng(kept_bits)
+    m, n_samples = 30_000, 21
+    sample = rng.integers(0, n_samples, m)
+    relpos = rng.integers(0, 1 << 63, m, dtype=np.int64).astype(np.uint64) >> np.uint64(
+        64 - kept_bits)
+    rows = rng.integers(0, m // 3, m)
+    want = np.lexsort((np.arange(m), rows, relpos, sample))
+    order, bounds = _packed_order(relpos, rows, sample, n_samples)
+    assert np.array_equal(order, want)
+    assert np.array_equal(bounds, np.searchsorted(sample[want], np.arange(n_samples + 1)))
+    order, bounds = _by_sample(sample, relpos, rows, n_samples)
+    assert np.array_equal(order, want)
+    assert _packed_order(relpos, rows, sample + 1, n_samples) is None   # ids out of range

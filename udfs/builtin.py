@@ -190,13 +190,31 @@ class HoldOut(SamplingUDF):
         gives every row's side in repeat w (0 train, 1 test, 2 neither;
         *lanes*: the range's blocks of stream (HOLDOUT, w), whose lane 1
         orders the rows)."""
-        parts = []
+        n = stop - start
+        offset = np.empty(n * self.repeats, np.int64)
+        sample = np.empty(n * self.repeats, np.int64)
+        relpos = np.empty(n * self.repeats, np.uint64)
+        filled = 0          # the repeats' occurrences written in place, not concatenated
         for w in range(self.repeats):
             lanes = rng.block(stream(Purpose.HOLDOUT, w), start, stop)
             label = side_of(w, lanes)
+            if n and int(label.max()) < 2:      # every row on a side
+                part = slice(filled, filled + n)
+                offset[part] = np.arange(n, dtype=np.int64)
+                np.add(label, 2 * w, out=sample[part])
+                relpos[part] = lanes[:, 1]
+                filled += n
+                continue
             keep = np.flatnonzero(label < 2)
-            parts.append(Occurrences(keep, 2 * w + label[keep], lanes[keep, 1]))
-        return concat_occurrences(parts)
+            part = slice(filled, filled + keep.size)
+            offset[part] = keep
+            np.add(label[keep], 2 * w, out=sample[part])
+            relpos[part] = lanes[keep, 1]
+            filled += keep.size
+        if 2 * filled < offset.size:            # mostly neither side: no idle memory
+            return Occurrences(offset[:filled].copy(), sample[:filled].copy(),
+                               relpos[:filled].copy())
+        return Occurrences(offset[:filled], sample[:filled], relpos[:filled])
 
     def _labelling(self, rng, w):
         """Repeat w's exact labelling (of the classes' rows when stratified)."""

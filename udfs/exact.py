@@ -83,12 +83,43 @@ class LabelTree:
         if not 0 <= start <= stop <= self.n_rows:
             raise ParameterError(f"row range [{start}, {stop}) is outside the {self.n_rows} "
                                  "rows")
+        nodes = walk(self.n_rows, self.counts, self._split, overlapping(start, stop))
+        if len(nodes) >= BULK_CHUNKS:
+            return self._bulk(nodes)[start - nodes[0][1]:stop - nodes[0][1]]
         parts = []
-        for index, lo, size, counts in walk(self.n_rows, self.counts, self._split,
-                                            overlapping(start, stop)):
+        for index, lo, size, counts in nodes:
             labels = self._chunk(index, size, counts)
             parts.append(labels[max(start, lo) - lo:min(stop, lo + size) - lo])
         return np.concatenate(parts) if parts else np.empty(0, np.int64)
+
+    def _bulk(self, nodes):
+        """The labels of the consecutive chunk *nodes* (from :func:`walk`),
+        all rows from the first's to the last's: the same as
+        :meth:`_chunk` of each, the chunks of one size ordered and labelled
+        together (:func:`chunk_labels`) instead of a few calls each."""
+        first = nodes[0][1]
+        out = np.empty(nodes[-1][1] + nodes[-1][2] - first, np.int64)
+        sid = stream(Purpose.EXACT_CHUNK, self.labelling, self.part)
+        by_size = {}
+        for node in nodes:
+            by_size.setdefault(node[2], []).append(node)
+        for size, group in by_size.items():
+            words = np.empty((len(group), size), np.uint64)
+            fill = getattr(self.rng, "keyed_raw_into", None)
+            for row, (index, _, _, _) in enumerate(group):
+                if fill is None or not fill(sid, index, words[row]):
+                    words[row] = self.rng.keyed_raw(sid, index, size)
+            counts = np.array([node[3] for node in group], np.int64)
+            starts = np.array([node[1] for node in group], np.int64) - first
+            for a in range(0, len(group), _BULK_ROWS):   # a cache-sized pass at a time
+                b = min(len(group), a + _BULK_ROWS)
+                labels = chunk_labels(words[a:b], counts[a:b])
+                if np.all(np.diff(starts[a:b]) == size):     # one run of rows
+                    out[starts[a]:starts[a] + labels.size] = labels.reshape(-1)
+                else:
+                    for row, lo in enumerate(starts[a:b].tolist()):
+                        out[lo:lo + size] = labels[row]
+        return out
 
     def labels_at(self, positions):
         """The labels of the rows *positions* (ids in ``[0, n_rows)``, any
@@ -100,6 +131,37 @@ class LabelTree:
             a, b = ids.span(lo, size)
             out[ids.order[a:b]] = self._chunk(index, size, counts)[ids.ids[a:b] - lo]
         return out
+
+
+#: chunks from which :meth:`LabelTree.labels` draws them together
+BULK_CHUNKS = 4
+_BULK_ROWS = 32
+
+
+def chunk_labels(words, counts):
+    """The labels of g chunks of one size: row r is the chunk whose raw
+    words are ``words[r]`` and label counts ``counts[r]``, labelled as
+    :meth:`LabelTree._chunk` does (``labels[word_order(words)] =
+    repeat(labels, counts)``).  One sort of packed keys (the words' top bits
+    above the place) orders every row at once; a row whose kept bits tie
+    (about size^2 / 2^55 of them) is ordered by :func:`word_order` itself."""
+    g, size = words.shape
+    bits = np.uint64(max(1, (size - 1).bit_length()))
+    key = words >> bits
+    key <<= bits
+    key |= np.arange(size, dtype=np.uint64)
+    key.sort(axis=1)
+    high = key >> bits
+    key &= np.uint64((1 << int(bits)) - 1)
+    order = key.view(np.int64)
+    for row in np.flatnonzero(np.any(high[:, 1:] == high[:, :-1], axis=1)).tolist():
+        order[row] = word_order(words[row])
+    ranked = np.repeat(np.tile(np.arange(counts.shape[1], dtype=np.int64), g),
+                       counts.reshape(-1)).reshape(g, size)
+    order += np.arange(0, g * size, size, dtype=np.int64)[:, None]   # flat places
+    labels = np.empty((g, size), np.int64)
+    labels.reshape(-1)[order.reshape(-1)] = ranked.reshape(-1)
+    return labels
 
 
 class Labelling:

@@ -1021,6 +1021,34 @@ class PositionRNG(_LaneViews):
         self._shared.bit_generator.state = state
         return self._shared
 
+    def keyed_raw(self, stream_id, position, size):
+        """The first *size* raw words of ``draws(stream_id, position)``
+        (uint64 array), without a cursor: with the compiled kernel one C
+        call over the counters ``(j, purpose << 48 | sub, index, position +
+        1)``, j = 0, 1, ... (for the many small draws of the exact-size
+        label trees' chunks)."""
+        size = int(size)
+        if _KERNEL is None or size <= 0:
+            return self.keyed(stream_id, position).raw(size)
+        position = int(position)
+        if not 0 <= position < _MASK64:
+            raise ParameterError(f"draw position must be in [0, 2**64 - 1), got {position}")
+        word1, index, _ = _stream_words(stream_id)
+        out = np.empty((-(-size // LANES), LANES), dtype=np.uint64)
+        _KERNEL.lanes_range(*self._kernel_key, word1, index, position + 1, 0, out)
+        return out.reshape(-1)[:size]
+
+    def keyed_raw_into(self, stream_id, position, out):
+        """``out[:] = keyed_raw(stream_id, position, out.size)`` in one C
+        call, if the compiled kernel is in use and *out* (a C-contiguous
+        uint64 array) holds whole lane blocks: returns whether it did."""
+        if _KERNEL is None or out.size % LANES or not 0 <= position < _MASK64:
+            return False
+        word1, index, _ = _stream_words(stream_id)
+        _KERNEL.lanes_range(*self._kernel_key, word1, index, position + 1, 0,
+                            out.reshape(-1, LANES))
+        return True
+
     def describe(self):
         """A JSON-able description for run manifests."""
         return {
@@ -1082,6 +1110,14 @@ class KeyedRNG(_LaneViews):
     def keyed(self, stream_id, position):
         """The wrapped generator's :meth:`PositionRNG.keyed`."""
         return self.rng.keyed(stream_id, position)
+
+    def keyed_raw(self, stream_id, position, size):
+        """The wrapped generator's :meth:`PositionRNG.keyed_raw`."""
+        return self.rng.keyed_raw(stream_id, position, size)
+
+    def keyed_raw_into(self, stream_id, position, out):
+        """The wrapped generator's :meth:`PositionRNG.keyed_raw_into`."""
+        return self.rng.keyed_raw_into(stream_id, position, out)
 
     def describe(self):
         """The wrapped generator's :meth:`PositionRNG.describe`."""
