@@ -201,14 +201,10 @@ def _sorted_positions(rng, population, k, scratch=None,
     while got < k - have:
         need = k - have - got
         cand = rng.integers(0, population, 2 * need + 16)
-        if have:
-            order = np.argsort(cand, kind="stable")
-            srt = cand[order]                      # sorted keys make searchsorted fast
-            hit = np.searchsorted(sorted_part, srt)
+        if have:                # the sorted part (a few hundred kB) stays in the cache
+            hit = np.searchsorted(sorted_part, cand)
             hit[hit == have] = 0
-            fresh = np.empty(cand.size, dtype=bool)
-            fresh[order] = sorted_part[hit] != srt
-            cand = cand[fresh]
+            cand = cand[sorted_part[hit] != cand]
         if got:
             cand = cand[~np.isin(cand, buf[have:have + got])]
         _, first = np.unique(cand, return_index=True)

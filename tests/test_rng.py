@@ -764,3 +764,23 @@ def test_keyed_counters_borrow_like_256_bit_subtraction():
         expected = [((counter - 1) >> (64 * i)) & MASK for i in range(4)]
         got = PositionRNG._keyed_counter((purpose, index, sub), position)
         assert got.tolist() == expected, (purpose, index, sub, position)
+
+
+def test_long_raw_draws_are_numpys_words_and_leave_its_cursor(philox_path):
+    """Draws.raw of many words (the compiled kernel past _KERNEL_RAW): the
+    words of numpy's Philox stream from any cursor (mid-block, next to a
+    carry out of word 0), and the cursor where numpy's would be."""
+    from samplegen.udfs.rng import Draws
+    rng = np.random.default_rng(38)
+    for first in [0, 7, MASK - 3000, MASK - 1, MASK]:
+        counter = np.array([first, 5, MASK, 9], dtype=np.uint64)
+        ours = Draws(np.random.Philox(key=np.array([3, 4], np.uint64), counter=counter))
+        theirs = np.random.Philox(key=np.array([3, 4], np.uint64), counter=counter)
+        for _ in range(3):
+            head = int(rng.integers(0, 4))
+            assert np.array_equal(ours.raw(head), theirs.random_raw(head))
+            size = int(rng.integers(rng_module._KERNEL_RAW, 3 * rng_module._KERNEL_RAW))
+            assert np.array_equal(ours.raw(size), theirs.random_raw(size))
+            assert ours.raw() == int(theirs.random_raw())
+            assert ours.random(5).tolist() == (
+                (theirs.random_raw(5) >> np.uint64(11)) * 2.0 ** -53).tolist()
