@@ -410,27 +410,3 @@ def test_grouped_samples_keyed_by_row_id_are_the_block_jobs(session, frame):
         sg.kfold(df, 4, SEED, key="name", groups="patient")
     with pytest.raises(ParameterError, match="either stratified or grouped"):
         sg.kfold(df, 4, SEED, key="id", groups="patient", stratify="patient")
-
-
-@pytest.mark.slow
-def test_a_session_leaves_no_temporary_files_behind(tmp_path):
-    """A fresh process samples a DataFrame and ends: the packages shipped to
-    its executors went to the temporary directory, and are gone with it."""
-    import os
-    import subprocess
-    import sys
-    temp = tmp_path / "tmp"
-    temp.mkdir()
-    script = ("from pyspark.sql import SparkSession\n"
-              "from samplegen import spark as sg\n"
-              "s = SparkSession.builder.master('local[1]').getOrCreate()\n"
-              "[(train, test)] = sg.holdout(s.range(100), 0.5, 1, key='id')\n"
-              "assert train.count() + test.count() == 100\n"
-              "import os, sys\n"
-              "print(sorted(n for n in os.listdir(sys.argv[1]) if n.startswith('samplegen')))\n")
-    proc = subprocess.run([sys.executable, "-c", script, str(temp)], capture_output=True,
-                          text=True, timeout=300, env=dict(os.environ, TMPDIR=str(temp),
-                                                           PYSPARK_PYTHON=sys.executable))
-    assert proc.returncode == 0, proc.stderr[-2000:]
-    assert proc.stdout.strip().startswith("['samplegen-spark-")   # shipped while it ran
-    assert [n for n in os.listdir(temp) if n.startswith("samplegen")] == []
