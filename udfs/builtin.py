@@ -82,6 +82,10 @@ def _memo(table, key, make):
     return value
 
 
+#: rows per piece when a hold-out draws lane 1 alone (1 MiB of lane blocks)
+_LANE_PIECE = 1 << 15
+
+
 class HoldOut(SamplingUDF):
     """Hold-out pairs: ``repeats`` independent (train, test) splits.
     Sample ids: ``train-w`` = 2w, ``test-w`` = 2w + 1.
@@ -159,13 +163,15 @@ class HoldOut(SamplingUDF):
     def occurrences(self, start, stop, rng):
         if self.groups:         # each row takes its group's side
             codes = _rows_of(self, rng, start, stop)
-            return self._sided(start, stop, rng, lambda w, _: self.group_sides(rng, w)[codes])
+            return self._sided(start, stop, rng, lambda w, _: self.group_sides(rng, w)[codes],
+                               lanes_needed=False)
         if self.cutoffs:        # keyed rows: train below the first cutoff word, test below the next
             return self._sided(start, stop, rng, lambda w, lanes: np.searchsorted(
                 np.array(self.cutoffs[w], np.uint64), lanes[:, 0], side="right"))
         if self.exact:
             return self._sided(start, stop, rng,
-                               lambda w, _: self._labelling(rng, w).labels_for(rng, start, stop))
+                               lambda w, _: self._labelling(rng, w).labels_for(rng, start, stop),
+                               lanes_needed=False)
         n, reps = stop - start, self.repeats
         train_below = unit_threshold(self.fraction * self.ratio)
         keep_below = unit_threshold(self.fraction)
@@ -185,26 +191,35 @@ class HoldOut(SamplingUDF):
             return Occurrences(offset[keep], sample[keep], relpos[keep])
         return Occurrences(offset, sample, relpos)
 
-    def _sided(self, start, stop, rng, side_of):
+    def _sided(self, start, stop, rng, side_of, lanes_needed=True):
         """The occurrences of rows ``[start, stop)`` when ``side_of(w, lanes)``
         gives every row's side in repeat w (0 train, 1 test, 2 neither;
         *lanes*: the range's blocks of stream (HOLDOUT, w), whose lane 1
-        orders the rows)."""
+        orders the rows; None unless *lanes_needed*: lane 1 is then drawn
+        by cache-sized pieces, without the range's whole blocks)."""
         n = stop - start
         offset = np.empty(n * self.repeats, np.int64)
         sample = np.empty(n * self.repeats, np.int64)
         relpos = np.empty(n * self.repeats, np.uint64)
         filled = 0          # the repeats' occurrences written in place, not concatenated
         for w in range(self.repeats):
-            lanes = rng.block(stream(Purpose.HOLDOUT, w), start, stop)
+            sid = stream(Purpose.HOLDOUT, w)
+            lanes = rng.block(sid, start, stop) if lanes_needed else None
             label = side_of(w, lanes)
             if n and int(label.max()) < 2:      # every row on a side
                 part = slice(filled, filled + n)
                 offset[part] = np.arange(n, dtype=np.int64)
                 np.add(label, 2 * w, out=sample[part])
-                relpos[part] = lanes[:, 1]
+                if lanes is not None:
+                    relpos[part] = lanes[:, 1]
+                else:
+                    for a in range(0, n, _LANE_PIECE):
+                        b = min(n, a + _LANE_PIECE)
+                        relpos[filled + a:filled + b] = rng.block(sid, start + a, start + b)[:, 1]
                 filled += n
                 continue
+            if lanes is None:
+                lanes = rng.block(sid, start, stop)
             keep = np.flatnonzero(label < 2)
             part = slice(filled, filled + keep.size)
             offset[part] = keep

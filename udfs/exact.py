@@ -52,15 +52,19 @@ class LabelTree:
         if not 0 <= self.part < 1 << 42:
             raise ParameterError(f"part must be in [0, 2**42), got {part}")
         self._splits = {}                   # (depth, index) -> left counts
+        self._node_streams = {}             # depth -> the stream of its nodes' splits
         self._chunks = OrderedDict()        # chunk index -> labels of its rows
         self._cache_chunks = cache_chunks
 
     def _split(self, depth, index, size, counts):
         left = self._splits.get((depth, index))
         if left is None:
-            draws = self.rng.keyed(stream(Purpose.EXACT_NODE, self.labelling,
-                                          self.part << 6 | depth), index)
-            left = self._splits[(depth, index)] = draws.split_count(counts, size // 2)
+            sid = self._node_streams.get(depth)
+            if sid is None:
+                sid = self._node_streams[depth] = stream(Purpose.EXACT_NODE, self.labelling,
+                                                         self.part << 6 | depth)
+            left = self._splits[(depth, index)] = self.rng.keyed(sid, index).split_count(
+                counts, size // 2)
         return left, counts - left
 
     def _chunk(self, index, size, counts):

@@ -567,16 +567,17 @@ class Draws:
         hypergeometric, by one :meth:`hypergeometric` draw per group in
         order): an int64 array like *sizes*."""
         sizes = np.asarray(sizes, dtype=np.int64)
-        if sizes.ndim != 1 or np.any(sizes < 0):
+        values = sizes.tolist() if sizes.ndim == 1 else None   # checked in Python: tiny arrays
+        if values is None or (values and min(values) < 0):
             raise ParameterError(f"sizes must be a 1-D array of non-negative counts, "
                                  f"got {sizes!r}")
-        remaining = int(sizes.sum())
+        remaining = sum(values)
         k = int(k)
         if k < 0 or k > remaining:
             raise ParameterError(f"k must be an integer in [0, {remaining}], got {k}")
-        out = [0] * sizes.size
+        out = [0] * len(values)
         legacy = None
-        for i, size in enumerate(sizes.tolist()):
+        for i, size in enumerate(values):
             remaining -= size
             if k == 0:
                 break
