@@ -448,9 +448,12 @@ def sample_indices(udf, seed, block_size=1000, compose=True):
     ids = ids[order]
     out = {name: ids[bounds[i]:bounds[i + 1]] for i, name in enumerate(names)}
     composed = udf.composed_names() if compose else []
-    if composed:                   # the relative positions only for the composition
-        relpos = relpos[order]
-        folds = [(ids[bounds[i]:bounds[i + 1]], relpos[bounds[i]:bounds[i + 1]])
+    if composed:     # the relative positions of the rows past each fold's full blocks,
+        ordered = np.zeros(relpos.size, np.uint64)      # all composed_ids reads of them
+        for a, b in zip(bounds[:-1].tolist(), bounds[1:].tolist()):
+            tail = slice(b - (b - a) % block_size, b)
+            ordered[tail] = relpos[order[tail]]
+        folds = [(ids[bounds[i]:bounds[i + 1]], ordered[bounds[i]:bounds[i + 1]])
                  for i in range(len(names))]
         out.update(zip(composed, composed_ids(block_size, folds, len(composed),
                                               udf.fold_group())))

@@ -82,8 +82,20 @@ def _memo(table, key, make):
     return value
 
 
-#: rows per piece when a hold-out draws lane 1 alone (1 MiB of lane blocks)
+#: rows per piece when lane 1 is drawn alone (1 MiB of lane blocks)
 _LANE_PIECE = 1 << 15
+
+
+def _lane1(rng, stream_id, start, stop, out=None):
+    """Lane 1 of the blocks of rows ``[start, stop)`` (the relative
+    positions), into *out* if given: by cache-sized pieces, without the
+    range's whole lane blocks (32 bytes a row)."""
+    if out is None:
+        out = np.empty(stop - start, np.uint64)
+    for a in range(start, stop, _LANE_PIECE):
+        b = min(stop, a + _LANE_PIECE)
+        out[a - start:b - start] = rng.block(stream_id, a, b)[:, 1]
+    return out
 
 
 class HoldOut(SamplingUDF):
@@ -213,9 +225,7 @@ class HoldOut(SamplingUDF):
                 if lanes is not None:
                     relpos[part] = lanes[:, 1]
                 else:
-                    for a in range(0, n, _LANE_PIECE):
-                        b = min(n, a + _LANE_PIECE)
-                        relpos[filled + a:filled + b] = rng.block(sid, start + a, start + b)[:, 1]
+                    _lane1(rng, sid, start, stop, out=relpos[part])
                 filled += n
                 continue
             if lanes is None:
@@ -401,7 +411,7 @@ class KFold(SamplingUDF):
             lanes = rng.block(stream(Purpose.FOLD, r), start, stop)
             fold = np.minimum((to_unit(lanes[:, 0]) * self.k).astype(np.int64), self.k - 1)
         if lanes is None:
-            lanes = rng.block(stream(Purpose.FOLD, r), start, stop)
+            return fold, _lane1(rng, stream(Purpose.FOLD, r), start, stop)
         return fold, lanes[:, 1].copy()
 
     def occurrences(self, start, stop, rng):
