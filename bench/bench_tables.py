@@ -140,6 +140,10 @@ def main(argv=None):
     finally:
         if args.workdir is None:
             shutil.rmtree(work, ignore_errors=True)
+    print("\n| rows | case | median s | x pandas+sklearn | peak MB |\n|---:|---|---:|---:|---:|")
+    for r in results:
+        print(f"| {r['rows']:,} | {r['case']} | {r['median']:.2f} | {r['vs_pandas_sklearn']:.2f} | "
+              f"{r['peak_mb']:,} |")
     if args.json:
         with open(args.json, "w") as f:
             json.dump(results, f, indent=1)
