@@ -174,10 +174,17 @@ def markdown(res, command, machine):
               "unless the node's Python has samplegen installed (a wheel built for the nodes, "
               "or a venv archive, with the kernel built by `setup.py`): `udfs/rng.py` then "
               "loads that installation's kernel, checks it against numpy's Philox on edge "
-              "counters, and uses it (`SAMPLEGEN_PHILOX=numpy` turns it off).  The splitters "
-              "above spend most of their time outside the random words (the exact-size label "
-              "trees of `udfs/exact.py`, the ordering and grouping of `jobs/phases.py`), and the "
-              "R-TBS update in moving items (`tbs/latent.py`)."]
+              "counters, and uses it (`SAMPLEGEN_PHILOX=numpy` turns it off).  Where the rest "
+              "goes: the splitters spend most of their time outside the random words -- the "
+              "exact-size label trees of `udfs/exact.py` (a multivariate hypergeometric split "
+              "per node by numpy's frozen legacy algorithm, one call per label, and one sort of "
+              "each chunk's words), one sort of packed (sample, relative position, index) keys "
+              "in `jobs/phases.py` and the gathers around it; ShuffleSplit makes ten such "
+              "labellings and orders ten million occurrences where scikit-learn permutes.  The "
+              "R-TBS update spends about half its time moving items (a gather from the batch "
+              "and a scatter into the reservoir's buffer, memory-bound) and most of the rest "
+              "in the words and logarithms of the skips that choose them, which the frozen "
+              "streams fix."]
     return "\n".join(lines) + "\n"
 
 

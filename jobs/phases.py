@@ -217,7 +217,8 @@ def _packed_order(relpos, row_ids, sample=None, n_samples=1):
     kept = 64 - index_bits - sample_bits
     if kept < _PACKED_MIN_BITS or relpos.dtype != np.uint64:
         return None
-    if sample is not None and m and (int(sample.min()) < 0 or int(sample.max()) >= n_samples):
+    if sample is not None and (sample.dtype.kind not in "iu" or m and (
+            int(sample.min()) < 0 or int(sample.max()) >= n_samples)):
         return None
     key = np.empty(m, dtype=np.uint64)
     shift, index_shift = np.uint64(64 - kept), np.uint64(index_bits)

@@ -284,7 +284,8 @@ def test_chunks_drawn_together_are_the_chunks_drawn_one_by_one(monkeypatch):
     from samplegen.udfs import exact
     from samplegen.udfs.rng import stream, word_order
     rng = PositionRNG(11)
-    for n, counts in [(50_000, [30_000, 15_000, 5_000]), (9_999, [1, 9_998])]:
+    for n, counts in [(50_000, [30_000, 15_000, 5_000]), (9_999, [1, 9_998]),
+                      (1 << 16, [40_000, 25_536])]:     # chunks of 1,024: one kernel call
         bulk = LabelTree(rng, n, counts, 3, part=2).labels(0, n)
         monkeypatch.setattr(exact, "BULK_CHUNKS", 1 << 30)
         one_by_one = LabelTree(rng, n, counts, 3, part=2)
