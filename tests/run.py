@@ -35,9 +35,9 @@ from tests import profile
 
 #: (name, marker expression): every test is in exactly one stream
 STREAMS = (
-    ("cluster", "hadoop"),
-    ("spark", "(spark or hive) and not hadoop"),
-    ("rest", "not (hadoop or spark or hive)"),
+    ("cluster", "hadoop and not beside_spark"),
+    ("spark", "((spark or hive) and not hadoop) or beside_spark"),
+    ("rest", "not (hadoop or spark or hive or beside_spark)"),
 )
 
 #: the checkout the streams run in

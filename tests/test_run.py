@@ -12,15 +12,19 @@ def test_every_test_is_in_exactly_one_stream():
     """For every combination of the markers the streams are chosen by, one
     stream's marker expression holds (pytest's -m grammar here is Python's
     and/or/not over marker names)."""
-    names = ("hadoop", "spark", "hive", "mrjob", "slow")
+    names = ("hadoop", "spark", "hive", "mrjob", "slow", "beside_spark")
     for values in itertools.product((False, True), repeat=len(names)):
         marks = dict(zip(names, values))
         chosen = [name for name, expression in run.STREAMS
                   if eval(expression, {"__builtins__": {}}, marks)]
         assert len(chosen) == 1, (marks, chosen)
-    # each server in one stream only: Hadoop's tests, then Spark's and Hive's
-    assert eval(run.STREAMS[0][1], {}, dict(hadoop=True, spark=True, hive=True))
-    assert eval(run.STREAMS[1][1], {}, dict(hadoop=False, spark=False, hive=True))
+    # each Hive server in one stream only: Apache Hive's (on Hadoop), then the Spark Thrift
+    # Server's; a Hadoop test that runs Spark beside the cluster, in Spark's stream
+    off = dict(beside_spark=False)
+    assert eval(run.STREAMS[0][1], {}, dict(off, hadoop=True, spark=True, hive=True))
+    assert eval(run.STREAMS[1][1], {}, dict(off, hadoop=False, spark=False, hive=True))
+    assert eval(run.STREAMS[1][1], {}, dict(hadoop=True, spark=True, hive=False,
+                                            beside_spark=True))
 
 
 def test_progress_summary_and_failures_are_read_from_a_stream_log(tmp_path):

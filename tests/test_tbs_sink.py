@@ -65,6 +65,7 @@ def _timed_frame(k, size, t):
 
 @pytest.mark.spark
 @pytest.mark.hadoop
+@pytest.mark.beside_spark
 def test_a_streaming_query_keeps_the_sample_run_gives_with_state_on_hdfs(tmp_path, hdfs_base,
                                                                         spark):
     """A query over a file source, one file per micro-batch (an empty one
@@ -126,6 +127,7 @@ def _example(hadoop, source, state, checkpoint, crash=None):
 @pytest.mark.slow
 @pytest.mark.spark
 @pytest.mark.hadoop
+@pytest.mark.beside_spark
 def test_a_query_killed_mid_batch_and_restarted_counts_every_batch_once(tmp_path, hdfs_base,
                                                                       hadoop):
     """The runnable example of docs/TBS_JOBS.md as the query, its driver a
