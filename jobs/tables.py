@@ -16,11 +16,14 @@ type and the rows in the jobs' order::
                              folds' files, hard-linked (no copy), a dataset
     DEST/_SUCCESS
 
-The table is read whole into Arrow memory (Arrow's multithreaded CSV and
-Parquet readers), the samples' row ids are computed in memory
-(:func:`jobs.phases.sample_indices`), and each sample is Arrow's ``take``
-of them, written under the run's staging directory and committed with it
-(:class:`jobs.store.StagedOutput`): whole or not at all.
+A table that fits its memory budget is read whole by Arrow's multithreaded
+CSV and Parquet readers; a larger one is streamed once into a memory-mapped
+Arrow file in the run's scratch space (:class:`SpilledTable`).  The
+samples' row ids are computed in memory (:func:`jobs.phases.sample_indices`),
+and each sample is Arrow's ``take`` of them, a million rows at a time (the
+same bytes either way), hashed as it is written under the run's staging
+directory and committed with it (:class:`jobs.store.StagedOutput`): whole
+or not at all.
 """
 import contextlib
 import hashlib
