@@ -62,7 +62,11 @@ STARTUP_SECONDS = 300
 #: the server: parses and plans queries and runs the embedded metastore; the
 #: work itself runs in YARN containers (resident size after start ~470 MB)
 SERVER_HEAP = "-Xms128m -Xmx1g"
-SERVER_FLAGS = "-XX:+UseSerialGC -Djava.net.preferIPv4Stack=true"
+#: the server's, the Tez application master's and the task containers' JVM
+#: options: the cluster's quick-start ones (one collector thread, the client
+#: compiler only), which suit a single node's short queries
+SERVER_FLAGS = cluster.JVM_FLAGS
+QUICK = "-XX:+UseSerialGC -XX:TieredStopAtLevel=1"
 #: Tez on YARN: the application master and each task container (MiB)
 TEZ_AM_MB, TEZ_AM_HEAP = 512, "-Xmx384m"
 TEZ_TASK_MB, TEZ_TASK_HEAP = 768, "-Xmx512m"
@@ -258,7 +262,7 @@ def site_config(p, hp, port, hdfs_root, tez_uri):
         "hive.server2.tez.sessions.per.default.queue": 1,
         "hive.server2.tez.initialize.default.sessions": "true",
         "hive.tez.container.size": TEZ_TASK_MB,
-        "hive.tez.java.opts": f"{TEZ_TASK_HEAP} -XX:+UseSerialGC",
+        "hive.tez.java.opts": f"{TEZ_TASK_HEAP} {QUICK}",
         "hive.exec.mode.local.auto": "false",
         "hive.exec.submit.local.task.via.child": "false",
         "hive.exec.reducers.max": 4,
@@ -271,9 +275,9 @@ def site_config(p, hp, port, hdfs_root, tez_uri):
         "tez.lib.uris": tez_uri,
         "tez.use.cluster.hadoop-libs": "true",
         "tez.am.resource.memory.mb": TEZ_AM_MB,
-        "tez.am.launch.cmd-opts": f"{TEZ_AM_HEAP} -XX:+UseSerialGC {opens}",
+        "tez.am.launch.cmd-opts": f"{TEZ_AM_HEAP} {QUICK} {opens}",
         "tez.task.resource.memory.mb": TEZ_TASK_MB,
-        "tez.task.launch.cmd-opts": f"-XX:+UseSerialGC {opens}",
+        "tez.task.launch.cmd-opts": f"{QUICK} {opens}",
         "tez.task.launch.env": f"PATH={task_path()}",
         "tez.runtime.io.sort.mb": 64,
         "tez.staging-dir": f"{root}/tez-staging",
