@@ -350,6 +350,8 @@ def test_import_export_info_on_hdfs(hadoop, base, matrices, tmp_path):
     assert bad.returncode == 2 and b"inside the samplegen matrix" in bad.stderr
 
 
+@pytest.mark.spark
+@pytest.mark.beside_spark
 def test_import_a_parquet_dataset_written_by_spark(hadoop, base, tmp_path):
     """A directory of part files, ``_SUCCESS`` and ``.crc`` files, as Spark
     writes it, its name without suffix (Spark runs in a process of its own, so
