@@ -678,23 +678,13 @@ def _open_parquet(uri, pick, dataset):
         sources.append(source)
     first = footers[0]
     available = [(name, _column_type(first, name, dtype)) for name, dtype in first.dtypes.items()]
-    keys = [key for key, _ in files[0][2]]
-    if len(set(keys)) < len(keys):
-        raise InputError(f"{uri}: partition key repeated in {files[0][1]}")
     partitions = {}   # key -> its value per file (a float)
-    for j, key in enumerate(keys):
+    for key, (numeric, values) in partition_columns(uri, files).items():
         if key in first.dtypes:
             raise InputError(f"{uri}: partition key {key!r} is also a column of "
                              f"{where(files[0][1])}")
-        texts = []
-        for _, rel, parts in files:
-            if [k for k, _ in parts] != keys:
-                raise InputError(f"{uri}: its partition directories disagree: {files[0][1]} and "
-                                 f"{rel} have different keys")
-            texts.append(parts[j][1])
-        numbers = [t for t in texts if t != NULL_PARTITION]
-        if numbers and all(_is_number(t) for t in numbers):
-            partitions[key] = [np.nan if t == NULL_PARTITION else float(t) for t in texts]
+        if numeric:
+            partitions[key] = values
             available.append((key, None))
         else:
             available.append((key, "string"))
@@ -754,6 +744,30 @@ def _open_parquet(uri, pick, dataset):
                     out[:, j] = value
                 yield out
     return Rows(names, len(names), chunks(), left_out)
+
+
+def partition_columns(uri, files):
+    """``{key: (numeric, values)}`` of the partition keys of the dataset
+    *files* (as :func:`_dataset_files` lists them), in order: each key's
+    value per file, floats (a null partition NaN) when every value is a
+    number, else the texts.  InputError for a key repeated in a path, or
+    files whose partition keys differ."""
+    keys = [key for key, _ in files[0][2]]
+    if len(set(keys)) < len(keys):
+        raise InputError(f"{uri}: partition key repeated in {files[0][1]}")
+    for _, rel, parts in files:
+        if [k for k, _ in parts] != keys:
+            raise InputError(f"{uri}: its partition directories disagree: {files[0][1]} and "
+                             f"{rel} have different keys")
+    columns = {}
+    for j, key in enumerate(keys):
+        texts = [parts[j][1] for _, _, parts in files]
+        numbers = [t for t in texts if t != NULL_PARTITION]
+        if numbers and all(_is_number(t) for t in numbers):
+            columns[key] = (True, [np.nan if t == NULL_PARTITION else float(t) for t in texts])
+        else:
+            columns[key] = (False, texts)
+    return columns
 
 
 def _frame_values(frame, columns, half):

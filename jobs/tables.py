@@ -40,7 +40,7 @@ from samplegen.udfs.weighted import RowWeights
 
 from . import fs as fsmod
 from .driver import _space_named
-from .formats import _dataset_files, _skip, _Source, csv_head, file_format
+from .formats import _dataset_files, _skip, _Source, csv_head, file_format, partition_columns
 from .limits import available_memory, format_bytes
 from .phases import partners, sample_indices
 from .store import (
@@ -431,7 +431,8 @@ def _parquet_pieces(uri, files, streamed):
     import pyarrow as pa
     from pyarrow import parquet as pq
     fs, _ = fsmod.fsspec_of(uri)
-    numeric = _numeric_keys(uri, files)
+    numeric = {key for key, (is_number, _) in partition_columns(uri, files).items()
+               if is_number}
     schema = None
     for path, rel, parts in files:
         name = fsmod.join(uri, rel) if rel else uri
@@ -456,26 +457,6 @@ def _parquet_pieces(uri, files, streamed):
         except (pa.ArrowException, OSError, ValueError, IndexError) as exc:
             raise _arrow_failure(source, exc) from None
         source.check()
-
-
-def _numeric_keys(uri, files):
-    """The partition keys of *files* whose values are all numbers."""
-    from .formats import NULL_PARTITION, _is_number
-    keys = [key for key, _ in files[0][2]]
-    if len(set(keys)) < len(keys):
-        raise InputError(f"{uri}: partition key repeated in {files[0][1]}")
-    numeric = set()
-    for j, key in enumerate(keys):
-        values = []
-        for _, rel, parts in files:
-            if [k for k, _ in parts] != keys:
-                raise InputError(f"{uri}: its partition directories disagree: {files[0][1]} "
-                                 f"and {rel} have different keys")
-            values.append(parts[j][1])
-        numbers = [v for v in values if v != NULL_PARTITION]
-        if numbers and all(_is_number(v) for v in numbers):
-            numeric.add(key)
-    return numeric
 
 
 def _with_partitions(uri, name, piece, parts, numeric):
