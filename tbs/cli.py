@@ -102,17 +102,34 @@ def _check_outputs(args, options):
             raise TBSError("--plot needs matplotlib (pip install 'samplegen[plots]')")
 
 
-def _write_csv(path, header, rows):
+def _made_by(args):
+    """The ``--made-by`` text (what to write in the outputs), or None."""
+    text = getattr(args, "made_by", None)
+    return text.strip() if text and text.strip() else None
+
+
+def _write_csv(path, header, rows, made_by=None):
+    """CSV with ``header``; ``made_by`` (if any) is a first line ``# made by: ...``
+    (read it with ``comment="#"`` in pandas, or skip lines starting with '#')."""
     buf = io.StringIO()
+    if made_by:
+        buf.write(f"# made by: {made_by}\n")
     writer = csv.writer(buf, lineterminator="\n")
     writer.writerow(header)
     writer.writerows(rows)
     fsmod.write_atomic(path, buf.getvalue().encode())
 
 
-def _save_figure(fig, path):
+def _save_figure(fig, path, made_by=None):
+    """PNG of ``fig``; ``made_by`` (if any) as a small footer and as the PNG's
+    ``Comment`` text chunk."""
+    metadata = None
+    if made_by:
+        fig.text(0.995, 0.002, f"made by: {made_by}", ha="right", va="bottom", fontsize=6,
+                 color="gray")
+        metadata = {"Comment": f"made by: {made_by}"}
     buf = io.BytesIO()
-    fig.savefig(buf, format="png", dpi=110, bbox_inches="tight")
+    fig.savefig(buf, format="png", dpi=110, bbox_inches="tight", metadata=metadata)
     fsmod.write_atomic(path, buf.getvalue())
 
 
@@ -128,6 +145,14 @@ def _pyplot():
 def _check_memory(nbytes, command, fix):
     """Refuse, before any work, an experiment whose arrays would not fit."""
     limits.check_memory(nbytes, f"samplegen tbs {command}", fix)
+
+
+def _cell(value, count=False):
+    """A CSV cell: empty for NaN (not applicable), else the exact float (``count``: an integer)."""
+    value = float(value)
+    if math.isnan(value):
+        return ""
+    return str(int(value)) if count else repr(value)
 
 
 def _cmd_simulate(args):
@@ -157,12 +182,11 @@ def _cmd_simulate(args):
         rows = []
         for name, tr in traces.items():
             for k in range(sizes.size):
-                rows.append([k + 1, name, int(sizes[k]), int(tr["sample_size"][k]),
-                             repr(float(tr["sample_weight"][k])),
-                             repr(float(tr["total_weight"][k])),
-                             "" if math.isnan(tr["rho"][k]) else repr(float(tr["rho"][k]))])
-        _write_csv(args.csv, ["batch", "algorithm", "batch_size", "sample_size", "sample_weight",
-                              "total_weight", "rho"], rows)
+                rows.append([k + 1, name, int(sizes[k]), int(tr["sample_size"][k])]
+                            + [_cell(tr[key][k], key.endswith("latent_samples"))
+                               for key in ex.TRACE_KEYS[1:]])
+        _write_csv(args.csv, ["batch", "algorithm", "batch_size", *ex.TRACE_KEYS], rows,
+                   _made_by(args))
     if args.plot:
         plt = _pyplot()
         fig, (top, bottom) = plt.subplots(2, 1, figsize=(8, 5.5), sharex=True,
@@ -181,7 +205,7 @@ def _cmd_simulate(args):
         bottom.plot(k, sizes, color="black", lw=0.8)
         bottom.set_ylabel("batch size")
         bottom.set_xlabel("batch k")
-        _save_figure(fig, args.plot)
+        _save_figure(fig, args.plot, _made_by(args))
         plt.close(fig)
     half = sizes.size // 2
     for name, tr in traces.items():
@@ -230,6 +254,12 @@ def _edge_notes(hname, hyper, tuned, natural_low):
         _warn(text)
         notes.append(text)
     return notes
+
+
+def _with_made_by(text, args):
+    """A Markdown table's text, with a last line naming the command that made it."""
+    made_by = _made_by(args)
+    return text + (f"\nMade by: `{made_by}`.\n" if made_by else "")
 
 
 def _fmt(value, paper, digits=1):
@@ -284,7 +314,7 @@ def _stream_command(args, kind):
         def factory(x, y):
             return ex.ridge_scores(x, y, hyper, intercept=args.intercept)
         loss, hname, natural_low = "MSE", "penalty", 0.0
-    results, curves, ses, notes = {}, {}, {}, []
+    results, curves, first, ses, notes = {}, {}, {}, {}, []
     for pattern in patterns:
         flags = ex.mode_pattern(pattern, args.test_batches)
         common = dict(runs=None, warmup=args.warmup, test_batches=args.test_batches,
@@ -300,20 +330,22 @@ def _stream_command(args, kind):
         ses[pattern] = ex.standard_errors(scores, tuned)
         curves[pattern] = {name: np.nanmean(scores[name][:, :, tuned[name]], axis=0)
                            for name in schemes}
+        first[pattern] = {name: scores[name][0, :, tuned[name]] for name in schemes}
         notes += [f"{pattern}: {n}" for n in _edge_notes(hname, hyper, tuned, natural_low)]
         print(f"{pattern}: " + "; ".join(f"{name} {loss} {m:.1f} ES {e:.1f} ({hname}={h:g})"
                                          for name, (h, m, e) in results[pattern].items()))
     if args.table:
         text = _stream_table(args, kind, schemes, patterns, results, ses, loss, hname, notes)
-        fsmod.write_atomic(args.table, text.encode())
+        fsmod.write_atomic(args.table, _with_made_by(text, args).encode())
     if args.csv:
         rows = []
         for p in patterns:
             for name in schemes:
-                for t, value in enumerate(curves[p][name], start=1):
-                    rows.append([p, name, t, f"{value:.4f}", results[p][name][0]])
-        _write_csv(args.csv, ["pattern", "scheme", "t", f"mean_{loss.lower().rstrip('%')}",
-                              hname], rows)
+                for t, (value, one) in enumerate(zip(curves[p][name], first[p][name]), start=1):
+                    rows.append([p, name, t, f"{value:.4f}", results[p][name][0], f"{one:.4f}"])
+        short = loss.lower().rstrip('%')
+        _write_csv(args.csv, ["pattern", "scheme", "t", f"mean_{short}", hname,
+                              f"run1_{short}"], rows, _made_by(args))
     if args.plot:
         _stream_plot(args, kind, schemes, patterns, curves, loss, sizes)
     return 0
@@ -409,7 +441,7 @@ def _stream_plot(args, kind, schemes, patterns, curves, loss, sizes):
     axes[-1, 0].set_xlabel("test batch t")
     axes[0, 0].legend(fontsize=7, loc="upper right")
     fig.tight_layout()
-    _save_figure(fig, args.plot)
+    _save_figure(fig, args.plot, _made_by(args))
     plt.close(fig)
 
 
@@ -440,7 +472,7 @@ def _cmd_online(args):
     flags = ex.mode_pattern(args.pattern, args.test_batches)
     methods = ("R-TBS", "Prox", "OGD") + (("R-TBS fixed",) if args.fixed_lambda else ())
     hnames = {"R-TBS": "lambda", "Prox": "mu", "OGD": "rate", "R-TBS fixed": "lambda"}
-    rows, curves = [], {}
+    rows, curves, first, summary_of = [], {}, {}, {}
     for extra in args.extra:
         res = ex.online_experiment(lambdas=args.lambdas, rates=args.rates, mus=args.mus,
                                    runs=args.runs, tune_runs=args.tune_runs,
@@ -457,7 +489,9 @@ def _cmd_online(args):
             es = np.mean([ex.expected_shortfall(run[19:]) for run in c])
             summary[m] = (float(np.mean(c)), float(es), res["tuned"][m])
         rows.append((extra, summary, res["edges"]))
+        summary_of[extra] = summary
         curves[extra] = {m: res["curves"][m].mean(axis=0) for m in methods}
+        first[extra] = {m: res["curves"][m][0] for m in methods}
         print(f"stable parameters {extra}: " + "; ".join(
             f"{m} MSE {v[0]:.2f} ES {v[1]:.2f} ({hnames[m]}={v[2]:g})"
             for m, v in summary.items()))
@@ -479,14 +513,16 @@ def _cmd_online(args):
         text = "\n".join(lines) + "\n"
         if paper:
             text += "\nIn parentheses: the paper's MSE.\n"
-        fsmod.write_atomic(args.table, text.encode())
+        fsmod.write_atomic(args.table, _with_made_by(text, args).encode())
     if args.csv:
         out = []
         for extra in args.extra:
             for m in methods:
-                for t, v in enumerate(curves[extra][m], start=1):
-                    out.append([extra, m, t, f"{v:.4f}"])
-        _write_csv(args.csv, ["stable_parameters", "method", "t", "mean_mse"], out)
+                value = summary_of[extra][m][2]
+                for t, (v, one) in enumerate(zip(curves[extra][m], first[extra][m]), start=1):
+                    out.append([extra, m, t, f"{v:.4f}", f"{value:g}", f"{one:.4f}"])
+        _write_csv(args.csv, ["stable_parameters", "method", "t", "mean_mse", "value",
+                              "run1_mse"], out, _made_by(args))
     if args.plot:
         _online_plot(args, rows, curves, methods)
     return 0
@@ -520,7 +556,7 @@ def _online_plot(args, rows, curves, methods):
                      fontsize=9)
     ax.legend(fontsize=7)
     fig.tight_layout()
-    _save_figure(fig, args.plot)
+    _save_figure(fig, args.plot, _made_by(args))
     plt.close(fig)
 
 
@@ -562,6 +598,7 @@ def add_commands(sub):
     p.add_argument("--plot", help="write a PNG plot to this file")
     p.add_argument("--title", help="title of the plot")
     p.add_argument("--show-weight", action="store_true", help="also plot R-TBS total weight W_k")
+    _add_made_by(p)
 
     for name, helptext in (("knn", "kNN on a Gaussian-mixture stream (section 6.4, Table 1)"),
                            ("regression", "ridge regression on a two-mode stream (section 6.5)")):
@@ -576,6 +613,7 @@ def add_commands(sub):
         q.add_argument("--table", help="write the Markdown table here")
         q.add_argument("--csv", help="write mean loss per test batch here")
         q.add_argument("--plot", help="write a PNG of the loss over time here")
+        _add_made_by(q)
         if name == "knn":
             q.add_argument("--k", type=_int_list, default="1,3,5,7,9,11,15",
                            help="comma-separated neighbour counts to tune over "
@@ -589,10 +627,10 @@ def add_commands(sub):
                            help="centroids uniform in [0, BOX]^2 (default %(default)s)")
             q.add_argument("--spread", type=float, default=mix["spread"],
                            help="standard deviation of a class around its centroid "
-                                "(default %(default)s; the paper states 1)")
+                                "(default %(default)s, as the paper states)")
             q.add_argument("--ratio", type=float, default=mix["ratio"],
                            help="frequency ratio of frequent to rare classes "
-                                "(default %(default)s; the paper states 5)")
+                                "(default %(default)s, as the paper states)")
             q.add_argument("--batch-sizes", choices=["constant", "uniform", "growing"],
                            default="constant",
                            help="constant --batch, uniform on [0, 2 --batch], or --batch "
@@ -633,7 +671,15 @@ def add_commands(sub):
     q.add_argument("--table", help="write the Markdown table here")
     q.add_argument("--csv", help="write mean MSE per test batch here")
     q.add_argument("--plot", help="write a PNG here (a sweep plots mean MSE per --extra)")
+    _add_made_by(q)
     _add_stream_commands(sub)
+
+
+def _add_made_by(parser):
+    parser.add_argument("--made-by", metavar="TEXT",
+                        help="the command to name in every output (e.g. 'make tbs-sizes'): a "
+                             "first line '# made by: TEXT' in the CSV, a last line in the "
+                             "table, a footer and a PNG text chunk in the plot")
 
 
 def _add_run_options(parser, tuned, sample="sample size"):
