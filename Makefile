@@ -147,14 +147,21 @@ clean:
 # --- time-biased sampling (tbs/) ---
 TBS_OUT := docs/tbs
 TBS_CLI := $(SAMPLEGEN) tbs
-TBS_SIM := $(TBS_CLI) simulate --n 1000 --batch-size 100 --batches 1000
+# every output names the target that wrote it (CSV: a first '# made by:' line)
+TBS_MADE = --made-by "make $@"
+TBS_SIM = $(TBS_CLI) simulate --n 1000 --batch-size 100 --batches 1000 $(TBS_MADE)
+TBS_FIG3 = $(TBS_CLI) simulate --algorithms rtbs --decay poly --n 1000 --regime periodic --period 2000 --batches 6000 --show-weight $(TBS_MADE)
 
-.PHONY: tbs-test tbs-sizes tbs-knn tbs-knn-sizes tbs-regression tbs-online tbs-experiments bench-tbs
+.PHONY: tbs-test tbs-sizes tbs-knn tbs-knn-sizes tbs-regression tbs-online tbs-figures tbs-experiments bench-tbs
 
 tbs-test: setup
 	$(PY) -m pytest -q tests/test_tbs_*.py
 
-# Section 6.2: figure 6 (exponential decay), figure 7 (quadratic decay), figure 3 (R-TBS, quadratic, periodic sizes).
+# Section 6.2: figure 6 (exponential decay), figure 7 (quadratic decay); section 4.3.3: figure 3
+# (R-TBS, quadratic, periodic sizes; 3(c) with delta2 = 100, the paper's section 4.3.2 example,
+# since the figure's own is not stated, and beside it with section 6's 0.001 n); latent samples
+# kept by R-TBS's consolidation rule and by the rule as printed (5000 regular batches, and the
+# example of section 4.3.2).  About 6 minutes.
 tbs-sizes: setup
 	@mkdir -p $(TBS_OUT)
 	$(TBS_SIM) --decay exp --lambda 0.05 --regime growing  --csv $(TBS_OUT)/fig6a_exp_growing.csv   --plot $(TBS_OUT)/fig6a_exp_growing.png   --title "Fig. 6(a): exponential decay, lambda = 0.05, batch sizes grow by phi = 1.002 after k = 200"
@@ -165,41 +172,51 @@ tbs-sizes: setup
 	$(TBS_SIM) --decay poly --regime constant --csv $(TBS_OUT)/fig7b_poly_constant.csv  --plot $(TBS_OUT)/fig7b_poly_constant.png  --title "Fig. 7(b): quadratic decay (s = 2, d = 10), constant batch size 100"
 	$(TBS_SIM) --decay poly --regime uniform  --csv $(TBS_OUT)/fig7c_poly_uniform.csv   --plot $(TBS_OUT)/fig7c_poly_uniform.png   --title "Fig. 7(c): quadratic decay (s = 2, d = 10), batch sizes uniform on [0, 200]"
 	$(TBS_SIM) --decay poly --regime shrinking --csv $(TBS_OUT)/fig7d_poly_shrinking.csv --plot $(TBS_OUT)/fig7d_poly_shrinking.png --title "Fig. 7(d): quadratic decay (s = 2, d = 10), shrinking batch sizes (phi = 0.8)"
-	$(TBS_CLI) simulate --algorithms rtbs --decay poly --n 1000 --regime periodic --period 2000 --batches 6000 --batch-size 100 --high 300 --max-weight 1000 --show-weight --csv $(TBS_OUT)/fig3a_rtbs_periodic.csv --plot $(TBS_OUT)/fig3a_rtbs_periodic.png --title "Fig. 3(a): R-TBS, quadratic decay, b1 = 100, b2 = 300, n' = n"
-	$(TBS_CLI) simulate --algorithms rtbs --decay poly --n 1000 --regime periodic --period 2000 --batches 6000 --batch-size 100 --high 300 --max-weight 2000 --show-weight --csv $(TBS_OUT)/fig3b_rtbs_periodic.csv --plot $(TBS_OUT)/fig3b_rtbs_periodic.png --title "Fig. 3(b): R-TBS, quadratic decay, b1 = 100, b2 = 300, n' = 2n"
-	$(TBS_CLI) simulate --algorithms rtbs --decay poly --n 1000 --regime periodic --period 2000 --batches 6000 --batch-size 50 --high 250 --max-weight 2000 --show-weight --csv $(TBS_OUT)/fig3c_rtbs_periodic.csv --plot $(TBS_OUT)/fig3c_rtbs_periodic.png --title "Fig. 3(c): R-TBS, quadratic decay, b1 = 50, b2 = 250, n' = 2n"
+	$(TBS_FIG3) --batch-size 100 --high 300 --max-weight 1000 --csv $(TBS_OUT)/fig3a_rtbs_periodic.csv --plot $(TBS_OUT)/fig3a_rtbs_periodic.png --title "Fig. 3(a): R-TBS, quadratic decay, b1 = 100, b2 = 300, n' = n"
+	$(TBS_FIG3) --batch-size 100 --high 300 --max-weight 2000 --csv $(TBS_OUT)/fig3b_rtbs_periodic.csv --plot $(TBS_OUT)/fig3b_rtbs_periodic.png --title "Fig. 3(b): R-TBS, quadratic decay, b1 = 100, b2 = 300, n' = 2n"
+	$(TBS_FIG3) --batch-size 50 --high 250 --max-weight 2000 --delta2 100 --csv $(TBS_OUT)/fig3c_rtbs_periodic.csv --plot $(TBS_OUT)/fig3c_rtbs_periodic.png --title "Fig. 3(c): R-TBS, quadratic decay, b1 = 50, b2 = 250, n' = 2n, delta2 = 100"
+	$(TBS_FIG3) --batch-size 50 --high 250 --max-weight 2000 --delta2 1 --csv $(TBS_OUT)/fig3c_rtbs_periodic_delta2_1.csv --plot $(TBS_OUT)/fig3c_rtbs_periodic_delta2_1.png --title "Fig. 3(c) with delta2 = 0.001 n = 1 (section 6's default) instead of 100"
+	$(TBS_CLI) simulate --algorithms rtbs --decay poly --n 1000 --batch-size 100 --batches 5000 --delta2 100 $(TBS_MADE) --csv $(TBS_OUT)/consolidation_poly.csv
+	$(TBS_CLI) simulate --algorithms rtbs --decay poly --shift 0 --n 100000 --batch-size 10000 --batches 300 --delta1 0.0001 --delta2 100 $(TBS_MADE) --csv $(TBS_OUT)/consolidation_example.csv
 
-# Section 6.4, Table 1 and figures 13-14 (30 runs per pattern; about 10 minutes).
+# Section 6.4, Table 1 and figures 13-14, with the data generator the paper states (spread 1,
+# ratio 5; 30 runs per pattern; about 12 minutes).  Beside it, labelled, a short run (10 runs,
+# k = 3) of a generator fitted to the paper's error levels (spread 1.3, ratio 6.5).
 tbs-knn: setup
 	@mkdir -p $(TBS_OUT)
-	$(TBS_CLI) knn --runs 30 --tune-runs 5 --table $(TBS_OUT)/knn_table.md --csv $(TBS_OUT)/knn_curves.csv --plot $(TBS_OUT)/knn_curves.png
+	$(TBS_CLI) knn --runs 30 --tune-runs 5 $(TBS_MADE) --table $(TBS_OUT)/knn_table.md --csv $(TBS_OUT)/knn_curves.csv --plot $(TBS_OUT)/knn_curves.png
+	$(TBS_CLI) knn --runs 10 --tune-runs 0 --k 3 --patterns "single,P(10,10)" --schemes exp:0.07,poly:2.0,sw,unif --spread 1.3 --ratio 6.5 $(TBS_MADE) --table $(TBS_OUT)/knn_table_calibrated.md --csv $(TBS_OUT)/knn_curves_calibrated.csv
 
-# Section 6.4, figure 15: P(10,10) with uniform and 2%-growing batch sizes (about 3 minutes).
+# Section 6.4, figure 15: P(10,10) with uniform and 2%-growing batch sizes (about 5 minutes).
 tbs-knn-sizes: setup
 	@mkdir -p $(TBS_OUT)
-	$(TBS_CLI) knn --runs 30 --tune-runs 5 --patterns "P(10,10)" --schemes exp:0.07,poly:2.0,sw,unif --batch-sizes uniform --table $(TBS_OUT)/fig15a_knn_uniform.md --csv $(TBS_OUT)/fig15a_knn_uniform.csv --plot $(TBS_OUT)/fig15a_knn_uniform.png
-	$(TBS_CLI) knn --runs 30 --tune-runs 5 --patterns "P(10,10)" --schemes exp:0.07,poly:2.0,sw,unif --batch-sizes growing --growth 0.02 --table $(TBS_OUT)/fig15b_knn_growing.md --csv $(TBS_OUT)/fig15b_knn_growing.csv --plot $(TBS_OUT)/fig15b_knn_growing.png
+	$(TBS_CLI) knn --runs 30 --tune-runs 5 --patterns "P(10,10)" --schemes exp:0.07,poly:2.0,sw,unif --batch-sizes uniform $(TBS_MADE) --table $(TBS_OUT)/fig15a_knn_uniform.md --csv $(TBS_OUT)/fig15a_knn_uniform.csv --plot $(TBS_OUT)/fig15a_knn_uniform.png
+	$(TBS_CLI) knn --runs 30 --tune-runs 5 --patterns "P(10,10)" --schemes exp:0.07,poly:2.0,sw,unif --batch-sizes growing --growth 0.02 $(TBS_MADE) --table $(TBS_OUT)/fig15b_knn_growing.md --csv $(TBS_OUT)/fig15b_knn_growing.csv --plot $(TBS_OUT)/fig15b_knn_growing.png
 
 # Section 6.5, figure 16: saturated (n = 1000) and unsaturated (n = 1600) samples; ridge
 # penalty tuned on 0.01..1e6 (three per decade), with an intercept (default) and without
-# (about 1 minute).
+# (about 3 minutes).
 tbs-regression: setup
 	@mkdir -p $(TBS_OUT)
-	$(TBS_CLI) regression --n 1000 --patterns "P(10,10)" --table $(TBS_OUT)/regression_n1000.md --csv $(TBS_OUT)/regression_n1000.csv --plot $(TBS_OUT)/regression_n1000.png
-	$(TBS_CLI) regression --n 1600 --patterns "P(10,10),P(16,16)" --table $(TBS_OUT)/regression_n1600.md --csv $(TBS_OUT)/regression_n1600.csv --plot $(TBS_OUT)/regression_n1600.png
-	$(TBS_CLI) regression --n 1000 --patterns "P(10,10)" --no-intercept --table $(TBS_OUT)/regression_n1000_nointercept.md
-	$(TBS_CLI) regression --n 1600 --patterns "P(10,10),P(16,16)" --no-intercept --table $(TBS_OUT)/regression_n1600_nointercept.md
-	$(TBS_CLI) regression --n 1000 --patterns "P(10,10)" --no-intercept --penalties 0.01 --table $(TBS_OUT)/regression_n1000_leastsquares.md
+	$(TBS_CLI) regression --n 1000 --patterns "P(10,10)" $(TBS_MADE) --table $(TBS_OUT)/regression_n1000.md --csv $(TBS_OUT)/regression_n1000.csv --plot $(TBS_OUT)/regression_n1000.png
+	$(TBS_CLI) regression --n 1600 --patterns "P(10,10),P(16,16)" $(TBS_MADE) --table $(TBS_OUT)/regression_n1600.md --csv $(TBS_OUT)/regression_n1600.csv --plot $(TBS_OUT)/regression_n1600.png
+	$(TBS_CLI) regression --n 1000 --patterns "P(10,10)" --no-intercept $(TBS_MADE) --table $(TBS_OUT)/regression_n1000_nointercept.md --csv $(TBS_OUT)/regression_n1000_nointercept.csv
+	$(TBS_CLI) regression --n 1600 --patterns "P(10,10),P(16,16)" --no-intercept $(TBS_MADE) --table $(TBS_OUT)/regression_n1600_nointercept.md --csv $(TBS_OUT)/regression_n1600_nointercept.csv
+	$(TBS_CLI) regression --n 1000 --patterns "P(10,10)" --no-intercept --penalties 0.01 $(TBS_MADE) --table $(TBS_OUT)/regression_n1000_leastsquares.md --csv $(TBS_OUT)/regression_n1000_leastsquares.csv
 
 # Section 6.5, figure 17: R-TBS against online gradient descent and a proximal learner
-# (about 10 minutes; 17(c) with 10 runs per point).
+# (about 16 minutes; 17(c) with 10 runs per point).
 tbs-online: setup
 	@mkdir -p $(TBS_OUT)
-	$(TBS_CLI) online --fixed-lambda 0.1 --table $(TBS_OUT)/fig17a_online.md --csv $(TBS_OUT)/fig17a_online.csv --plot $(TBS_OUT)/fig17a_online.png
-	$(TBS_CLI) online --scale 0.3333 --extra 198 --fixed-lambda 0.1 --table $(TBS_OUT)/fig17b_online.md --csv $(TBS_OUT)/fig17b_online.csv --plot $(TBS_OUT)/fig17b_online.png
-	$(TBS_CLI) online --scale 0.3333 --extra 0,8,18,48,98,198,398 --runs 10 --tune-runs 3 --table $(TBS_OUT)/fig17c_online_sweep.md --csv $(TBS_OUT)/fig17c_online_sweep.csv --plot $(TBS_OUT)/fig17c_online_sweep.png
+	$(TBS_CLI) online --fixed-lambda 0.1 $(TBS_MADE) --table $(TBS_OUT)/fig17a_online.md --csv $(TBS_OUT)/fig17a_online.csv --plot $(TBS_OUT)/fig17a_online.png
+	$(TBS_CLI) online --scale 0.3333 --extra 198 --fixed-lambda 0.1 $(TBS_MADE) --table $(TBS_OUT)/fig17b_online.md --csv $(TBS_OUT)/fig17b_online.csv --plot $(TBS_OUT)/fig17b_online.png
+	$(TBS_CLI) online --scale 0.3333 --extra 0,8,18,48,98,198,398 --runs 10 --tune-runs 3 $(TBS_MADE) --table $(TBS_OUT)/fig17c_online_sweep.md --csv $(TBS_OUT)/fig17c_online_sweep.csv --plot $(TBS_OUT)/fig17c_online_sweep.png
 
-tbs-experiments: tbs-sizes tbs-knn tbs-knn-sizes tbs-regression tbs-online
+# Every table, CSV and plot of docs/tbs from the code as it is (about 40 minutes); each file
+# names the target that wrote it.  tbs-experiments is the older name.
+tbs-figures: tbs-sizes tbs-knn tbs-knn-sizes tbs-regression tbs-online
+
+tbs-experiments: tbs-figures
 
 bench-tbs: setup
 	$(BENCH_PY) bench/bench_tbs.py $(if $(UPDATE_DOC),--update-doc docs/BENCHMARKS.md)
