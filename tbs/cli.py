@@ -5,6 +5,7 @@ Commands
   knn         kNN accuracy and robustness on a two-mode stream (section 6.4, Table 1)
   regression  ridge regression on a two-mode stream (section 6.5)
   online      R-TBS against online gradient descent and a proximal learner (figure 17)
+  runtime     R-TBS update time against the decay rate (figure 12)
   run         process new micro-batches into a STATE (D-R-TBS / D-T-TBS; docs/TBS_JOBS.md)
   sample      write the current sample S_k of a STATE
   status      batches processed, W_k, C_k, rho, sample size and footprint of a STATE
@@ -212,6 +213,44 @@ def _cmd_simulate(args):
         tail = tr["sample_size"][half:]
         print(f"{name}: sample size over batches {half + 1}-{sizes.size}: mean {tail.mean():.1f}, "
               f"min {tail.min():.0f}, max {tail.max():.0f} (n = {args.n})")
+    return 0
+
+
+# ----------------------------------------------------------------------------- runtime
+
+def _cmd_runtime(args):
+    _check_outputs(args, ("--table", "--csv"))
+    lams = args.lambdas
+    if not lams or any(not (v > 0 and math.isfinite(v)) for v in lams):
+        raise TBSError(f"--lambdas must list finite numbers > 0, got {lams}")
+    _check_distinct("--lambdas", lams)
+    for name, value, low in (("--n", args.n, 1), ("--batch-size", args.batch_size, 1),
+                             ("--batches", args.batches, 1), ("--warmup", args.warmup, 0)):
+        if value < low:
+            raise TBSError(f"{name} must be an integer >= {low}, got {value}")
+    _check_memory(48 * (args.n + args.batch_size) + 16 * args.batches * len(lams), "runtime",
+                  "ask for a smaller --n or --batch-size")
+    res = ex.decay_runtime(lams, n=args.n, batch_size=args.batch_size, batches=args.batches,
+                           warmup=args.warmup, seed=args.seed)
+    lines = ["| lambda | items put into the sample per batch (mean) | update time per batch, "
+             "ms: median | 10th-90th percentile | ns per arriving item (median) |",
+             "|---:|---:|---:|---:|---:|"]
+    for lam, (inserted, secs) in res.items():
+        med, lo, hi = (1e3 * float(np.percentile(secs, q)) for q in (50, 10, 90))
+        lines.append(f"| {lam:g} | {inserted.mean():.0f} | {med:.2f} | {lo:.2f}-{hi:.2f} | "
+                     f"{1e6 * med / args.batch_size:.2f} |")
+        print(f"lambda {lam:g}: {inserted.mean():.0f} items put into the sample per batch, "
+              f"update {med:.2f} ms (median of {args.batches} batches)")
+    if args.table:
+        text = "\n".join(lines) + (
+            f"\n\nR-TBS, exponential decay, n = {args.n}, batches of {args.batch_size} items, "
+            f"{args.warmup} untimed batches, then {args.batches} timed; one process, one "
+            f"machine.\n")
+        fsmod.write_atomic(args.table, _with_made_by(text, args).encode())
+    if args.csv:
+        rows = [[f"{lam:g}", args.warmup + j + 1, int(inserted[j]), f"{secs[j]:.6f}"]
+                for lam, (inserted, secs) in res.items() for j in range(inserted.size)]
+        _write_csv(args.csv, ["lambda", "batch", "inserted", "seconds"], rows, _made_by(args))
     return 0
 
 
@@ -600,6 +639,20 @@ def add_commands(sub):
     p.add_argument("--show-weight", action="store_true", help="also plot R-TBS total weight W_k")
     _add_made_by(p)
 
+    q = sub.add_parser("runtime", help="R-TBS update time against the decay rate (figure 12)")
+    q.add_argument("--lambdas", type=_float_list, default="0.01,0.03,0.07,0.1,0.3,1",
+                   help="exponential decay rates (default %(default)s)")
+    q.add_argument("--n", type=int, default=1_000_000, help="sample size (default %(default)s)")
+    q.add_argument("--batch-size", type=int, default=1_000_000,
+                   help="items per batch (default %(default)s)")
+    q.add_argument("--batches", type=int, default=30, help="timed batches (default %(default)s)")
+    q.add_argument("--warmup", type=int, default=10,
+                   help="untimed batches first (default %(default)s)")
+    q.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
+    q.add_argument("--table", help="write the Markdown table here")
+    q.add_argument("--csv", help="write one row per timed batch here")
+    _add_made_by(q)
+
     for name, helptext in (("knn", "kNN on a Gaussian-mixture stream (section 6.4, Table 1)"),
                            ("regression", "ridge regression on a two-mode stream (section 6.5)")):
         q = sub.add_parser(name, help=helptext)
@@ -618,7 +671,7 @@ def add_commands(sub):
             q.add_argument("--k", type=_int_list, default="1,3,5,7,9,11,15",
                            help="comma-separated neighbour counts to tune over "
                                 "(default %(default)s)")
-            q.add_argument("--schemes", help="comma-separated exp:LAMBDA, poly:S, sw, unif "
+            q.add_argument("--schemes", help="comma-separated exp:LAMBDA, poly:S[:D], sw, unif "
                                              f"(default {ex.TABLE1_SCHEMES})")
             mix = ex.KNN_MIXTURE
             q.add_argument("--classes", type=int, default=mix["classes"],
@@ -641,7 +694,7 @@ def add_commands(sub):
         else:
             q.add_argument("--lambda", dest="lam", type=float, default=0.1,
                            help="decay rate of R-TBS exp (default 0.1)")
-            q.add_argument("--schemes", help="comma-separated exp:LAMBDA, poly:S, sw, unif "
+            q.add_argument("--schemes", help="comma-separated exp:LAMBDA, poly:S[:D], sw, unif "
                                              "(default exp:LAMBDA,sw,unif)")
             q.add_argument("--penalties", type=_float_list, default=DEFAULT_PENALTIES,
                            help="increasing comma-separated ridge penalties to tune over "
@@ -818,6 +871,8 @@ def dispatch(args, log):
         return _stream_command(args, args.command)
     if args.command == "online":
         return _cmd_online(args)
+    if args.command == "runtime":
+        return _cmd_runtime(args)
     return {"run": _cmd_run, "sample": _cmd_sample, "status": _cmd_status}[args.command](args, log)
 
 

@@ -200,6 +200,34 @@ def stream_memory(kind, *, runs, test_batches, warmup, n, schemes, grid, items=0
     return total + 16 * items * (d + 4) + 8 * (4 * d * d + 2 * n * d + 2 * largest * (d + grid))
 
 
+def decay_runtime(lams, *, n, batch_size, batches, warmup, seed=0, clock=None):
+    """Figure 12: the time R-TBS with exponential decay takes to update the
+    sample with a batch, for each decay rate in ``lams``.  Batches of
+    ``batch_size`` new ids arrive at times 1, 2, ...; the first ``warmup`` are
+    not timed.  Returns {lam: (items of the batch the update put into the
+    sample, seconds of the update), one entry per timed batch}.  The counts
+    depend only on the seed; the times on the machine."""
+    import time
+    clock = clock or time.perf_counter
+    batch_size = check_int("batch_size", batch_size, 1)
+    out = {}
+    for lam in lams:
+        sampler = RTBS(n, Exponential(lam), seed=seed)
+        inserted, seconds = [], []
+        first = 0
+        for k in range(warmup + batches):
+            items = np.arange(first, first + batch_size, dtype=np.int64)
+            start = clock()
+            sampler.update(items, time=float(k + 1))
+            took = clock() - start
+            if k >= warmup:
+                inserted.append(int(np.count_nonzero(sampler.held() >= first)))
+                seconds.append(took)
+            first += batch_size
+        out[lam] = (np.asarray(inserted, dtype=np.int64), np.asarray(seconds))
+    return out
+
+
 # ----------------------------------------------------------------------------- streams with modes
 
 def mode_pattern(pattern, length):
@@ -447,28 +475,38 @@ def log_grid(low, high, per_decade=3):
 def make_schemes(spec, n=1000):
     """Sampling schemes from a comma-separated spec: ``exp:LAMBDA`` (R-TBS,
     exponential decay), ``poly:S`` (R-TBS, polynomial decay with the paper's
-    (d, n', lambda, delta1, delta2) = (10, 2n, 0.1, 0.01, 1)), ``sw`` (sliding
+    (d, n', lambda, delta1, delta2) = (10, 2n, 0.1, 0.01, 1); ``poly:S:D``
+    with shift d = D instead), ``sw`` (sliding
     window of n items), ``unif`` (batched reservoir).  name -> factory(seed)."""
     schemes, tokens = {}, {}
     for token in (t.strip() for t in spec.split(",")):
         kind, _, value = token.partition(":")
+        value, _, shift = value.partition(":") if kind == "poly" else (value, "", "")
+        d = 10.0
         try:
             v = float(value) if value else None
+            d = float(shift) if shift else d
         except ValueError:
+            v = None
+        if kind == "poly" and shift and not (math.isfinite(d) and d >= 0):
             v = None
         if kind == "exp" and v is not None:
             name, factory = f"R-TBS exp: lambda = {_value_name(v, 2)}", (
                 lambda seed, lam=v: RTBS(n, Exponential(lam), seed=seed))
         elif kind == "poly" and v is not None:
-            name, factory = f"R-TBS poly: s = {_value_name(v, 1)}", (
-                lambda seed, s=v: RTBS(n, Polynomial(s, shift=10), seed=seed, max_weight=2 * n,
-                                       consolidation_rate=0.1, delta1=0.01, delta2=1.0))
+            name, factory = (
+                f"R-TBS poly: s = {_value_name(v, 1)}"
+                + ("" if d == 10 else f", d = {_value_name(d, 0)}"),
+                lambda seed, s=v, d=d: RTBS(n, Polynomial(s, shift=d), seed=seed,
+                                            max_weight=2 * n, consolidation_rate=0.1,
+                                            delta1=0.01, delta2=1.0))
         elif token == "sw":
             name, factory = "SW", lambda seed: SlidingWindow(n)
         elif token == "unif":
             name, factory = "Unif", lambda seed: BatchedReservoir(n, seed=seed)
         else:
-            raise TBSError(f"schemes must be comma-separated exp:LAMBDA, poly:S, sw, unif; "
+            raise TBSError(f"schemes must be comma-separated exp:LAMBDA, poly:S, sw, unif "
+                           f"(poly:S:D for a shift d = D other than 10); "
                            f"got {token!r}")
         if name in schemes:
             raise TBSError(f"schemes must differ: {tokens[name]!r} and {token!r} are the same "

@@ -134,3 +134,17 @@ def test_online_command_marks_edges_and_writes_outputs(tmp_path, capsys):
     assert "the paper's MSE" in text
     assert len(out_csv.read_text().splitlines()) == 1 + 4 * 20
     assert "grid value" in capsys.readouterr().err
+
+
+def test_polynomial_schemes_take_a_shift():
+    schemes = ex.make_schemes("poly:2.0:6,poly:2.0,poly:1.8:14", 100)
+    assert list(schemes) == ["R-TBS poly: s = 2.0, d = 6", "R-TBS poly: s = 2.0",
+                             "R-TBS poly: s = 1.8, d = 14"]
+    for (name, factory), (s, d) in zip(schemes.items(), [(2.0, 6), (2.0, 10), (1.8, 14)]):
+        decay = factory(1).decay
+        assert float(decay(np.array([3.0]))[0]) == pytest.approx((1 + d) ** s / (4 + d) ** s)
+    with pytest.raises(TBSError, match="same scheme"):
+        ex.make_schemes("poly:2.0:10,poly:2.0")
+    for bad in ("poly:2:x", "poly:2:-1", "poly:2:inf"):
+        with pytest.raises(TBSError, match="poly:S:D"):
+            ex.make_schemes(bad)
