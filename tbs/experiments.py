@@ -638,10 +638,11 @@ def tune(scores):
 def best_decay(results, kind):
     """For the R-TBS schemes of ``kind`` ("exp" or "poly") in ``results``
     ({scheme: (hyper, loss, es)}): (decay value with the lowest loss, decay
-    value with the lowest ES), or None if there are fewer than two."""
+    value with the lowest ES), or None if there are fewer than two.  Schemes
+    with another polynomial shift than the paper's (``, d = ...``) are left out."""
     prefix = f"R-TBS {kind}: "
     rows = [(float(name.split("=")[1]), loss, es) for name, (_, loss, es) in results.items()
-            if name.startswith(prefix)]
+            if name.startswith(prefix) and name.count("=") == 1]
     if len(rows) < 2:
         return None
     return (min(rows, key=lambda r: r[1])[0], min(rows, key=lambda r: r[2])[0])

@@ -140,7 +140,7 @@ def test_polynomial_schemes_take_a_shift():
     schemes = ex.make_schemes("poly:2.0:6,poly:2.0,poly:1.8:14", 100)
     assert list(schemes) == ["R-TBS poly: s = 2.0, d = 6", "R-TBS poly: s = 2.0",
                              "R-TBS poly: s = 1.8, d = 14"]
-    for (name, factory), (s, d) in zip(schemes.items(), [(2.0, 6), (2.0, 10), (1.8, 14)]):
+    for factory, (s, d) in zip(schemes.values(), [(2.0, 6), (2.0, 10), (1.8, 14)]):
         decay = factory(1).decay
         assert float(decay(np.array([3.0]))[0]) == pytest.approx((1 + d) ** s / (4 + d) ** s)
     with pytest.raises(TBSError, match="same scheme"):
@@ -148,3 +148,21 @@ def test_polynomial_schemes_take_a_shift():
     for bad in ("poly:2:x", "poly:2:-1", "poly:2:inf"):
         with pytest.raises(TBSError, match="poly:S:D"):
             ex.make_schemes(bad)
+
+
+def test_best_decay_compares_the_papers_shift_only():
+    results = {"R-TBS poly: s = 1.8": (3, 12.0, 20.0), "R-TBS poly: s = 2.0": (3, 11.0, 21.0),
+               "R-TBS poly: s = 2.0, d = 6": (3, 10.0, 19.0), "SW": (3, 13.0, 30.0)}
+    assert ex.best_decay(results, "poly") == (2.0, 1.8)
+    del results["R-TBS poly: s = 1.8"]
+    assert ex.best_decay(results, "poly") is None
+
+
+def test_knn_command_writes_a_table_with_shifted_schemes(tmp_path, capsys):
+    table = tmp_path / "k.md"
+    assert main(["knn", "--runs", "1", "--tune-runs", "0", "--test-batches", "20", "--warmup",
+                 "5", "--patterns", "single", "--k", "3", "--schemes",
+                 "poly:2.0:6,poly:2.0,poly:1.8,sw", "--table", str(table)]) == 0
+    capsys.readouterr()
+    text = table.read_text()
+    assert "| R-TBS poly: s = 2.0, d = 6 |" in text and "best s for Miss% / for ES" in text
