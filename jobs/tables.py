@@ -761,7 +761,9 @@ def read_sample(path, manifest, name):
     """The rows of sample *name* of the table run at *path* (its *manifest*
     read by :func:`jobs.driver.info`), its files verified first: a pandas
     DataFrame of its Parquet or CSV files, in order, or the array of its
-    ``.npy`` file."""
+    ``.npy`` file.  Read on one thread: a threaded Arrow read in a process
+    that also has pandas can abort that process at its exit (std::terminate
+    in Arrow's thread pool) after the work is done."""
     (entry,) = [s for s in manifest["samples"] if s["name"] == name]
     verify_run(path, {"samples": [entry]})
     fs = fsmod.get_fs(path)
@@ -775,10 +777,12 @@ def read_sample(path, manifest, name):
         import pyarrow as pa
         if manifest["output_format"] == "parquet":
             from pyarrow import parquet as pq
-            frames.append(pq.read_table(pa.BufferReader(data)))
+            frames.append(pq.read_table(pa.BufferReader(data), use_threads=False))
         else:
             from pyarrow import csv
-            frames.append(csv.read_csv(pa.BufferReader(data), convert_options=csv.ConvertOptions(
-                strings_can_be_null=True)))
+            frames.append(csv.read_csv(pa.BufferReader(data),
+                                       read_options=csv.ReadOptions(use_threads=False),
+                                       convert_options=csv.ConvertOptions(
+                                           strings_can_be_null=True)))
     import pyarrow as pa
     return pa.concat_tables(frames).to_pandas()

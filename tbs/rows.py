@@ -949,12 +949,16 @@ class _Saved:
                     raise ValueError(f"rows of dtype {table.dtype}, shape {table.shape}, not "
                                      f"of dtype {schema}")
                 return table, schema
+            # One thread: a threaded Arrow read in a process that also has
+            # pandas can abort that process at its exit (std::terminate in
+            # Arrow's thread pool), after the work is done; a saved sample is
+            # small, so the thread pool gains nothing here anyway.
             if kind == "arrow":
                 import pyarrow.parquet as pq
-                table = pq.read_table(io.BytesIO(data))
+                table = pq.read_table(io.BytesIO(data), use_threads=False)
                 return table, table.schema
             import pandas as pd
-            table = pd.read_parquet(io.BytesIO(data))
+            table = pd.read_parquet(io.BytesIO(data), use_threads=False)
             schema = self.info["columns"]
             if sorted(table.columns) != sorted(schema):
                 raise ValueError(f"columns {list(table.columns)}, not {list(schema)}")
