@@ -2,7 +2,9 @@
 JUNIT.xml... [--top N]`` on the reports of ``pytest --junitxml=JUNIT.xml``
 (``make test`` writes one per stream: ``work/test-reports/*.xml``).  Prints each test
 file's time (set-up, call and tear-down of its tests, fixtures included),
-its number of tests, its slowest test, and its share of the summed time."""
+its number of tests, its slowest test, and its share of the summed time;
+with reports of ``python -m tests.run --cpu`` (``tests/cpuclock.py``), the
+machine's CPU seconds beside them."""
 import argparse
 import collections
 import sys
@@ -16,15 +18,27 @@ def cases(path):
              case.get("name", "")) for case in ET.parse(path).iter("testcase")]
 
 
+def cpu_seconds(path):
+    """``{(test file, test name): machine CPU seconds}`` of a junit report
+    written with ``tests/cpuclock.py`` (empty for one written without)."""
+    return {(file_of(case.get("classname", "")), case.get("name", "")): float(prop.get("value"))
+            for case in ET.parse(path).iter("testcase")
+            for prop in case.iter("property") if prop.get("name") == "cpu_seconds"}
+
+
 def per_file(paths):
-    """``{file: [seconds, tests, (slowest seconds, slowest name)]}`` of junit
-    XML reports."""
-    files = collections.defaultdict(lambda: [0.0, 0, (0.0, "")])
-    for seconds, name, test in (case for path in paths for case in cases(path)):
-        entry = files[name]
-        entry[0] += seconds
-        entry[1] += 1
-        entry[2] = max(entry[2], (seconds, test))
+    """``{file: [seconds, tests, (slowest seconds, slowest name), CPU seconds
+    or None]}`` of junit XML reports."""
+    files = collections.defaultdict(lambda: [0.0, 0, (0.0, ""), None])
+    for path in paths:
+        cpu = cpu_seconds(path)
+        for seconds, name, test in cases(path):
+            entry = files[name]
+            entry[0] += seconds
+            entry[1] += 1
+            entry[2] = max(entry[2], (seconds, test))
+            if (name, test) in cpu:
+                entry[3] = (entry[3] or 0.0) + cpu[name, test]
     return dict(files)
 
 
@@ -48,12 +62,19 @@ def main(argv=None):
         print(f"tests.profile: error: cannot read a report: {exc}", file=sys.stderr)
         return 2
     total = sum(entry[0] for entry in files.values()) or 1.0
-    print(f"{'seconds':>8} {'share':>6} {'tests':>6}  file (slowest test)")
-    for name, (seconds, count, slowest) in sorted(files.items(), key=lambda kv: -kv[1][0])[
-            :args.top]:
-        print(f"{seconds:8.1f} {seconds / total:6.1%} {count:6d}  {name} "
+    with_cpu = any(entry[3] is not None for entry in files.values())
+
+    def cpu(value):
+        return "" if not with_cpu else "       -" if value is None else f"{value:8.1f}"
+
+    print(f"{'seconds':>8} {'share':>6} {'tests':>6}{'   cpu-s' if with_cpu else ''}  "
+          f"file (slowest test)")
+    for name, (seconds, count, slowest, used) in sorted(files.items(),
+                                                       key=lambda kv: -kv[1][0])[:args.top]:
+        print(f"{seconds:8.1f} {seconds / total:6.1%} {count:6d}{cpu(used)}  {name} "
               f"({slowest[1]}: {slowest[0]:.1f} s)")
-    print(f"{total:8.1f} {1:6.1%} {sum(e[1] for e in files.values()):6d}  all files")
+    used = sum(e[3] or 0.0 for e in files.values()) if with_cpu else None
+    print(f"{total:8.1f} {1:6.1%} {sum(e[1] for e in files.values()):6d}{cpu(used)}  all files")
     return 0
 
 

@@ -20,7 +20,8 @@ tests' Hadoop, which its sessions share by design (``tests/conftest.py``,
 At the end come each stream's summary, the failures in full, the 15 slowest
 tests of the run and its wall time; the exit status is the first failing
 stream's (0 when all pass).  ``python -m tests.profile <reports>/*.xml``
-shows where the time went, per file.
+shows where the time went, per file (with ``--cpu``, the machine's CPU
+seconds too: ``tests/cpuclock.py``).
 """
 import argparse
 import contextlib
@@ -117,6 +118,10 @@ def main(argv=None):
                              "(default work/test-reports)")
     parser.add_argument("--only", action="append", choices=[name for name, _ in STREAMS],
                         help="run only this stream (repeatable)")
+    parser.add_argument("--cpu", action="store_true",
+                        help="record the machine's CPU seconds per test in the junit "
+                             "reports (tests/cpuclock.py; python -m tests.profile shows "
+                             "them): meaningful for one stream alone on a quiet machine")
     args, pytest_args = parser.parse_known_args(argv)
     args.reports = os.path.abspath(args.reports)
     os.makedirs(args.reports, exist_ok=True)
@@ -133,7 +138,8 @@ def main(argv=None):
         with open(log, "wb") as out:
             proc = subprocess.Popen(
                 [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-m", markers,
-                 f"--junitxml={report}", *pytest_args],
+                 f"--junitxml={report}", *(["-p", "tests.cpuclock"] if args.cpu else []),
+                 *pytest_args],
                 stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, cwd=ROOT)
         running[name] = (proc, log, report)
     print(f"tests.run: {len(running)} streams ({', '.join(running)}); logs in {args.reports}/",

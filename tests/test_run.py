@@ -81,3 +81,35 @@ def test_the_streams_choose_apache_hive_tests_by_the_marker_conftest_gives_them(
     beside = collected("beside_spark")
     assert spark and all("[apache" not in name for name in spark)
     assert [name for name in spark if "test_hdfs.py" in name] == beside   # moved on purpose
+
+
+@pytest.mark.slow   # a pytest process
+def test_cpu_seconds_reach_the_report_and_the_per_file_profile(tmp_path, capsys):
+    """A test that keeps a core busy for 0.4 s gets at least that many of the
+    machine's CPU seconds (the clock counts every process, so more is
+    possible, never less), and the profile adds them up per file."""
+    import subprocess
+    import sys
+
+    from tests import profile
+    (tmp_path / "test_busy.py").write_text(
+        "import time\n"
+        "def test_busy():\n"
+        "    end = time.process_time() + 0.4\n"
+        "    while time.process_time() < end:\n"
+        "        pass\n"
+        "def test_idle():\n"
+        "    pass\n")
+    report = tmp_path / "r.xml"
+    proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
+                           "-p", "tests.cpuclock", f"--junitxml={report}", "--rootdir",
+                           str(tmp_path), str(tmp_path / "test_busy.py")],
+                          cwd=run.ROOT, capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stdout[-2000:]
+    cpu = profile.cpu_seconds(report)
+    assert cpu[("test_busy.py", "test_busy")] >= 0.35
+    assert set(cpu) == {("test_busy.py", "test_busy"), ("test_busy.py", "test_idle")}
+    (entry,) = profile.per_file([report]).values()
+    assert entry[1] == 2 and entry[3] == pytest.approx(sum(cpu.values()))
+    assert profile.main([str(report)]) == 0
+    assert "cpu-s" in capsys.readouterr().out
