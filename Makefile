@@ -152,7 +152,7 @@ TBS_MADE = --made-by "make $@"
 TBS_SIM = $(TBS_CLI) simulate --n 1000 --batch-size 100 --batches 1000 $(TBS_MADE)
 TBS_FIG3 = $(TBS_CLI) simulate --algorithms rtbs --decay poly --n 1000 --regime periodic --period 2000 --batches 6000 --show-weight $(TBS_MADE)
 
-.PHONY: tbs-test tbs-sizes tbs-knn tbs-knn-sizes tbs-regression tbs-online tbs-figures tbs-experiments bench-tbs
+.PHONY: tbs-test tbs-sizes tbs-knn tbs-knn-shift tbs-knn-sizes tbs-regression tbs-online tbs-runtime tbs-figures tbs-experiments bench-tbs
 
 tbs-test: setup
 	$(PY) -m pytest -q tests/test_tbs_*.py
@@ -187,6 +187,12 @@ tbs-knn: setup
 	$(TBS_CLI) knn --runs 30 --tune-runs 5 $(TBS_MADE) --table $(TBS_OUT)/knn_table.md --csv $(TBS_OUT)/knn_curves.csv --plot $(TBS_OUT)/knn_curves.png
 	$(TBS_CLI) knn --runs 10 --tune-runs 0 --k 3 --patterns "single,P(10,10)" --schemes exp:0.07,poly:2.0,sw,unif --spread 1.3 --ratio 6.5 $(TBS_MADE) --table $(TBS_OUT)/knn_table_calibrated.md --csv $(TBS_OUT)/knn_curves_calibrated.csv
 
+# Section 6.4: the shift d of the polynomial decay from 6 to 14 (the paper reports similar
+# results for all of them, without numbers; about 15 minutes).
+tbs-knn-shift: setup
+	@mkdir -p $(TBS_OUT)
+	$(TBS_CLI) knn --runs 30 --tune-runs 5 --schemes poly:2.0:6,poly:2.0:8,poly:2.0,poly:2.0:12,poly:2.0:14,exp:0.07,sw,unif $(TBS_MADE) --table $(TBS_OUT)/knn_shift_table.md --csv $(TBS_OUT)/knn_shift_curves.csv
+
 # Section 6.4, figure 15: P(10,10) with uniform and 2%-growing batch sizes (about 5 minutes).
 tbs-knn-sizes: setup
 	@mkdir -p $(TBS_OUT)
@@ -212,9 +218,15 @@ tbs-online: setup
 	$(TBS_CLI) online --scale 0.3333 --extra 198 --fixed-lambda 0.1 $(TBS_MADE) --table $(TBS_OUT)/fig17b_online.md --csv $(TBS_OUT)/fig17b_online.csv --plot $(TBS_OUT)/fig17b_online.png
 	$(TBS_CLI) online --scale 0.3333 --extra 0,8,18,48,98,198,398 --runs 10 --tune-runs 3 $(TBS_MADE) --table $(TBS_OUT)/fig17c_online_sweep.md --csv $(TBS_OUT)/fig17c_online_sweep.csv --plot $(TBS_OUT)/fig17c_online_sweep.png
 
+# Section 6.3, figure 12: update time of R-TBS (exponential decay) against the decay rate, on
+# one machine (about 2 minutes; the times depend on the machine and its load).
+tbs-runtime: setup
+	@mkdir -p $(TBS_OUT)
+	$(TBS_CLI) runtime --lambdas 0.01,0.03,0.07,0.1,0.3,1 --n 1000000 --batch-size 1000000 --warmup 100 --batches 50 $(TBS_MADE) --table $(TBS_OUT)/fig12_runtime.md --csv $(TBS_OUT)/fig12_runtime.csv
+
 # Every table, CSV and plot of docs/tbs from the code as it is (about 40 minutes); each file
 # names the target that wrote it.  tbs-experiments is the older name.
-tbs-figures: tbs-sizes tbs-knn tbs-knn-sizes tbs-regression tbs-online
+tbs-figures: tbs-sizes tbs-knn tbs-knn-shift tbs-knn-sizes tbs-regression tbs-online tbs-runtime
 
 tbs-experiments: tbs-figures
 

@@ -251,6 +251,25 @@ def test_first_run_of_each_stream_experiment_is_reproduced(target, argv, tmp_pat
                     f"`make {target}`")
 
 
+RUNTIME = [(t, a) for t, a in COMMANDS if a[0] == "runtime"]
+
+
+@pytest.mark.parametrize("target, argv", RUNTIME,
+                         ids=[os.path.basename(_option(a, "--csv")) for _, a in RUNTIME])
+def test_runtime_counts_are_reproduced(target, argv, tmp_path, capsys):
+    # the times depend on the machine; what each update put into the sample
+    # depends only on the seed: the first timed batches of the first rate
+    name = os.path.basename(_option(argv, "--csv"))
+    _, committed = _read_csv(os.path.join(OUT, name))
+    lam = committed[0]["lambda"]
+    out = tmp_path / "runtime.csv"
+    assert main(_with(argv, lambdas=lam, batches=2, csv=out)) == 0
+    capsys.readouterr()
+    fresh = [(r["batch"], r["inserted"]) for r in _read_csv(out)[1]]
+    assert fresh == [(r["batch"], r["inserted"]) for r in committed if r["lambda"] == lam][:2], (
+        f"{name} no longer comes out of `make {target}`")
+
+
 def _md_rows(path):
     """Header cells and body rows (lists of cells) of the first table of a Markdown file."""
     with open(path) as fh:
