@@ -501,7 +501,10 @@ def _cmd_online(args):
     if args.fixed_lambda is not None and not (args.fixed_lambda > 0
                                               and math.isfinite(args.fixed_lambda)):
         raise TBSError(f"--fixed-lambda must be a finite number > 0, got {args.fixed_lambda}")
-    grid = max(len(args.lambdas), len(args.rates), len(args.mus))
+    if not args.penalties or any(not (v >= 0 and math.isfinite(v)) for v in args.penalties):
+        raise TBSError(f"--penalties must list finite numbers >= 0, got {args.penalties}")
+    _check_distinct("--penalties", args.penalties)
+    grid = max(len(args.lambdas) * len(args.penalties), len(args.rates), len(args.mus))
     memory = dict(runs=max(args.runs, args.tune_runs), test_batches=args.test_batches,
                   warmup=args.warmup, n=args.n, schemes=2, grid=grid, d=2 + max(args.extra))
     items = args.batch * (args.warmup + args.test_batches)
@@ -510,7 +513,8 @@ def _cmd_online(args):
                   "(--batch, --n)")
     flags = ex.mode_pattern(args.pattern, args.test_batches)
     methods = ("R-TBS", "Prox", "OGD") + (("R-TBS fixed",) if args.fixed_lambda else ())
-    hnames = {"R-TBS": "lambda", "Prox": "mu", "OGD": "rate", "R-TBS fixed": "lambda"}
+    rtbs = "lambda" if len(args.penalties) == 1 else "lambda/penalty"
+    hnames = {"R-TBS": rtbs, "Prox": "mu", "OGD": "rate", "R-TBS fixed": rtbs}
     rows, curves, first, summary_of = [], {}, {}, {}
     for extra in args.extra:
         res = ex.online_experiment(lambdas=args.lambdas, rates=args.rates, mus=args.mus,
@@ -518,10 +522,11 @@ def _cmd_online(args):
                                    warmup=args.warmup, test_batches=args.test_batches,
                                    batch=args.batch, abnormal=flags, n=args.n,
                                    scale=args.scale, extra=extra, seed=args.seed,
-                                   fixed_lambda=args.fixed_lambda)
+                                   fixed_lambda=args.fixed_lambda, penalties=args.penalties)
         for m, side in res["edges"].items():
             _warn(f"stable parameters {extra}: tuned {hnames[m]} of {m} is the {side} grid "
-                  f"value {res['tuned'][m]:g}: the optimum may lie outside the grid")
+                  f"value {_tuned_text(res['tuned'][m])}: the optimum may lie outside the "
+                  f"grid")
         summary = {}
         for m in methods:
             c = res["curves"][m]
@@ -532,7 +537,7 @@ def _cmd_online(args):
         curves[extra] = {m: res["curves"][m].mean(axis=0) for m in methods}
         first[extra] = {m: res["curves"][m][0] for m in methods}
         print(f"stable parameters {extra}: " + "; ".join(
-            f"{m} MSE {v[0]:.2f} ES {v[1]:.2f} ({hnames[m]}={v[2]:g})"
+            f"{m} MSE {v[0]:.2f} ES {v[1]:.2f} ({hnames[m]}={_tuned_text(v[2])})"
             for m, v in summary.items()))
     paper = {}
     if args.pattern == "P(10,10)" and len(args.extra) == 1:
@@ -547,7 +552,7 @@ def _cmd_online(args):
             for m in methods:
                 mse, es, h = summary[m]
                 cells += [_fmt(mse, paper.get(m), 2), f"{es:.2f}",
-                          f"{h:g}" + (" (edge)" if m in edges else "")]
+                          _tuned_text(h) + (" (edge)" if m in edges else "")]
             lines.append(f"| {extra} | " + " | ".join(cells) + " |")
         text = "\n".join(lines) + "\n"
         if paper:
@@ -559,12 +564,19 @@ def _cmd_online(args):
             for m in methods:
                 value = summary_of[extra][m][2]
                 for t, (v, one) in enumerate(zip(curves[extra][m], first[extra][m]), start=1):
-                    out.append([extra, m, t, f"{v:.4f}", f"{value:g}", f"{one:.4f}"])
+                    out.append([extra, m, t, f"{v:.4f}", _tuned_text(value), f"{one:.4f}"])
         _write_csv(args.csv, ["stable_parameters", "method", "t", "mean_mse", "value",
                               "run1_mse"], out, _made_by(args))
     if args.plot:
         _online_plot(args, rows, curves, methods)
     return 0
+
+
+def _tuned_text(value):
+    """A tuned value in a table or CSV: a number, or R-TBS's 'rate/penalty'."""
+    if isinstance(value, tuple):
+        return "/".join(f"{v:g}" for v in value)
+    return f"{value:g}"
 
 
 def _online_plot(args, rows, curves, methods):
@@ -720,6 +732,9 @@ def add_commands(sub):
                    help="proximal weights to tune over (default 1e-4 to 1e3)")
     q.add_argument("--fixed-lambda", type=float,
                    help="also run R-TBS with this decay rate, untuned ('R-TBS fixed')")
+    q.add_argument("--penalties", type=_float_list, default="0",
+                   help="ridge penalties of R-TBS's regression, tuned with the rate "
+                        "(default 0: least squares)")
     q.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
     q.add_argument("--table", help="write the Markdown table here")
     q.add_argument("--csv", help="write mean MSE per test batch here")

@@ -683,31 +683,43 @@ PAPER_FIG17 = {"a": {"R-TBS": 3.28, "Prox": 2.04, "OGD": 3.05},
 # ----------------------------------------------------------------------------- online learners
 
 def online_experiment(*, lambdas, rates, mus, runs, tune_runs, warmup, test_batches, batch,
-                      abnormal, n=1000, scale=1.0, extra=0, seed=0, fixed_lambda=None):
-    """Figure 17: R-TBS (exponential decay, rate tuned over ``lambdas``; least
-    squares on the sample) against online gradient descent (learning rate tuned
-    over ``rates``) and the proximal learner (weight tuned over ``mus``) on the
-    regression stream with ``scale`` and ``extra`` stable parameters.
+                      abnormal, n=1000, scale=1.0, extra=0, seed=0, fixed_lambda=None,
+                      penalties=(0.0,)):
+    """Figure 17: R-TBS (exponential decay, rate tuned over ``lambdas``; ridge
+    regression without intercept on the sample, penalty tuned over
+    ``penalties``, by default 0: least squares) against online gradient
+    descent (learning rate tuned over ``rates``) and the proximal learner
+    (weight tuned over ``mus``) on the regression stream with ``scale`` and
+    ``extra`` stable parameters.
 
     Hyper-parameters are tuned on ``tune_runs`` separate runs (on the runs
-    themselves if 0) to minimize the mean MSE.  ``fixed_lambda`` adds R-TBS
-    with that rate, untuned, as method "R-TBS fixed".  Returns {"curves": {method:
-    (runs, test_batches)}, "tuned": {method: value}, "edges": {method: side}}.
+    themselves if 0) to minimize the mean MSE; R-TBS's rate and penalty
+    together.  ``fixed_lambda`` adds R-TBS with that rate (penalty tuned) as
+    method "R-TBS fixed".  Returns {"curves": {method: (runs, test_batches)},
+    "tuned": {method: value}, "edges": {method: side}}; an R-TBS value is the
+    rate, or (rate, penalty) when more than one penalty is given.
     """
     sizes = _batch_sizes(warmup + test_batches, batch)
     scale = check_real("scale", scale)             # before any run
+    pens = [float(p) for p in penalties]
+    if not pens or any(not (p >= 0 and math.isfinite(p)) for p in pens):
+        raise TBSError(f"penalties must list finite numbers >= 0, got {pens}")
 
     def make_data(rng, total, b, flags):
         return linear_stream(rng, total, b, flags, scale=scale, extra=extra)
 
-    def sampling(lams, nruns, s):
+    def sampling(pairs, nruns, s):
+        # pairs: (rate, penalty) for every rate and penalty, rate-major
+        lams = list(dict.fromkeys(lam for lam, _ in pairs))
+        grid = list(dict.fromkeys(p for _, p in pairs))
+        assert pairs == [(lam, p) for lam in lams for p in grid]
         schemes = {lam: (lambda sd, lam=lam: RTBS(n, Exponential(lam), seed=sd))
                    for lam in lams}
-        scores = stream_experiment(schemes, make_data, lambda x, y: ridge_scores(x, y, [0.0]),
-                                   [0.0], runs=nruns, warmup=warmup,
+        scores = stream_experiment(schemes, make_data, lambda x, y: ridge_scores(x, y, grid),
+                                   grid, runs=nruns, warmup=warmup,
                                    test_batches=test_batches, batch=batch, abnormal=abnormal,
                                    seed=s)
-        return np.stack([scores[lam][:, :, 0] for lam in lams], axis=-1)
+        return np.concatenate([scores[lam] for lam in lams], axis=-1)
 
     def online(method, grid, nruns, s):
         flags = np.concatenate([np.zeros(warmup, dtype=bool), abnormal])
@@ -717,24 +729,31 @@ def online_experiment(*, lambdas, rates, mus, runs, tune_runs, warmup, test_batc
             out.append(online_scores(x, y, sizes, warmup, method, grid))
         return np.stack(out)
 
-    grids = {"R-TBS": list(lambdas), "OGD": list(rates), "Prox": list(mus)}
-    runners = {"R-TBS": lambda g, nr, s: sampling(g, nr, s),
+    grids = {"R-TBS": [(lam, p) for lam in lambdas for p in pens], "OGD": list(rates),
+             "Prox": list(mus)}
+    runners = {"R-TBS": sampling, "R-TBS fixed": sampling,
                "OGD": lambda g, nr, s: online("ogd", g, nr, s),
                "Prox": lambda g, nr, s: online("prox", g, nr, s)}
+    if fixed_lambda is not None:
+        grids["R-TBS fixed"] = [(fixed_lambda, p) for p in pens]
     tune_seed = seed + 1_000_003
     curves, tuned, edges = {}, {}, {}
     for method, grid in grids.items():
-        if tune_runs:
+        if tune_runs and len(grid) > 1:
             j = tune({method: runners[method](grid, tune_runs, tune_seed)})[method]
             final = runners[method]([grid[j]], runs, seed)[:, :, 0]
         else:
             scores = runners[method](grid, runs, seed)
             j = tune({method: scores})[method]
             final = scores[:, :, j]
-        tuned[method] = grid[j]
-        edges.update(grid_edges(grid, {method: j}) if len(grid) > 1 else {})
+        value = grid[j]
+        if method.startswith("R-TBS"):
+            value = value if len(pens) > 1 else value[0]
+            axis = [lam for lam, _ in grid[::len(pens)]] if method == "R-TBS" else None
+            if axis is not None and len(axis) > 1:
+                edges.update(grid_edges(axis, {method: j // len(pens)}))
+        elif len(grid) > 1:
+            edges.update(grid_edges(grid, {method: j}))
+        tuned[method] = value
         curves[method] = final
-    if fixed_lambda is not None:
-        curves["R-TBS fixed"] = sampling([fixed_lambda], runs, seed)[:, :, 0]
-        tuned["R-TBS fixed"] = fixed_lambda
     return {"curves": curves, "tuned": tuned, "edges": edges}

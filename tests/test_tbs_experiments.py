@@ -166,3 +166,19 @@ def test_knn_command_writes_a_table_with_shifted_schemes(tmp_path, capsys):
     capsys.readouterr()
     text = table.read_text()
     assert "| R-TBS poly: s = 2.0, d = 6 |" in text and "best s for Miss% / for ES" in text
+
+
+def test_online_rtbs_tunes_a_ridge_penalty_with_the_rate():
+    flags = ex.mode_pattern("P(10,10)", 20)
+    common = dict(rates=[0.1], mus=[1.0], runs=1, tune_runs=1, warmup=10, test_batches=20,
+                  batch=50, abnormal=flags, n=200, fixed_lambda=0.1)
+    plain = ex.online_experiment(lambdas=[0.1, 0.5], **common)
+    assert plain["tuned"]["R-TBS"] in (0.1, 0.5) and plain["tuned"]["R-TBS fixed"] == 0.1
+    ridge = ex.online_experiment(lambdas=[0.1, 0.5], penalties=[0.0, 1e9], **common)
+    # a penalty of 1e9 predicts 0 (mean squared error about E[y^2] > 1): never the best
+    assert ridge["tuned"]["R-TBS"] == (plain["tuned"]["R-TBS"], 0.0)
+    assert ridge["tuned"]["R-TBS fixed"] == (0.1, 0.0)
+    # penalty 0 is least squares: the same curves
+    assert np.array_equal(ridge["curves"]["R-TBS"], plain["curves"]["R-TBS"])
+    with pytest.raises(TBSError, match="penalties"):
+        ex.online_experiment(lambdas=[0.1], penalties=[-1.0], **common)
