@@ -13,6 +13,12 @@ on a matrix of m rows (balanced folds), ``ShuffleSplit`` is ``holdout`` (exact s
 ``GroupKFold`` and ``GroupShuffleSplit`` with ``--groups`` by the column
 holding the groups.
 
+The fold splitters take scikit-learn's ``shuffle`` keyword, True by default
+here (their folds are drawn); ``KFold(shuffle=False)`` is scikit-learn's
+unshuffled KFold (consecutive rows, no seed), and the stratified and group
+folds refuse it.  A splitter told about groups it does not use warns when
+``split`` is called, as scikit-learn's do.
+
 The stratified splitters number y's classes in the order they first
 appear (as scikit-learn's StratifiedKFold does), so renaming the classes
 changes no fold: their folds are the jobs' with ``--stratify`` by a column
@@ -163,6 +169,8 @@ class _Splitter:
         return {"seed": self.seed} if self._state is None else {"random_state": self._state}
 
     def _ignored(self, groups):
+        """Warn, when ``split`` is called (not when its pairs are first
+        asked for, as scikit-learn warns), that *groups* is ignored."""
         if groups is not None and not self.uses_groups:
             warnings.warn(f"The groups parameter is ignored by {type(self).__name__}",
                           UserWarning, stacklevel=3)
@@ -185,15 +193,33 @@ class _Splitter:
 class _Folds(_Splitter):
     """k folds drawn by ``api.kfold`` (``kfold`` of the jobs); each pair is
     (every other row of the repeat, fold i).  Subclasses say what else the
-    folds are drawn by (:meth:`_by`)."""
+    folds are drawn by (:meth:`_by`).
 
-    def __init__(self, n_splits=5, *, seed=None, random_state=None):
-        super().__init__(n_splits, seed, random_state)
+    *shuffle* is scikit-learn's keyword: the folds are drawn (True, the
+    default here); ``shuffle=False`` -- folds taken in the rows' order, no
+    seed -- only where a subclass says it has such folds (``_ordered``),
+    and refused with a seed, as scikit-learn refuses it."""
+
+    #: whether ``shuffle=False`` has folds (KFold: consecutive rows)
+    _ordered = False
+
+    def __init__(self, n_splits=5, *, shuffle=True, seed=None, random_state=None):
+        shuffle = check_bool("shuffle", shuffle)
+        if not shuffle and not self._ordered:
+            raise ParameterError(f"{type(self).__name__} draws its folds: shuffle=False (folds "
+                                 "in the rows' order) is not provided; leave shuffle=True")
+        if not shuffle and (seed is not None or random_state is not None):
+            raise ParameterError(f"shuffle=False takes the folds in the rows' order, so "
+                                 f"seed={seed!r} and random_state={random_state!r} would change "
+                                 "nothing: leave them None, or set shuffle=True")
+        super().__init__(n_splits, seed, random_state, random=shuffle)
+        self.shuffle = shuffle
         if self.n_splits < 2:
             raise ParameterError(f"n_splits must be >= 2, got {self.n_splits}")
 
     def _params(self):
-        return {"n_splits": self.n_splits, **self._seed_params()}
+        seeding = self._seed_params() if self.shuffle else {"shuffle": False}
+        return {"n_splits": self.n_splits, **seeding}
 
     def _by(self, X, y, groups):
         """The keywords of ``api.kfold`` besides the count and the seed."""
@@ -214,11 +240,19 @@ class _Folds(_Splitter):
 class KFold(_Folds):
     """k folds of sizes within one of each other (the first ``m % k`` one row
     larger); each pair is (every other row, fold i).  ``balanced=False``
-    gives the paper's folds instead: an independent fold per row."""
+    gives the paper's folds instead: an independent fold per row.
+    ``shuffle=False``: scikit-learn's unshuffled folds, consecutive rows in
+    order (no seed)."""
 
-    def __init__(self, n_splits=5, *, seed=None, random_state=None, balanced=True):
-        super().__init__(n_splits, seed=seed, random_state=random_state)
+    _ordered = True
+
+    def __init__(self, n_splits=5, *, shuffle=True, seed=None, random_state=None,
+                 balanced=True):
+        super().__init__(n_splits, shuffle=shuffle, seed=seed, random_state=random_state)
         self.balanced = check_bool("balanced", balanced)
+        if not self.shuffle and not self.balanced:
+            raise ParameterError("balanced=False draws a fold for each row; shuffle=False "
+                                 "takes the folds in the rows' order: give one of them")
 
     def _params(self):
         return {**super()._params(), "balanced": self.balanced}
@@ -228,7 +262,18 @@ class KFold(_Folds):
 
     def split(self, X, y=None, groups=None):
         self._ignored(groups)
-        yield from self._folds(X, y, groups)
+        return self._folds(X, y, groups) if self.shuffle else self._in_order(X)
+
+    def _in_order(self, X):
+        n = _n_samples(X)
+        if n < self.n_splits:
+            raise ParameterError(f"n_splits={self.n_splits} must be <= the number of rows "
+                                 f"({n})")
+        rows = np.arange(n)
+        ends = np.cumsum([n // self.n_splits + (i < n % self.n_splits)
+                          for i in range(self.n_splits)])
+        for start, end in zip(np.concatenate(([0], ends[:-1])), ends):
+            yield np.concatenate((rows[:start], rows[end:])), rows[start:end]
 
 
 class RepeatedKFold(_Folds):
@@ -251,7 +296,7 @@ class RepeatedKFold(_Folds):
 
     def split(self, X, y=None, groups=None):
         self._ignored(groups)
-        yield from self._folds(X, y, groups)
+        return self._folds(X, y, groups)
 
 
 class RepeatedStratifiedKFold(RepeatedKFold):
@@ -263,7 +308,7 @@ class RepeatedStratifiedKFold(RepeatedKFold):
 
     def split(self, X, y, groups=None):
         self._ignored(groups)
-        yield from self._folds(X, y, groups)
+        return self._folds(X, y, groups)
 
 
 def _labels_of(X, y, splitter, arg="y"):
@@ -397,7 +442,7 @@ class StratifiedKFold(_Folds):
 
     def split(self, X, y, groups=None):
         self._ignored(groups)
-        yield from self._folds(X, y, groups)
+        return self._folds(X, y, groups)
 
 
 def _sizes(n, test_size, train_size, default_test):
@@ -466,6 +511,9 @@ class ShuffleSplit(_Splitter):
 
     def split(self, X, y=None, groups=None):
         self._ignored(groups)
+        return self._pairs(X)
+
+    def _pairs(self, X):
         n = _n_samples(X)
         n_train, n_test = _sizes(n, self.test_size, self.train_size, 0.1)
         yield from _holdout(n, n_train, n_test, self.n_splits, self._split_seed())
@@ -519,6 +567,9 @@ class StratifiedShuffleSplit(ShuffleSplit):
 
     def split(self, X, y, groups=None):
         self._ignored(groups)
+        return self._stratified_pairs(X, y)
+
+    def _stratified_pairs(self, X, y):
         codes, names = _class_codes(X, y, "StratifiedShuffleSplit", multilabel=True)
         n = codes.size
         n_train, n_test = _sizes(n, self.test_size, self.train_size, 0.1)
@@ -572,6 +623,9 @@ class TimeSeriesSplit(_Splitter):
 
     def split(self, X, y=None, groups=None):
         self._ignored(groups)
+        return self._rounds(X)
+
+    def _rounds(self, X):
         udf = TimeSeries(_n_samples(X), self.n_splits, gap=self.gap,
                          test_size=self.test_size or 0, max_train_size=self.max_train_size or 0)
         # the rows keep their order (the UDF's relative position is the row id),
@@ -596,6 +650,9 @@ class Bootstrap(_Splitter):
 
     def split(self, X, y=None, groups=None):
         self._ignored(groups)
+        return self._bags(X)
+
+    def _bags(self, X):
         samples = api.bootstrap(_n_samples(X), self.n_splits, self._split_seed(), self.size,
                                 oob=True)
         for i in range(self.n_splits):
@@ -606,6 +663,10 @@ class LeavePGroupsOut(_GroupSplitter):
     """Each combination of *n_groups* groups in turn as the test set (the
     rest training), combinations in lexicographic order of the sorted
     groups, rows in order: scikit-learn's indices exactly.  No randomness."""
+
+    #: deterministic: the same splits on every call (scikit-learn's searches
+    #: read it, e.g. HalvingGridSearchCV)
+    shuffle = False
 
     def __init__(self, n_groups):
         super().__init__(1, None, None, random=False)
@@ -621,6 +682,12 @@ class LeavePGroupsOut(_GroupSplitter):
             values = values[:, 0]
         if values.ndim != 1:
             raise ParameterError(f"groups must be one value per row, got shape {values.shape}")
+        if values.dtype.kind == "f" and not np.isfinite(values).all():
+            bad = values[~np.isfinite(values)][0]
+            raise ParameterError(f"groups must be finite numbers, got {bad}: give every row a "
+                                 "group")
+        if values.dtype == object and np.equal(values, None).any():
+            raise ParameterError("groups must not be None: give every row a group")
         _, codes = np.unique(values, return_inverse=True)
         codes = codes.reshape(-1)
         if codes.max(initial=-1) + 1 <= self.n_groups:
@@ -658,6 +725,10 @@ class PredefinedSplit(_Splitter):
     fold (-1: always in training); one split per fold, folds in sorted
     order.  No randomness."""
 
+    #: deterministic: the same splits on every call (scikit-learn's searches
+    #: read it, e.g. HalvingGridSearchCV)
+    shuffle = False
+
     def __init__(self, test_fold):
         super().__init__(1, None, None, random=False)
         self.test_fold = np.asarray(test_fold, dtype=int).reshape(-1)
@@ -670,6 +741,9 @@ class PredefinedSplit(_Splitter):
 
     def split(self, X=None, y=None, groups=None):
         self._ignored(groups)
+        return self._pairs()
+
+    def _pairs(self):
         rows = np.arange(self.test_fold.size)
         for fold in self.unique_folds:
             test = self.test_fold == fold

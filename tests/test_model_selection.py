@@ -284,7 +284,7 @@ def test_metadata_routing_and_ignored_groups(cv):
         assert not request.split.requests and not hasattr(cv, "set_split_request")
         with pytest.warns(UserWarning, match=f"groups parameter is ignored by "
                                              f"{type(cv).__name__}"):
-            list(cv.split(X, y, groups))
+            cv.split(X, y, groups)          # when split is called, as scikit-learn warns
 
 
 @pytest.mark.parametrize("name", ["StratifiedKFold", "StratifiedShuffleSplit",
@@ -457,3 +457,35 @@ def test_leave_groups_out_and_predefined_splits_are_scikit_learns():
     assert ours.get_n_splits() == theirs.get_n_splits() == 3
     assert [(a.tolist(), b.tolist()) for a, b in ours.split()] == \
         [(a.tolist(), b.tolist()) for a, b in theirs.split()]
+
+
+def test_fold_splitters_take_scikit_learns_shuffle_keyword(data):
+    """shuffle=True is what the fold splitters do anyway (drawn folds, the
+    same as without it); KFold(shuffle=False) is scikit-learn's unshuffled
+    KFold, consecutive rows in order, index for index."""
+    import samplegen.model_selection as ms
+    X, y = data
+    for name in ("KFold", "StratifiedKFold", "GroupKFold"):
+        args = (X, y, np.arange(len(y)) % 7) if name == "GroupKFold" else (X, y)
+        drawn = [t.tolist() for _, t in getattr(ms, name)(3, seed=4).split(*args)]
+        assert drawn == [t.tolist() for _, t in getattr(ms, name)(
+            3, shuffle=True, random_state=4).split(*args)]
+    for n, k in ((10, 3), (569, 10), (7, 7), (12, 4)):
+        ours = ms.KFold(k, shuffle=False)
+        assert ours.seed is None and not ours.shuffle and repr(ours) == \
+            f"KFold(n_splits={k}, shuffle=False, balanced=True)"
+        assert [(a.tolist(), b.tolist()) for a, b in ours.split(np.zeros(n))] == \
+            [(a.tolist(), b.tolist()) for a, b in skms.KFold(k).split(np.zeros(n))]
+    with pytest.raises(ParameterError, match=r"n_splits=4 must be <= the number of rows \(3\)"):
+        list(ms.KFold(4, shuffle=False).split(np.zeros(3)))
+
+
+def test_deterministic_splitters_say_their_splits_are_constant():
+    """scikit-learn's searches ask whether a splitter gives the same splits
+    on every call: the splitters without randomness do."""
+    from sklearn.model_selection._split import _yields_constant_splits
+
+    import samplegen.model_selection as ms
+    for cv in (ms.LeaveOneGroupOut(), ms.LeavePGroupsOut(2), ms.PredefinedSplit([0, 1, 1]),
+               ms.TimeSeriesSplit(3), ms.KFold(3, shuffle=False)):
+        assert _yields_constant_splits(cv), cv

@@ -150,6 +150,32 @@ def test_flags_given_as_strings_are_refused():
     _refused(lambda: ms.train_test_split(X, shuffle=0, seed=1), "shuffle")
 
 
+def test_shuffle_is_a_flag_and_false_only_where_there_are_ordered_folds():
+    """shuffle=False is KFold's consecutive folds, which a seed cannot
+    change (refused with one, as scikit-learn refuses it); the stratified
+    and group folds are always drawn, so they refuse it."""
+    _refused(lambda: ms.KFold(3, shuffle=None), "shuffle", "None")
+    _refused(lambda: ms.KFold(3, shuffle="no"), "shuffle", "'no'")
+    _refused(lambda: ms.KFold(3, shuffle=False, random_state=0), "shuffle=False",
+             "random_state=0", "set shuffle=True")
+    _refused(lambda: ms.KFold(3, shuffle=False, seed=5), "seed=5")
+    _refused(lambda: ms.KFold(3, shuffle=False, balanced=False), "balanced=False",
+             "shuffle=False")
+    for name in ("StratifiedKFold", "GroupKFold"):
+        _refused(lambda n=name: getattr(ms, n)(3, shuffle=False), name, "shuffle=False",
+                 "leave shuffle=True")
+
+
+def test_groups_that_are_not_groups_are_refused_when_groups_are_left_out():
+    for groups in ([0.0, np.nan, 0.0, 1.0], [0.0, np.inf, 0.0, 1.0],
+                   np.array(["a", None, "b", "a"], dtype=object)):
+        for cv in (ms.LeaveOneGroupOut(), ms.LeavePGroupsOut(2)):
+            word = "None" if isinstance(groups, np.ndarray) else "finite"
+            _refused(lambda c=cv, g=groups: c.get_n_splits(groups=g), "groups", word)
+            _refused(lambda c=cv, g=groups: list(c.split(np.zeros(4), groups=g)), "groups",
+                     word)
+
+
 def test_random_state_is_scikit_learns():
     for state in (np.random.default_rng(0), 7.0, "7", True):
         _refused(lambda s=state: ms.KFold(3, random_state=s),
