@@ -13,11 +13,13 @@ on a matrix of m rows (balanced folds), ``ShuffleSplit`` is ``holdout`` (exact s
 ``GroupKFold`` and ``GroupShuffleSplit`` with ``--groups`` by the column
 holding the groups.
 
-The fold splitters take scikit-learn's ``shuffle`` keyword, True by default
-here (their folds are drawn); ``KFold(shuffle=False)`` is scikit-learn's
-unshuffled KFold (consecutive rows, no seed), and the stratified and group
-folds refuse it.  A splitter told about groups it does not use warns when
-``split`` is called, as scikit-learn's do.
+``KFold``, ``StratifiedKFold`` and ``GroupKFold`` take scikit-learn's
+``shuffle`` keyword, True by default here (their folds are drawn);
+``shuffle=False`` gives scikit-learn's unshuffled folds, index for index
+(no seed: KFold's consecutive rows, each class's rows dealt to the folds in
+order, the groups by size to the lightest fold).  A splitter told about
+groups it does not use warns when ``split`` is called, as scikit-learn's
+do.
 
 The stratified splitters number y's classes in the order they first
 appear (as scikit-learn's StratifiedKFold does), so renaming the classes
@@ -196,18 +198,12 @@ class _Folds(_Splitter):
     folds are drawn by (:meth:`_by`).
 
     *shuffle* is scikit-learn's keyword: the folds are drawn (True, the
-    default here); ``shuffle=False`` -- folds taken in the rows' order, no
-    seed -- only where a subclass says it has such folds (``_ordered``),
-    and refused with a seed, as scikit-learn refuses it."""
-
-    #: whether ``shuffle=False`` has folds (KFold: consecutive rows)
-    _ordered = False
+    default here); ``shuffle=False`` gives scikit-learn's unshuffled folds
+    (the subclass's ``_in_order``: no seed, refused with one, as
+    scikit-learn refuses it)."""
 
     def __init__(self, n_splits=5, *, shuffle=True, seed=None, random_state=None):
         shuffle = check_bool("shuffle", shuffle)
-        if not shuffle and not self._ordered:
-            raise ParameterError(f"{type(self).__name__} draws its folds: shuffle=False (folds "
-                                 "in the rows' order) is not provided; leave shuffle=True")
         if not shuffle and (seed is not None or random_state is not None):
             raise ParameterError(f"shuffle=False takes the folds in the rows' order, so "
                                  f"seed={seed!r} and random_state={random_state!r} would change "
@@ -243,8 +239,6 @@ class KFold(_Folds):
     gives the paper's folds instead: an independent fold per row.
     ``shuffle=False``: scikit-learn's unshuffled folds, consecutive rows in
     order (no seed)."""
-
-    _ordered = True
 
     def __init__(self, n_splits=5, *, shuffle=True, seed=None, random_state=None,
                  balanced=True):
@@ -388,10 +382,10 @@ class _AnyClassSize(Strata):
         return None
 
 
-def _stratified_folds(X, y, k, splitter):
-    """The k-fold UDF's keywords stratifying by the classes of *y*
-    (numbered by first appearance): scikit-learn's checks -- every class
-    smaller than k refused, a class smaller than k warned about."""
+def _checked_codes(X, y, k, splitter, stacklevel):
+    """The classes of *y* numbered by first appearance, after scikit-learn's
+    checks for k stratified folds: every class smaller than k refused, a
+    class smaller than k warned about (*stacklevel*: the warning's caller)."""
     codes, names = _class_codes(X, y, splitter)
     counts = np.bincount(codes)
     if k <= codes.size and counts.max() < k:
@@ -399,8 +393,14 @@ def _stratified_folds(X, y, k, splitter):
                              f"largest has {int(counts.max())}); use fewer splits")
     if counts.min() < k:
         warnings.warn(f"The least populated class in y has only {int(counts.min())} members, "
-                      f"which is less than n_splits={k}.", UserWarning, stacklevel=4)
-    return {"stratify": "y", "strata": _AnyClassSize.of(codes)}
+                      f"which is less than n_splits={k}.", UserWarning, stacklevel=stacklevel + 1)
+    return codes
+
+
+def _stratified_folds(X, y, k, splitter):
+    """The k-fold UDF's keywords stratifying by the classes of *y*
+    (numbered by first appearance), checked as :func:`_checked_codes`."""
+    return {"stratify": "y", "strata": _AnyClassSize.of(_checked_codes(X, y, k, splitter, 4))}
 
 
 class _GroupSplitter(_Splitter):
@@ -420,13 +420,33 @@ class GroupKFold(_GroupSplitter, _Folds):
     groups taken in a random order and each given to the fold with the
     fewest rows so far (scikit-learn's GroupKFold takes them by size, so
     its folds do not change with the seed); no two folds differ by more
-    than the largest group.  Fewer groups than folds is refused."""
+    than the largest group.  Fewer groups than folds is refused.
+    ``shuffle=False``: scikit-learn's unshuffled GroupKFold (no seed), the
+    same rule over the groups by size, largest first (of groups of one
+    size, the last in sorted order first)."""
 
     def _by(self, X, y, groups):
         return {"by_groups": _labels_of(X, groups, "GroupKFold", "groups")}
 
     def split(self, X, y=None, groups=None):
-        yield from self._folds(X, y, groups)
+        return self._folds(X, y, groups) if self.shuffle else self._in_order(X, groups)
+
+    def _in_order(self, X, groups):
+        k = self.n_splits
+        codes = _group_codes(X, groups, "GroupKFold")
+        sizes = np.bincount(codes)
+        if sizes.size < k:
+            raise ParameterError(f"{k} folds of whole groups need at least {k} groups, got "
+                                 f"{sizes.size}")
+        fold_of, load = np.empty(sizes.size, np.int64), np.zeros(k, np.int64)
+        for group in np.lexsort((-np.arange(sizes.size), -sizes)).tolist():
+            fold_of[group] = lightest = int(np.argmin(load))
+            load[lightest] += sizes[group]
+        fold = fold_of[codes]
+        rows = np.arange(codes.size)
+        for i in range(k):
+            test = fold == i
+            yield rows[~test], rows[test]
 
 
 class StratifiedKFold(_Folds):
@@ -435,14 +455,35 @@ class StratifiedKFold(_Folds):
     each other (scikit-learn's allocation, the classes numbered in the order
     they first appear); a class with fewer than k rows is split as
     scikit-learn splits it, with its warning, and refused when every class
-    is that small."""
+    is that small.  ``shuffle=False``: scikit-learn's unshuffled folds (no
+    seed): fold i gets the same number of each class's rows as the drawn
+    folds, each class's rows dealt to the folds in row order."""
 
     def _by(self, X, y, groups):
         return _stratified_folds(X, y, self.n_splits, "StratifiedKFold")
 
     def split(self, X, y, groups=None):
         self._ignored(groups)
-        return self._folds(X, y, groups)
+        return self._folds(X, y, groups) if self.shuffle else self._in_order(X, y)
+
+    def _in_order(self, X, y):
+        k, n = self.n_splits, _n_samples(X)
+        if k > n:
+            raise ParameterError(f"n_splits={k} must be <= the number of rows ({n})")
+        codes = _checked_codes(X, y, k, "StratifiedKFold", 3)
+        counts = np.bincount(codes)
+        # class c's rows in fold i: how many of the classes' codes, listed in
+        # order of the codes, fall at the places i, i + k, i + 2k, ...
+        listed = np.repeat(np.arange(counts.size), counts)
+        per_fold = np.array([np.bincount(listed[i::k], minlength=counts.size)
+                             for i in range(k)])
+        fold = np.empty(codes.size, np.int64)
+        for c in range(counts.size):
+            fold[codes == c] = np.repeat(np.arange(k), per_fold[:, c])
+        rows = np.arange(codes.size)
+        for i in range(k):
+            test = fold == i
+            yield rows[~test], rows[test]
 
 
 def _sizes(n, test_size, train_size, default_test):
@@ -659,6 +700,25 @@ class Bootstrap(_Splitter):
             yield samples.indices(f"sample-{i}"), samples.indices(f"oob-{i}")
 
 
+def _group_codes(X, groups, splitter):
+    """Each row's group numbered in the groups' sorted order (scikit-learn's
+    order): one finite value per row, None refused."""
+    groups = _labels_of(X, groups, splitter, "groups")
+    values = np.asarray(getattr(groups, "values", groups))
+    if values.ndim == 2 and values.shape[1] == 1:
+        values = values[:, 0]
+    if values.ndim != 1:
+        raise ParameterError(f"groups must be one value per row, got shape {values.shape}")
+    if values.dtype.kind == "f" and not np.isfinite(values).all():
+        bad = values[~np.isfinite(values)][0]
+        raise ParameterError(f"groups must be finite numbers, got {bad}: give every row a "
+                             "group")
+    if values.dtype == object and np.equal(values, None).any():
+        raise ParameterError("groups must not be None: give every row a group")
+    _, codes = np.unique(values, return_inverse=True)
+    return codes.reshape(-1)
+
+
 class LeavePGroupsOut(_GroupSplitter):
     """Each combination of *n_groups* groups in turn as the test set (the
     rest training), combinations in lexicographic order of the sorted
@@ -676,20 +736,7 @@ class LeavePGroupsOut(_GroupSplitter):
         return {"n_groups": self.n_groups}
 
     def _codes(self, X, groups):
-        groups = _labels_of(X, groups, type(self).__name__, "groups")
-        values = np.asarray(getattr(groups, "values", groups))
-        if values.ndim == 2 and values.shape[1] == 1:
-            values = values[:, 0]
-        if values.ndim != 1:
-            raise ParameterError(f"groups must be one value per row, got shape {values.shape}")
-        if values.dtype.kind == "f" and not np.isfinite(values).all():
-            bad = values[~np.isfinite(values)][0]
-            raise ParameterError(f"groups must be finite numbers, got {bad}: give every row a "
-                                 "group")
-        if values.dtype == object and np.equal(values, None).any():
-            raise ParameterError("groups must not be None: give every row a group")
-        _, codes = np.unique(values, return_inverse=True)
-        codes = codes.reshape(-1)
+        codes = _group_codes(X, groups, type(self).__name__)
         if codes.max(initial=-1) + 1 <= self.n_groups:
             raise ParameterError(f"{type(self).__name__} needs more than {self.n_groups} "
                                  f"group{'s' if self.n_groups != 1 else ''}, got "

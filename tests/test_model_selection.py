@@ -2,6 +2,7 @@
 cross_val_score, GridSearchCV, cross_validate), scikit-learn's sizes, and
 exactly the samples the jobs write for the same seed."""
 import os
+import warnings
 
 import numpy as np
 import pytest
@@ -461,8 +462,8 @@ def test_leave_groups_out_and_predefined_splits_are_scikit_learns():
 
 def test_fold_splitters_take_scikit_learns_shuffle_keyword(data):
     """shuffle=True is what the fold splitters do anyway (drawn folds, the
-    same as without it); KFold(shuffle=False) is scikit-learn's unshuffled
-    KFold, consecutive rows in order, index for index."""
+    same as without it); shuffle=False is scikit-learn's unshuffled folds,
+    index for index."""
     import samplegen.model_selection as ms
     X, y = data
     for name in ("KFold", "StratifiedKFold", "GroupKFold"):
@@ -478,6 +479,29 @@ def test_fold_splitters_take_scikit_learns_shuffle_keyword(data):
             [(a.tolist(), b.tolist()) for a, b in skms.KFold(k).split(np.zeros(n))]
     with pytest.raises(ParameterError, match=r"n_splits=4 must be <= the number of rows \(3\)"):
         list(ms.KFold(4, shuffle=False).split(np.zeros(3)))
+    rng = np.random.default_rng(3)
+    labels = [np.array(list("bacabbaccca")), rng.integers(0, 4, 101),
+              rng.choice([5, 2, 9], 57, p=[.7, .2, .1]), np.array([1, 1, 1, 0, 0, 0, 0])]
+    for y_ in labels:       # classes in any order of appearance, small ones (warned about)
+        for k in (2, 3, 5):
+            if np.unique(y_, return_counts=True)[1].max() < k:
+                continue
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                ours = ms.StratifiedKFold(k, shuffle=False).split(np.zeros(len(y_)), y_)
+                theirs = skms.StratifiedKFold(k).split(np.zeros(len(y_)), y_)
+                assert [(a.tolist(), b.tolist()) for a, b in ours] == \
+                    [(a.tolist(), b.tolist()) for a, b in theirs]
+    with pytest.warns(UserWarning, match="least populated class in y has only 2 members"):
+        list(ms.StratifiedKFold(3, shuffle=False).split(np.zeros(5), [3, 3, -1, -1, 3]))
+    groups = [np.array([0, 1, 2, 3] * 4), rng.integers(0, 30, 1000), list("baacdde"),
+              np.array([2.5, 1.0, 1.0, 3.0, 2.5, 4.0])]
+    for g in groups:        # groups of one size (ties) included
+        for k in (2, 3):
+            ours = ms.GroupKFold(k, shuffle=False).split(np.zeros(len(g)), None, g)
+            theirs = skms.GroupKFold(k).split(np.zeros(len(g)), None, g)
+            assert [(a.tolist(), b.tolist()) for a, b in ours] == \
+                [(a.tolist(), b.tolist()) for a, b in theirs]
 
 
 def test_deterministic_splitters_say_their_splits_are_constant():
@@ -487,5 +511,6 @@ def test_deterministic_splitters_say_their_splits_are_constant():
 
     import samplegen.model_selection as ms
     for cv in (ms.LeaveOneGroupOut(), ms.LeavePGroupsOut(2), ms.PredefinedSplit([0, 1, 1]),
-               ms.TimeSeriesSplit(3), ms.KFold(3, shuffle=False)):
+               ms.TimeSeriesSplit(3), ms.KFold(3, shuffle=False),
+               ms.StratifiedKFold(3, shuffle=False), ms.GroupKFold(3, shuffle=False)):
         assert _yields_constant_splits(cv), cv

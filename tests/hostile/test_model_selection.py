@@ -150,20 +150,28 @@ def test_flags_given_as_strings_are_refused():
     _refused(lambda: ms.train_test_split(X, shuffle=0, seed=1), "shuffle")
 
 
-def test_shuffle_is_a_flag_and_false_only_where_there_are_ordered_folds():
-    """shuffle=False is KFold's consecutive folds, which a seed cannot
-    change (refused with one, as scikit-learn refuses it); the stratified
-    and group folds are always drawn, so they refuse it."""
-    _refused(lambda: ms.KFold(3, shuffle=None), "shuffle", "None")
-    _refused(lambda: ms.KFold(3, shuffle="no"), "shuffle", "'no'")
-    _refused(lambda: ms.KFold(3, shuffle=False, random_state=0), "shuffle=False",
-             "random_state=0", "set shuffle=True")
-    _refused(lambda: ms.KFold(3, shuffle=False, seed=5), "seed=5")
+def test_shuffle_is_a_flag_and_false_takes_no_seed():
+    """shuffle=False is scikit-learn's unshuffled folds, which a seed cannot
+    change (refused with one, as scikit-learn refuses it)."""
+    for name in ("KFold", "StratifiedKFold", "GroupKFold"):
+        cls = getattr(ms, name)
+        _refused(lambda c=cls: c(3, shuffle=None), "shuffle", "None")
+        _refused(lambda c=cls: c(3, shuffle="no"), "shuffle", "'no'")
+        _refused(lambda c=cls: c(3, shuffle=False, random_state=0), "shuffle=False",
+                 "random_state=0", "set shuffle=True")
+        _refused(lambda c=cls: c(3, shuffle=False, seed=5), "seed=5")
     _refused(lambda: ms.KFold(3, shuffle=False, balanced=False), "balanced=False",
              "shuffle=False")
-    for name in ("StratifiedKFold", "GroupKFold"):
-        _refused(lambda n=name: getattr(ms, n)(3, shuffle=False), name, "shuffle=False",
-                 "leave shuffle=True")
+    # what the drawn folds refuse, the ordered ones refuse too
+    _refused(lambda: list(ms.StratifiedKFold(3, shuffle=False).split(X[:2], Y[:2])),
+             "n_splits=3")
+    _refused(lambda: list(ms.StratifiedKFold(11, shuffle=False).split(X, Y)), "n_splits=11",
+             "every class")
+    _refused(lambda: list(ms.GroupKFold(3, shuffle=False).split(X, groups=Y)),
+             "at least 3 groups, got 2")
+    _refused(lambda: list(ms.GroupKFold(2, shuffle=False).split(X)), "pass groups")
+    _refused(lambda: list(ms.GroupKFold(2, shuffle=False).split(
+        X, groups=np.where(Y, np.nan, 1.0))), "groups", "finite")
 
 
 def test_groups_that_are_not_groups_are_refused_when_groups_are_left_out():
