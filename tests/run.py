@@ -7,8 +7,7 @@ same time, each a pytest process of its own:
 * ``cluster`` -- the tests on the single-node Hadoop (marked ``hadoop``:
   HDFS, YARN, Apache Hive on Tez).  Its jobs run one after another, each
   starting JVMs (YARN containers): about one core for the whole run, and
-  the run's critical path, so the ``rest`` stream stands back for it
-  (``NICE``).
+  the run's critical path.
 * ``spark`` -- local Spark and the Spark Thrift Server (``spark`` or
   ``hive``, not ``hadoop``).
 * ``rest`` -- everything else: the engines that need no JVM, the command
@@ -42,14 +41,6 @@ STREAMS = (
     ("spark", "((spark or hive) and not hadoop) or beside_spark"),
     ("rest", "not (hadoop or spark or hive or beside_spark)"),
 )
-
-#: how far each stream stands back for the others (``nice``): the ``cluster``
-#: stream is the run's critical path (its tests wait on YARN, one after the
-#: other, and need about one core throughout); the ``rest`` stream's work can
-#: go anywhere in the run, so it takes the CPU the others leave.  The
-#: ``spark`` stream keeps the default, because it may start the cluster's
-#: daemons (a ``beside_spark`` test), which would inherit its niceness.
-NICE = {"rest": 10}
 
 #: the checkout the streams run in
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -150,8 +141,7 @@ def main(argv=None):
                 [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-m", markers,
                  f"--junitxml={report}", *(["-p", "tests.cpuclock"] if args.cpu else []),
                  *pytest_args],
-                stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, cwd=ROOT,
-                preexec_fn=(lambda n=NICE[name]: os.nice(n)) if name in NICE else None)
+                stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, cwd=ROOT)
         running[name] = (proc, log, report)
     print(f"tests.run: {len(running)} streams ({', '.join(running)}); logs in {args.reports}/",
           flush=True)

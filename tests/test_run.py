@@ -25,13 +25,6 @@ def test_every_test_is_in_exactly_one_stream():
     assert eval(run.STREAMS[1][1], {}, dict(off, hadoop=False, spark=False, hive=True))
     assert eval(run.STREAMS[1][1], {}, dict(hadoop=True, spark=True, hive=False,
                                             beside_spark=True))
-    # a stream that stands back starts no service: the cluster's daemons and the
-    # servers would inherit its niceness
-    for name in run.NICE:
-        expression = dict(run.STREAMS)[name]
-        for service in ("hadoop", "spark", "hive"):
-            assert not eval(expression, {}, dict(off, **{m: m == service for m in
-                                                         ("hadoop", "spark", "hive")}))
 
 
 def test_progress_summary_and_failures_are_read_from_a_stream_log(tmp_path):
