@@ -487,39 +487,38 @@ def test_a_save_killed_at_any_moment_leaves_a_whole_sample(tmp_path):
 
 
 
-#: a process that keeps a stream sample of DataFrames, saves and loads it,
-#: and reads a table run's Parquet sample
-_READ_BACK = """
-import sys
-import numpy as np
-import pandas as pd
-from samplegen import read_run
-from samplegen.tbs import RTBS, Exponential, StreamSample
-stream = StreamSample(RTBS(2000, Exponential(0.2), seed=42), key="user")
-for day in range(1, 8):
-    stream.update(pd.DataFrame({"user": [f"u{day}-{i}" for i in range(1000)],
-                                "x": np.random.default_rng(day).normal(size=1000)}), time=day)
-stream.save(sys.argv[1])
-assert len(StreamSample.load(sys.argv[1], RTBS).sample()) > 0
-assert len(read_run(sys.argv[2])["test-0"]) > 0
-"""
 
+def test_stored_samples_are_read_back_on_one_thread(tmp_path, monkeypatch):
+    """A threaded Arrow read in a process that has pandas can abort that
+    process at its exit ("terminate called without an active exception",
+    status -6, after the work is done: the documented StreamSample example
+    did in 7 of 30 runs with pyarrow 26).  The stored-sample readers that run
+    in users' processes therefore read on one thread: every Parquet read of
+    ``StreamSample.load`` (pandas and Arrow rows) and ``read_run`` asks for
+    that.  (The abort is a race at exit that fresh processes under the test
+    runner did not show even with the bug in place, so the guard is checked
+    where it is applied.)"""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
 
-def test_a_process_that_reads_samples_back_exits_cleanly_every_time(tmp_path):
-    """Reading back is done when the process ends: its exit status says so.
-    A threaded Arrow read in a process with pandas let the process abort at
-    its exit ("terminate called without an active exception", status -6)
-    in 1 of 13 to 7 of 30 runs of this work, as busy as the machine was (a
-    race at exit).  If that comes back, 16 runs all pass with probability
-    (12/13)^16 < 0.28 at the lowest of those rates, 0.77^16 < 0.02 at the
-    highest: the test catches it in most runs of the suite, never alarms
-    falsely."""
-    pd.DataFrame({"user": [f"u{i}" for i in range(2000)], "x": np.arange(2000.0)}).to_parquet(
-        tmp_path / "t.parquet", index=False)
-    from samplegen import cli
+    from samplegen import cli, read_run
+    calls = []
+    real = pq.read_table
+
+    def spy(*args, **kwargs):
+        calls.append(kwargs.get("use_threads", True))
+        return real(*args, **kwargs)
+
+    frames = pd.DataFrame({"user": [f"u{i}" for i in range(300)], "x": np.arange(300.0)})
+    for kind, batch in (("pandas", frames), ("arrow", pa.Table.from_pandas(frames))):
+        stream = StreamSample(_rtbs(), key="user")
+        stream.update(batch, time=1)
+        stream.save(str(tmp_path / kind))
+    frames.to_parquet(tmp_path / "t.parquet", index=False)
     assert cli.main(["-q", "holdout", str(tmp_path / "t.parquet"), str(tmp_path / "run"),
                      "--ratio", "0.8", "--seed", "1"]) in (0, None)
-    for i in range(16):
-        proc = subprocess.run([sys.executable, "-c", _READ_BACK, str(tmp_path / f"s{i}"),
-                               str(tmp_path / "run")], capture_output=True, text=True)
-        assert proc.returncode == 0, proc.stderr[-2000:]
+    monkeypatch.setattr(pq, "read_table", spy)
+    assert len(StreamSample.load(str(tmp_path / "pandas"), RTBS).sample()) == 100
+    assert len(StreamSample.load(str(tmp_path / "arrow"), RTBS).sample()) == 100
+    assert len(read_run(str(tmp_path / "run"))["test-0"]) == 60
+    assert calls == [False, False, False], calls
