@@ -747,6 +747,45 @@ def _up(p, workdir, hdfs_port, timeout, log, pom, free_ports):
         link_jars(workdir, jars)   # running daemons keep the jars they started with
     write_webapps(workdir)
     preload = build_loopback_bind(workdir, log)
+
+    def start_with(ports_now):
+        return _start(p, workdir, ports_now[0], ports_now[1], alive, java, preload, timeout,
+                      log, start)
+
+    if free_ports and not alive:
+        return retry_taken_ports(start_with, (hdfs_port, at), _free_ports, log)
+    return start_with((hdfs_port, at))
+
+
+#: how often ``up --free-ports`` chooses new ports when one it chose was taken
+#: before its daemon bound it
+PORT_ATTEMPTS = 3
+
+
+def retry_taken_ports(start, first, choose, log, attempts=PORT_ATTEMPTS):
+    """``start(ports)`` with the ports *first*, and while it fails because a
+    port was taken in the meantime (another process's own free port: a
+    port nothing listened on when it was chosen is free only until someone
+    binds it), with new ones from ``choose()``, *attempts* times in all."""
+    ports_now = first
+    for attempt in range(1, attempts + 1):
+        try:
+            return start(ports_now)
+        except ClusterError as exc:
+            if attempt == attempts or not _port_taken(str(exc)):
+                raise
+            log(f"a port was taken while Hadoop started ({exc}); choosing other ports")
+            ports_now = choose()
+
+
+def _port_taken(message):
+    return any(sign in message for sign in ("Address already in use", "BindException",
+                                             "in use by another process"))
+
+
+def _start(p, workdir, hdfs_port, at, alive, java, preload, timeout, log, start):
+    """Write the configuration for the ports *hdfs_port*, *at*, start the
+    daemons not in *alive* and wait until the cluster is usable."""
     write_config(workdir, hdfs_port, java, preload, at)   # the same values while it runs
     _write(p["state"], json.dumps({"hdfs_port": hdfs_port, "ports": at}) + "\n")
     if len(alive) == len(DAEMONS) and _ready(health(workdir)):

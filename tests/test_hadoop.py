@@ -144,6 +144,40 @@ def test_free_ports_are_distinct_and_reach_every_setting(tmp_path):
     assert config["mapred-site.xml"]["mapreduce.shuffle.port"] == at["shuffle"]
 
 
+def test_ports_taken_while_the_cluster_starts_are_chosen_again():
+    """A port chosen because nothing listened on it can be bound by another
+    process (its own free port) before the daemon binds it: the start is
+    tried again on other ports, a set number of times, and only for that
+    (no JVM)."""
+    taken = ("the resourcemanager exited during startup: Caused by: "
+             "java.net.BindException: Address already in use")
+    tried, logged = [], []
+
+    def start(ports):
+        tried.append(ports)
+        if len(tried) < 3:
+            raise cluster.ClusterError(taken)
+        return "up"
+
+    chosen = iter([(2, {}), (3, {})])
+    assert cluster.retry_taken_ports(start, (1, {}), lambda: next(chosen),
+                                     logged.append) == "up"
+    assert [p for p, _ in tried] == [1, 2, 3] and len(logged) == 2
+    tried.clear()
+    with pytest.raises(cluster.ClusterError, match="Address already in use"):
+        cluster.retry_taken_ports(start, (1, {}), lambda: (9, {}), logged.append, attempts=2)
+    assert len(tried) == 2                                  # gives up after its attempts
+
+    def broken(ports):
+        tried.append(ports)
+        raise cluster.ClusterError("the namenode exited during startup: disk full")
+
+    tried.clear()
+    with pytest.raises(cluster.ClusterError, match="disk full"):
+        cluster.retry_taken_ports(broken, (1, {}), lambda: (9, {}), logged.append)
+    assert len(tried) == 1                                  # other failures are not retried
+
+
 def test_streaming_job(hadoop, hdfs_dir, tmp_path):
     """Hadoop's streaming jar on YARN, in uber mode (``cluster_jobs.UBER_JOBCONF``:
     the tasks in the application master's container; tasks in containers
