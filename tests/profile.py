@@ -14,31 +14,38 @@ import xml.etree.ElementTree as ET
 def cases(path):
     """``[(seconds, test file, test name)]`` of a junit XML report (OSError,
     ET.ParseError for one that cannot be read)."""
-    return [(float(case.get("time") or 0.0), file_of(case.get("classname", "")),
-             case.get("name", "")) for case in ET.parse(path).iter("testcase")]
+    return [case[:3] for case in _testcases(path)]
 
 
 def cpu_seconds(path):
     """``{(test file, test name): machine CPU seconds}`` of a junit report
     written with ``tests/cpuclock.py`` (empty for one written without)."""
-    return {(file_of(case.get("classname", "")), case.get("name", "")): float(prop.get("value"))
-            for case in ET.parse(path).iter("testcase")
-            for prop in case.iter("property") if prop.get("name") == "cpu_seconds"}
+    return {(name, test): cpu for _, name, test, cpu in _testcases(path) if cpu is not None}
+
+
+def _testcases(path):
+    """``[(seconds, test file, test name, machine CPU seconds or None)]``:
+    each test case of a junit XML report, read once."""
+    out = []
+    for case in ET.parse(path).iter("testcase"):
+        cpu = next((float(p.get("value")) for p in case.iter("property")
+                    if p.get("name") == "cpu_seconds"), None)
+        out.append((float(case.get("time") or 0.0), file_of(case.get("classname", "")),
+                    case.get("name", ""), cpu))
+    return out
 
 
 def per_file(paths):
     """``{file: [seconds, tests, (slowest seconds, slowest name), CPU seconds
     or None]}`` of junit XML reports."""
     files = collections.defaultdict(lambda: [0.0, 0, (0.0, ""), None])
-    for path in paths:
-        cpu = cpu_seconds(path)
-        for seconds, name, test in cases(path):
-            entry = files[name]
-            entry[0] += seconds
-            entry[1] += 1
-            entry[2] = max(entry[2], (seconds, test))
-            if (name, test) in cpu:
-                entry[3] = (entry[3] or 0.0) + cpu[name, test]
+    for seconds, name, test, cpu in (case for path in paths for case in _testcases(path)):
+        entry = files[name]
+        entry[0] += seconds
+        entry[1] += 1
+        entry[2] = max(entry[2], (seconds, test))
+        if cpu is not None:
+            entry[3] = (entry[3] or 0.0) + cpu
     return dict(files)
 
 
