@@ -150,6 +150,11 @@ class ClusterError(SamplegenError):
     pass
 
 
+class PortTakenError(ClusterError):
+    """A port of the cluster's is held by another process (found before a
+    daemon started, or the daemon's own bind failed)."""
+
+
 #: Hadoop binds a few servers to the wildcard address with no setting to
 #: change it: the ``mapreduce_shuffle`` service of the NodeManager and, in each
 #: MapReduce application master, its client RPC, task umbilical and web app.
@@ -771,16 +776,11 @@ def retry_taken_ports(start, first, choose, log, attempts=PORT_ATTEMPTS):
     for attempt in range(1, attempts + 1):
         try:
             return start(ports_now)
-        except ClusterError as exc:
-            if attempt == attempts or not _port_taken(str(exc)):
+        except PortTakenError as exc:
+            if attempt == attempts:
                 raise
             log(f"a port was taken while Hadoop started ({exc}); choosing other ports")
             ports_now = choose()
-
-
-def _port_taken(message):
-    return any(sign in message for sign in ("Address already in use", "BindException",
-                                             "in use by another process"))
 
 
 def _start(p, workdir, hdfs_port, at, alive, java, preload, timeout, log, start):
@@ -797,7 +797,7 @@ def _start(p, workdir, hdfs_port, at, alive, java, preload, timeout, log, start)
             continue
         for what, port in _daemon_ports(name, hdfs_port, at).items():
             if port_answers(port):
-                raise ClusterError(f"port {port} ({what}) on 127.0.0.1 is in use by another "
+                raise PortTakenError(f"port {port} ({what}) on 127.0.0.1 is in use by another "
                                    f"process; stop it (or 'down' the cluster that holds it)")
     format_namenode(p, java, log)
     procs = {}
@@ -831,8 +831,10 @@ def _wait(p, procs, timeout):
             return
         for name, proc in procs.items():
             if proc.poll() is not None:
-                raise ClusterError(f"the {name} exited during startup: "
-                                   + last_error(os.path.join(p["logs"], f"{name}.log")))
+                error = last_error(os.path.join(p["logs"], f"{name}.log"))
+                taken = "BindException" in error or "Address already in use" in error
+                raise (PortTakenError if taken else ClusterError)(
+                    f"the {name} exited during startup: {error}")
         if time.time() > deadline:
             name, waiting = missing
             raise ClusterError(f"Hadoop was not ready within {timeout:.0f} s (waiting for "

@@ -156,7 +156,7 @@ def test_ports_taken_while_the_cluster_starts_are_chosen_again():
     def start(ports):
         tried.append(ports)
         if len(tried) < 3:
-            raise cluster.ClusterError(taken)
+            raise cluster.PortTakenError(taken)
         return "up"
 
     chosen = iter([(2, {}), (3, {})])
