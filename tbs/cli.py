@@ -109,21 +109,32 @@ def _made_by(args):
     return text.strip() if text and text.strip() else None
 
 
-def _write_csv(path, header, rows, made_by=None):
-    """CSV with ``header``; ``made_by`` (if any) is a first line ``# made by: ...``
-    (read it with ``comment="#"`` in pandas, or skip lines starting with '#')."""
+def _write_csv(args, header, rows):
+    """``--csv``: CSV with ``header``, and ``--made-by`` (if given) as a first
+    line ``# made by: ...`` (read it with ``comment="#"`` in pandas, or skip
+    lines starting with '#')."""
+    made_by = _made_by(args)
     buf = io.StringIO()
     if made_by:
         buf.write(f"# made by: {made_by}\n")
     writer = csv.writer(buf, lineterminator="\n")
     writer.writerow(header)
     writer.writerows(rows)
-    fsmod.write_atomic(path, buf.getvalue().encode())
+    fsmod.write_atomic(args.csv, buf.getvalue().encode())
 
 
-def _save_figure(fig, path, made_by=None):
-    """PNG of ``fig``; ``made_by`` (if any) as a small footer and as the PNG's
-    ``Comment`` text chunk."""
+def _write_table(args, text):
+    """``--table``: a Markdown table's text, with a last line naming the
+    ``--made-by`` command (if given)."""
+    made_by = _made_by(args)
+    fsmod.write_atomic(args.table, (text + (f"\nMade by: `{made_by}`.\n" if made_by else ""))
+                       .encode())
+
+
+def _save_figure(fig, args):
+    """``--plot``: PNG of ``fig``, ``--made-by`` (if given) as a small footer
+    and as the PNG's ``Comment`` text chunk."""
+    made_by = _made_by(args)
     metadata = None
     if made_by:
         fig.text(0.995, 0.002, f"made by: {made_by}", ha="right", va="bottom", fontsize=6,
@@ -131,7 +142,7 @@ def _save_figure(fig, path, made_by=None):
         metadata = {"Comment": f"made by: {made_by}"}
     buf = io.BytesIO()
     fig.savefig(buf, format="png", dpi=110, bbox_inches="tight", metadata=metadata)
-    fsmod.write_atomic(path, buf.getvalue())
+    fsmod.write_atomic(args.plot, buf.getvalue())
 
 
 def _pyplot():
@@ -186,8 +197,7 @@ def _cmd_simulate(args):
                 rows.append([k + 1, name, int(sizes[k]), int(tr["sample_size"][k])]
                             + [_cell(tr[key][k], key.endswith("latent_samples"))
                                for key in ex.TRACE_KEYS[1:]])
-        _write_csv(args.csv, ["batch", "algorithm", "batch_size", *ex.TRACE_KEYS], rows,
-                   _made_by(args))
+        _write_csv(args, ["batch", "algorithm", "batch_size", *ex.TRACE_KEYS], rows)
     if args.plot:
         plt = _pyplot()
         fig, (top, bottom) = plt.subplots(2, 1, figsize=(8, 5.5), sharex=True,
@@ -206,7 +216,7 @@ def _cmd_simulate(args):
         bottom.plot(k, sizes, color="black", lw=0.8)
         bottom.set_ylabel("batch size")
         bottom.set_xlabel("batch k")
-        _save_figure(fig, args.plot, _made_by(args))
+        _save_figure(fig, args)
         plt.close(fig)
     half = sizes.size // 2
     for name, tr in traces.items():
@@ -246,11 +256,11 @@ def _cmd_runtime(args):
             f"\n\nR-TBS, exponential decay, n = {args.n}, batches of {args.batch_size} items, "
             f"{args.warmup} untimed batches, then {args.batches} timed; one process, one "
             f"machine.\n")
-        fsmod.write_atomic(args.table, _with_made_by(text, args).encode())
+        _write_table(args, text)
     if args.csv:
         rows = [[f"{lam:g}", args.warmup + j + 1, int(inserted[j]), f"{secs[j]:.6f}"]
                 for lam, (inserted, secs) in res.items() for j in range(inserted.size)]
-        _write_csv(args.csv, ["lambda", "batch", "inserted", "seconds"], rows, _made_by(args))
+        _write_csv(args, ["lambda", "batch", "inserted", "seconds"], rows)
     return 0
 
 
@@ -293,12 +303,6 @@ def _edge_notes(hname, hyper, tuned, natural_low):
         _warn(text)
         notes.append(text)
     return notes
-
-
-def _with_made_by(text, args):
-    """A Markdown table's text, with a last line naming the command that made it."""
-    made_by = _made_by(args)
-    return text + (f"\nMade by: `{made_by}`.\n" if made_by else "")
 
 
 def _fmt(value, paper, digits=1):
@@ -375,7 +379,7 @@ def _stream_command(args, kind):
                                          for name, (h, m, e) in results[pattern].items()))
     if args.table:
         text = _stream_table(args, kind, schemes, patterns, results, ses, loss, hname, notes)
-        fsmod.write_atomic(args.table, _with_made_by(text, args).encode())
+        _write_table(args, text)
     if args.csv:
         rows = []
         for p in patterns:
@@ -383,8 +387,8 @@ def _stream_command(args, kind):
                 for t, (value, one) in enumerate(zip(curves[p][name], first[p][name]), start=1):
                     rows.append([p, name, t, f"{value:.4f}", results[p][name][0], f"{one:.4f}"])
         short = loss.lower().rstrip('%')
-        _write_csv(args.csv, ["pattern", "scheme", "t", f"mean_{short}", hname,
-                              f"run1_{short}"], rows, _made_by(args))
+        _write_csv(args, ["pattern", "scheme", "t", f"mean_{short}", hname,
+                              f"run1_{short}"], rows)
     if args.plot:
         _stream_plot(args, kind, schemes, patterns, curves, loss, sizes)
     return 0
@@ -480,7 +484,7 @@ def _stream_plot(args, kind, schemes, patterns, curves, loss, sizes):
     axes[-1, 0].set_xlabel("test batch t")
     axes[0, 0].legend(fontsize=7, loc="upper right")
     fig.tight_layout()
-    _save_figure(fig, args.plot, _made_by(args))
+    _save_figure(fig, args)
     plt.close(fig)
 
 
@@ -557,7 +561,7 @@ def _cmd_online(args):
         text = "\n".join(lines) + "\n"
         if paper:
             text += "\nIn parentheses: the paper's MSE.\n"
-        fsmod.write_atomic(args.table, _with_made_by(text, args).encode())
+        _write_table(args, text)
     if args.csv:
         out = []
         for extra in args.extra:
@@ -565,8 +569,8 @@ def _cmd_online(args):
                 value = summary_of[extra][m][2]
                 for t, (v, one) in enumerate(zip(curves[extra][m], first[extra][m]), start=1):
                     out.append([extra, m, t, f"{v:.4f}", _tuned_text(value), f"{one:.4f}"])
-        _write_csv(args.csv, ["stable_parameters", "method", "t", "mean_mse", "value",
-                              "run1_mse"], out, _made_by(args))
+        _write_csv(args, ["stable_parameters", "method", "t", "mean_mse", "value",
+                              "run1_mse"], out)
     if args.plot:
         _online_plot(args, rows, curves, methods)
     return 0
@@ -607,7 +611,7 @@ def _online_plot(args, rows, curves, methods):
                      fontsize=9)
     ax.legend(fontsize=7)
     fig.tight_layout()
-    _save_figure(fig, args.plot, _made_by(args))
+    _save_figure(fig, args)
     plt.close(fig)
 
 
