@@ -108,6 +108,8 @@ def simulate(algorithms, decay, n, sizes, *, mean_batch_size, seed=0,
     for name, s in samplers.items():
         trace = {key: np.full(sizes.size, math.nan) for key in TRACE_KEYS}
         general = getattr(s, "algorithm", None) == "general"
+        if general:
+            table = decay(np.arange(sizes.size, dtype=np.float64))     # f(0), f(1), ...
         nxt = 0
         for k, size in enumerate(sizes):
             s.update(np.arange(nxt, nxt + size, dtype=np.int64), time=float(k + 1))
@@ -120,10 +122,10 @@ def simulate(algorithms, decay, n, sizes, *, mean_batch_size, seed=0,
             if general:
                 trace["latent_samples"][k] = s.latent_count
                 c = s.consolidated_batches
-                trace["consolidated_weight"][k] = _decayed_weight(decay, sizes[:c], k + 1)
+                trace["consolidated_weight"][k] = _decayed_weight(table, sizes[:c], k + 1)
         if general:
             trace["printed_latent_samples"], trace["printed_consolidated_weight"] = (
-                printed_consolidation(decay, sizes, s.delta1, s.delta2))
+                printed_consolidation(decay, sizes, s.delta1, s.delta2, table))
         out[name] = trace
     return out
 
@@ -133,27 +135,29 @@ TRACE_KEYS = ("sample_size", "sample_weight", "total_weight", "rho", "latent_sam
               "consolidated_weight", "printed_latent_samples", "printed_consolidated_weight")
 
 
-def _decayed_weight(decay, sizes, k):
-    """sum_i |B_i| f(k - i) over batches i = 1..len(sizes) arriving at times 1, 2, ..."""
-    if not len(sizes):
+def _decayed_weight(table, sizes, k):
+    """sum_i |B_i| f(k - i) over batches i = 1..len(sizes) arriving at times
+    1, 2, ..., with ``table[a] = f(a)`` (the decay evaluated once per run)."""
+    c = len(sizes)
+    if not c:
         return 0.0
-    ages = k - np.arange(1, len(sizes) + 1, dtype=np.float64)
-    return float(np.dot(np.asarray(sizes, dtype=np.float64), decay(ages)))
+    return float(np.dot(np.asarray(sizes, dtype=np.float64), table[k - c:k][::-1]))
 
 
-def printed_consolidation(decay, sizes, delta1, delta2):
+def printed_consolidation(decay, sizes, delta1, delta2, table=None):
     """The consolidation test of Algorithm 8 as printed (line 23), for batches
     of the given sizes at times 1, 2, ...: batch m joins the consolidated sample
     while ``f(age_m) < delta1`` and ``F_inf - sum_{i=m..k} f(age_i) < delta2 / B*``
     (``B*`` the largest batch so far).  Per batch: (latent samples kept, recent
     ones plus the consolidated one; decayed weight of the consolidated batches).
-    For comparison with the rule R-TBS uses (docs/TBS.md, section 7, item 5)."""
+    For comparison with the rule R-TBS uses (docs/TBS.md, section 7, item 5).
+    *table*: ``f(0), f(1), ...`` for the batches, if already evaluated."""
     from .decay import gamma
     sizes = np.asarray(sizes, dtype=np.float64)
     count = sizes.size
     g = gamma(decay)
     f_inf = math.inf if g == 0 else 1.0 / g
-    fa = decay(np.arange(count, dtype=np.float64))          # f(0), f(1), ...
+    fa = decay(np.arange(count, dtype=np.float64)) if table is None else table  # f(0), ...
     head = np.cumsum(fa)                                     # head[j] = f(0) + ... + f(j)
     kept, weight = np.empty(count), np.empty(count)
     m, largest = 1, 0.0
@@ -162,7 +166,7 @@ def printed_consolidation(decay, sizes, delta1, delta2):
         while m <= k and fa[k - m] < delta1 and f_inf - head[k - m] < delta2 / largest:
             m += 1
         kept[k - 1] = k - m + 2
-        weight[k - 1] = _decayed_weight(decay, sizes[:m - 1], k)
+        weight[k - 1] = _decayed_weight(fa, sizes[:m - 1], k)
     return kept, weight
 
 
