@@ -157,6 +157,9 @@ class _Splitter:
         if random and self.seed is None and self._state is None:
             self.seed = fresh_seed()        # drawn once: every split() the same folds
         self.random_state = self.seed if self._state is None else self._state
+        #: whether the splits are drawn (False: the same on every call, which
+        #: scikit-learn's searches read, e.g. HalvingGridSearchCV)
+        self.shuffle = random
 
     def get_n_splits(self, X=None, y=None, groups=None):
         """The number of (train, test) pairs ``split`` yields."""
@@ -209,7 +212,6 @@ class _Folds(_Splitter):
                                  f"seed={seed!r} and random_state={random_state!r} would change "
                                  "nothing: leave them None, or set shuffle=True")
         super().__init__(n_splits, seed, random_state, random=shuffle)
-        self.shuffle = shuffle
         if self.n_splits < 2:
             raise ParameterError(f"n_splits must be >= 2, got {self.n_splits}")
 
@@ -263,11 +265,9 @@ class KFold(_Folds):
         if n < self.n_splits:
             raise ParameterError(f"n_splits={self.n_splits} must be <= the number of rows "
                                  f"({n})")
-        rows = np.arange(n)
-        ends = np.cumsum([n // self.n_splits + (i < n % self.n_splits)
-                          for i in range(self.n_splits)])
-        for start, end in zip(np.concatenate(([0], ends[:-1])), ends):
-            yield np.concatenate((rows[:start], rows[end:])), rows[start:end]
+        k = self.n_splits
+        sizes = n // k + (np.arange(k) < n % k)
+        yield from _fold_pairs(np.repeat(np.arange(k), sizes), k)
 
 
 class RepeatedKFold(_Folds):
@@ -442,11 +442,7 @@ class GroupKFold(_GroupSplitter, _Folds):
         for group in np.lexsort((-np.arange(sizes.size), -sizes)).tolist():
             fold_of[group] = lightest = int(np.argmin(load))
             load[lightest] += sizes[group]
-        fold = fold_of[codes]
-        rows = np.arange(codes.size)
-        for i in range(k):
-            test = fold == i
-            yield rows[~test], rows[test]
+        yield from _fold_pairs(fold_of[codes], k)
 
 
 class StratifiedKFold(_Folds):
@@ -477,13 +473,20 @@ class StratifiedKFold(_Folds):
         listed = np.repeat(np.arange(counts.size), counts)
         per_fold = np.array([np.bincount(listed[i::k], minlength=counts.size)
                              for i in range(k)])
+        # each class's rows, in row order, dealt to folds 0, 1, ... in those numbers
         fold = np.empty(codes.size, np.int64)
-        for c in range(counts.size):
-            fold[codes == c] = np.repeat(np.arange(k), per_fold[:, c])
-        rows = np.arange(codes.size)
-        for i in range(k):
-            test = fold == i
-            yield rows[~test], rows[test]
+        fold[np.argsort(codes, kind="stable")] = np.repeat(np.tile(np.arange(k), counts.size),
+                                                           per_fold.T.reshape(-1))
+        yield from _fold_pairs(fold, k)
+
+
+def _fold_pairs(fold, k):
+    """(every other row, fold i) for i < k, rows in order, given each row's
+    fold."""
+    rows = np.arange(fold.size)
+    for i in range(k):
+        test = fold == i
+        yield rows[~test], rows[test]
 
 
 def _sizes(n, test_size, train_size, default_test):
@@ -724,10 +727,6 @@ class LeavePGroupsOut(_GroupSplitter):
     rest training), combinations in lexicographic order of the sorted
     groups, rows in order: scikit-learn's indices exactly.  No randomness."""
 
-    #: deterministic: the same splits on every call (scikit-learn's searches
-    #: read it, e.g. HalvingGridSearchCV)
-    shuffle = False
-
     def __init__(self, n_groups):
         super().__init__(1, None, None, random=False)
         self.n_groups = _whole("n_groups", n_groups, 1)
@@ -771,10 +770,6 @@ class PredefinedSplit(_Splitter):
     """scikit-learn's ``PredefinedSplit``: *test_fold* gives each row's test
     fold (-1: always in training); one split per fold, folds in sorted
     order.  No randomness."""
-
-    #: deterministic: the same splits on every call (scikit-learn's searches
-    #: read it, e.g. HalvingGridSearchCV)
-    shuffle = False
 
     def __init__(self, test_fold):
         super().__init__(1, None, None, random=False)
